@@ -1,0 +1,63 @@
+package dev.strata.csi.identity;
+
+import com.google.protobuf.BoolValue;
+import csi.v1.Csi.GetPluginCapabilitiesRequest;
+import csi.v1.Csi.GetPluginCapabilitiesResponse;
+import csi.v1.Csi.GetPluginInfoRequest;
+import csi.v1.Csi.GetPluginInfoResponse;
+import csi.v1.Csi.PluginCapability;
+import csi.v1.Csi.ProbeRequest;
+import csi.v1.Csi.ProbeResponse;
+import csi.v1.IdentityGrpc;
+import io.grpc.stub.StreamObserver;
+import java.util.List;
+import java.util.function.BooleanSupplier;
+
+/** The CSI Identity service: who the plugin is, what it offers, and whether it is ready. */
+public final class IdentityService extends IdentityGrpc.IdentityImplBase {
+
+    private final PluginInfo info;
+    private final List<PluginCapability> capabilities;
+    private final BooleanSupplier ready;
+
+    /**
+     * @param ready answers Probe; false while the server cannot yet serve its purpose (the CO
+     *              then waits instead of sending calls that would fail)
+     */
+    public IdentityService(PluginInfo info, List<PluginCapability> capabilities, BooleanSupplier ready) {
+        this.info = info;
+        this.capabilities = List.copyOf(capabilities);
+        this.ready = ready;
+    }
+
+    @Override
+    public void getPluginInfo(GetPluginInfoRequest request, StreamObserver<GetPluginInfoResponse> response) {
+        response.onNext(GetPluginInfoResponse.newBuilder()
+                .setName(info.name())
+                .setVendorVersion(info.version())
+                .build());
+        response.onCompleted();
+    }
+
+    @Override
+    public void getPluginCapabilities(
+            GetPluginCapabilitiesRequest request, StreamObserver<GetPluginCapabilitiesResponse> response) {
+        response.onNext(GetPluginCapabilitiesResponse.newBuilder().addAllCapabilities(capabilities).build());
+        response.onCompleted();
+    }
+
+    @Override
+    public void probe(ProbeRequest request, StreamObserver<ProbeResponse> response) {
+        response.onNext(ProbeResponse.newBuilder()
+                .setReady(BoolValue.newBuilder().setValue(ready.getAsBoolean()))
+                .build());
+        response.onCompleted();
+    }
+
+    /** A plugin capability naming one service. */
+    public static PluginCapability service(PluginCapability.Service.Type type) {
+        return PluginCapability.newBuilder()
+                .setService(PluginCapability.Service.newBuilder().setType(type))
+                .build();
+    }
+}

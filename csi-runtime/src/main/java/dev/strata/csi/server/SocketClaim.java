@@ -1,0 +1,107 @@
+package dev.strata.csi.server;
+
+import java.io.IOException;
+import java.net.ConnectException;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.channels.SocketChannel;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+
+/**
+ * The right to listen on a socket path. A lock file beside the socket serialises servers that
+ * start at the same moment; a socket file left by a crashed server is removed, one that a live
+ * server answers on is never taken, and a path that is not a socket is never deleted.
+ */
+final class SocketClaim implements AutoCloseable {
+
+    private static final int S_IFMT = 0170000;
+    private static final int S_IFSOCK = 0140000;
+
+    private final Path socket;
+    private final FileChannel lockChannel;
+    private final FileLock lock;
+    private final boolean removedStale;
+
+    private SocketClaim(Path socket, FileChannel lockChannel, FileLock lock, boolean removedStale) {
+        this.socket = socket;
+        this.lockChannel = lockChannel;
+        this.lock = lock;
+        this.removedStale = removedStale;
+    }
+
+    static SocketClaim claim(Path socket) throws StartupException {
+        FileChannel channel = null;
+        try {
+            Files.createDirectories(socket.getParent());
+            Path lockFile = socket.resolveSibling(socket.getFileName() + ".lock");
+            channel = FileChannel.open(lockFile, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+            FileLock lock = channel.tryLock();
+            if (lock == null) {
+                throw new StartupException("another server holds " + lockFile + "; refusing to take over " + socket);
+            }
+            boolean removedStale = false;
+            if (Files.exists(socket, LinkOption.NOFOLLOW_LINKS)) {
+                int mode = (Integer) Files.getAttribute(socket, "unix:mode", LinkOption.NOFOLLOW_LINKS);
+                if ((mode & S_IFMT) != S_IFSOCK) {
+                    throw new StartupException(socket + " exists and is not a socket; refusing to replace it");
+                }
+                if (answers(socket)) {
+                    throw new StartupException("a live server is listening on " + socket + "; refusing to take it over");
+                }
+                Files.delete(socket);
+                removedStale = true;
+            }
+            return new SocketClaim(socket, channel, lock, removedStale);
+        } catch (IOException e) {
+            closeQuietly(channel);
+            throw new StartupException("cannot prepare socket " + socket + ": " + e.getMessage(), e);
+        } catch (StartupException e) {
+            closeQuietly(channel);
+            throw e;
+        }
+    }
+
+    private static boolean answers(Path socket) throws IOException {
+        try (SocketChannel probe = SocketChannel.open(StandardProtocolFamily.UNIX)) {
+            probe.connect(UnixDomainSocketAddress.of(socket));
+            return true;
+        } catch (ConnectException e) {
+            return false;
+        }
+    }
+
+    boolean removedStale() {
+        return removedStale;
+    }
+
+    /** Removes the socket, then gives up the lock; the lock file stays so no other server can be racing on a deleted inode. */
+    @Override
+    public void close() {
+        try {
+            Files.deleteIfExists(socket);
+        } catch (IOException ignored) {
+            // best effort: a leftover socket is detected as stale by the next start
+        }
+        try {
+            lock.release();
+        } catch (IOException ignored) {
+            // closing the channel releases it anyway
+        }
+        closeQuietly(lockChannel);
+    }
+
+    private static void closeQuietly(FileChannel channel) {
+        if (channel != null) {
+            try {
+                channel.close();
+            } catch (IOException ignored) {
+                // nothing left to do
+            }
+        }
+    }
+}

@@ -1,0 +1,120 @@
+package dev.strata.csi.testing;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A server program started as its own JVM, the way it runs in production, with the test's class
+ * path. Its output (stdout and stderr merged) is kept for assertions.
+ */
+public final class ServerProcess implements AutoCloseable {
+
+    private final Process process;
+    private final List<String> lines = new CopyOnWriteArrayList<>();
+    private final Thread reader;
+
+    private ServerProcess(Process process) {
+        this.process = process;
+        this.reader = Thread.ofPlatform().daemon().start(this::readOutput);
+    }
+
+    public static ServerProcess start(Class<?> mainClass, Map<String, String> env, String... args) throws IOException {
+        List<String> command = new ArrayList<>();
+        command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        command.add("--enable-native-access=ALL-UNNAMED");
+        command.add("-cp");
+        command.add(System.getProperty("java.class.path"));
+        command.add(mainClass.getName());
+        command.addAll(List.of(args));
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        builder.environment().keySet().removeIf(key -> key.equals("CSI_ENDPOINT") || key.equals("NODE_ID")
+                || key.equals("DRIVER_NAME") || key.equals("LOG_VERBOSITY"));
+        builder.environment().putAll(env);
+        return new ServerProcess(builder.start());
+    }
+
+    public static ServerProcess start(Class<?> mainClass, String... args) throws IOException {
+        return start(mainClass, Map.of(), args);
+    }
+
+    private void readOutput() {
+        try (BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                lines.add(line);
+            }
+        } catch (IOException ignored) {
+            // the process is gone
+        }
+    }
+
+    /** Waits until the server logs that it listens, or fails with what it printed. */
+    public ServerProcess awaitListening(Path socket) throws InterruptedException {
+        long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+        while (System.nanoTime() < deadline) {
+            if (Files.exists(socket) && output().contains("msg=listening")) {
+                return this;
+            }
+            if (!process.isAlive()) {
+                throw new AssertionError("server exited with " + process.exitValue() + ":\n" + output());
+            }
+            Thread.sleep(20);
+        }
+        throw new AssertionError("server did not listen on " + socket + " within 30s:\n" + output());
+    }
+
+    /** Waits until a line containing {@code text} appears. */
+    public void awaitOutput(String text) throws InterruptedException {
+        long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+        while (System.nanoTime() < deadline) {
+            if (output().contains(text)) {
+                return;
+            }
+            Thread.sleep(20);
+        }
+        throw new AssertionError("no output containing '" + text + "' within 30s:\n" + output());
+    }
+
+    /**
+     * Sends SIGTERM, as kubelet does when it stops a container. Through the process handle:
+     * {@link Process#destroy()} would also close the pipes and lose what the server logs while stopping.
+     */
+    public void terminate() {
+        process.toHandle().destroy();
+    }
+
+    /** Waits for the exit and returns its code; all output has been read by then. */
+    public int exitCode() throws InterruptedException {
+        if (!process.waitFor(60, TimeUnit.SECONDS)) {
+            throw new AssertionError("server still running after 60s:\n" + output());
+        }
+        reader.join(5_000);
+        return process.exitValue();
+    }
+
+    public boolean isAlive() {
+        return process.isAlive();
+    }
+
+    public String output() {
+        return String.join("\n", lines);
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+        if (process.isAlive()) {
+            process.destroyForcibly();
+            process.waitFor(30, TimeUnit.SECONDS);
+        }
+    }
+}

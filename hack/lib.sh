@@ -1,0 +1,33 @@
+# Shared by the hack/ scripts: finds a JDK >= 21 and Maven, so the README commands work on a
+# fresh machine whose default java is older. Source it; it exports JAVA_HOME and defines `mvn_run`.
+
+find_jdk() {
+  local candidate version
+  for candidate in "${JAVA_HOME:-}" /usr/lib/jvm/temurin-2[1-9]* /usr/lib/jvm/java-2[1-9]* /usr/lib/jvm/*; do
+    [ -x "$candidate/bin/javac" ] || continue
+    version=$("$candidate/bin/java" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
+    if [ "${version%%.*}" -ge 21 ] 2>/dev/null; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+if ! JAVA_HOME=$(find_jdk); then
+  echo "hack: no JDK 21 or newer found (set JAVA_HOME, or install one under /usr/lib/jvm)" >&2
+  exit 1
+fi
+export JAVA_HOME
+export PATH="$JAVA_HOME/bin:$PATH"
+
+if ! command -v mvn >/dev/null 2>&1; then
+  echo "hack: installing maven" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null
+fi
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+mvn_run() {
+  (cd "$REPO_ROOT" && mvn -B -ntp "$@")
+}
