@@ -29,5 +29,5 @@ fi
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 mvn_run() {
-  (cd "$REPO_ROOT" && mvn -B -ntp "$@")
+  (cd "$REPO_ROOT" && mvn -B -ntp -Dstyle.color=never "$@")
 }

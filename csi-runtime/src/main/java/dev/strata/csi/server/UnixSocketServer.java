@@ -7,7 +7,8 @@ import io.grpc.ServerInterceptor;
 import io.grpc.ServerInterceptors;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
-import io.grpc.netty.shaded.io.netty.channel.epoll.EpollEventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.epoll.EpollIoHandler;
 import io.grpc.netty.shaded.io.netty.channel.epoll.EpollServerDomainSocketChannel;
 import io.grpc.netty.shaded.io.netty.channel.unix.DomainSocketAddress;
 import java.io.IOException;
@@ -53,8 +54,8 @@ public final class UnixSocketServer {
         if (claim.removedStale()) {
             log.info("removed stale socket left by an earlier run", "socket", endpoint.socket());
         }
-        EventLoopGroup boss = new EpollEventLoopGroup(1);
-        EventLoopGroup workers = new EpollEventLoopGroup(1);
+        EventLoopGroup boss = new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory());
+        EventLoopGroup workers = new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory());
         ExecutorService handlers = Executors.newVirtualThreadPerTaskExecutor();
         NettyServerBuilder builder = NettyServerBuilder.forAddress(new DomainSocketAddress(endpoint.socket().toFile()))
                 .channelType(EpollServerDomainSocketChannel.class)

@@ -3,7 +3,8 @@ package dev.strata.csi.testing;
 import io.grpc.ManagedChannel;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.shaded.io.netty.channel.epoll.EpollDomainSocketChannel;
-import io.grpc.netty.shaded.io.netty.channel.epoll.EpollEventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.epoll.EpollIoHandler;
 import io.grpc.netty.shaded.io.netty.channel.unix.DomainSocketAddress;
 import java.io.IOException;
 import java.net.StandardProtocolFamily;
@@ -19,7 +20,7 @@ public final class Sockets {
     /** A gRPC channel over a unix socket, as kubelet and the sidecars open one. */
     public static ManagedChannel channel(Path socket) {
         return NettyChannelBuilder.forAddress(new DomainSocketAddress(socket.toFile()))
-                .eventLoopGroup(new EpollEventLoopGroup(1))
+                .eventLoopGroup(new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory()))
                 .channelType(EpollDomainSocketChannel.class)
                 .usePlaintext()
                 .build();
