@@ -1,0 +1,14 @@
+package dev.strata.csi.backend.local;
+
+import dev.strata.csi.mount.DeviceNumber;
+import java.nio.file.Path;
+
+/**
+ * A loop device and the image file behind it.
+ *
+ * @param backingFile the image as the kernel names it, with symlinks resolved; if the image has
+ *                    been deleted, the path it had
+ * @param directIo    whether the device reads and writes the image with direct I/O, bypassing
+ *                    the page cache of the filesystem that holds the image (no double caching)
+ */
+public record LoopDevice(Path device, Path backingFile, DeviceNumber number, boolean directIo) {}
