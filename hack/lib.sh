@@ -26,6 +26,20 @@ if ! command -v mvn >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null
 fi
 
+# The node's system layer drives these tools, and its tests run them for real (as root).
+# On Debian and Ubuntu losetup, mount and umount come in the package "mount", blkid in util-linux.
+missing_packages=()
+for tool_package in losetup:mount mount:mount umount:mount blkid:util-linux \
+    mkfs.ext4:e2fsprogs mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs; do
+  command -v "${tool_package%%:*}" >/dev/null 2>&1 || missing_packages+=("${tool_package#*:}")
+done
+if [ ${#missing_packages[@]} -gt 0 ]; then
+  mapfile -t missing_packages < <(printf '%s\n' "${missing_packages[@]}" | sort -u)
+  echo "hack: installing ${missing_packages[*]}" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_packages[@]}" >/dev/null
+fi
+unset missing_packages tool_package
+
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 mvn_run() {
