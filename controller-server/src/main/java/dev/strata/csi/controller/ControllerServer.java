@@ -1,24 +1,56 @@
 package dev.strata.csi.controller;
 
 import csi.v1.Csi.PluginCapability;
+import dev.strata.csi.auth.AgentToken;
+import dev.strata.csi.controller.agents.AgentDirectory;
+import dev.strata.csi.controller.agents.AgentRegistryService;
+import dev.strata.csi.flags.Flag;
 import dev.strata.csi.identity.IdentityService;
+import dev.strata.csi.log.CallLog;
 import dev.strata.csi.server.DriverProgram;
+import dev.strata.csi.server.TcpComponent;
+import dev.strata.csi.volume.Topology;
+import java.nio.file.Path;
+import java.time.Clock;
+import java.time.Duration;
 import java.util.List;
 
 /** The controller-server program: CSI Identity and Controller services, run as a Deployment. */
 public final class ControllerServer {
+
+    static final Flag REGISTRY_ADDRESS = new Flag("agent-registry-address", "AGENT_REGISTRY_ADDRESS", "0.0.0.0:9869",
+            "host:port where node agents register (TCP; every call must carry the agent token)");
+    static final Flag TOKEN_FILE = new Flag("agent-token-file", "AGENT_TOKEN_FILE", null,
+            "file holding the shared secret controller and node agents authenticate each other with");
+    static final Flag RENEW = new Flag("agent-renew-interval", "AGENT_RENEW_INTERVAL", "10s",
+            "how often agents renew their registration; an agent silent for three intervals is treated as gone");
+    static final Flag AGENT_TIMEOUT = new Flag("agent-call-timeout", "AGENT_CALL_TIMEOUT", "120s",
+            "deadline for one call to a node agent (creating a fully allocated image takes the longest)");
 
     private ControllerServer() {}
 
     public static void main(String[] args) {
         DriverProgram program = new DriverProgram("controller-server",
                 "Serves the CSI Controller service beside external-provisioner and external-attacher.",
-                List.of(),
-                context -> List.of(
-                        new IdentityService(context.plugin(),
-                                List.of(IdentityService.service(PluginCapability.Service.Type.CONTROLLER_SERVICE)),
-                                () -> true),
-                        new ControllerService()));
+                List.of(REGISTRY_ADDRESS, TOKEN_FILE, RENEW, AGENT_TIMEOUT),
+                context -> {
+                    var flags = context.flags();
+                    AgentToken token = AgentToken.fromFile(Path.of(flags.get(TOKEN_FILE)));
+                    Duration renew = flags.durationValue(RENEW);
+                    AgentDirectory agents = new AgentDirectory(renew, flags.durationValue(AGENT_TIMEOUT), token,
+                            Clock.systemUTC(), context.log());
+                    TcpComponent registry = new TcpComponent(
+                            TcpComponent.address(REGISTRY_ADDRESS.name(), flags.get(REGISTRY_ADDRESS)),
+                            List.of(new AgentRegistryService(agents)),
+                            List.of(new CallLog(context.log()), token.verifier()), context.log());
+                    return new DriverProgram.Plan(List.of(
+                            new IdentityService(context.plugin(), List.of(
+                                    IdentityService.service(PluginCapability.Service.Type.CONTROLLER_SERVICE),
+                                    IdentityService.service(PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS)),
+                                    () -> true),
+                            new ControllerService(agents, Topology.forDriver(context.plugin().name()))),
+                            List.of(registry));
+                });
         System.exit(program.run(args, System.getenv(), System.out, System.err));
     }
 }

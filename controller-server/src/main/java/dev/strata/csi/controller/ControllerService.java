@@ -3,18 +3,244 @@ package dev.strata.csi.controller;
 import csi.v1.ControllerGrpc;
 import csi.v1.Csi.ControllerGetCapabilitiesRequest;
 import csi.v1.Csi.ControllerGetCapabilitiesResponse;
+import csi.v1.Csi.ControllerPublishVolumeRequest;
+import csi.v1.Csi.ControllerPublishVolumeResponse;
+import csi.v1.Csi.ControllerServiceCapability;
+import csi.v1.Csi.ControllerUnpublishVolumeRequest;
+import csi.v1.Csi.ControllerUnpublishVolumeResponse;
+import csi.v1.Csi.CreateVolumeRequest;
+import csi.v1.Csi.CreateVolumeResponse;
+import csi.v1.Csi.DeleteVolumeRequest;
+import csi.v1.Csi.DeleteVolumeResponse;
+import csi.v1.Csi.GetCapacityRequest;
+import csi.v1.Csi.GetCapacityResponse;
+import csi.v1.Csi.ListVolumesRequest;
+import csi.v1.Csi.ListVolumesResponse;
+import csi.v1.Csi.ValidateVolumeCapabilitiesRequest;
+import csi.v1.Csi.ValidateVolumeCapabilitiesResponse;
+import csi.v1.Csi.Volume;
+import dev.strata.csi.agent.api.AttachImageRequest;
+import dev.strata.csi.agent.api.CreateImageRequest;
+import dev.strata.csi.agent.api.DeleteImageRequest;
+import dev.strata.csi.agent.api.DetachImageRequest;
+import dev.strata.csi.agent.api.GetImageRequest;
+import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.ListImagesRequest;
+import dev.strata.csi.controller.agents.AgentDirectory;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.rpc.Rpc;
+import dev.strata.csi.rpc.VolumeLocks;
+import dev.strata.csi.volume.Capabilities;
+import dev.strata.csi.volume.Topology;
+import dev.strata.csi.volume.VolumeId;
+import io.grpc.Status;
 import io.grpc.stub.StreamObserver;
+import java.util.List;
 
 /**
- * The CSI Controller service. It advertises exactly the capabilities that work; RPCs not
- * implemented answer UNIMPLEMENTED, which the sidecars and csi-sanity understand.
+ * The CSI Controller service for local volumes. It keeps no state: a volume id names the node
+ * whose agent holds the volume, and the agents' registrations say which nodes exist.
  */
 public final class ControllerService extends ControllerGrpc.ControllerImplBase {
+
+    static final String DEVICE_PATH = "devicePath";
+
+    private static final List<ControllerServiceCapability.RPC.Type> CAPABILITIES = List.of(
+            ControllerServiceCapability.RPC.Type.CREATE_DELETE_VOLUME,
+            ControllerServiceCapability.RPC.Type.PUBLISH_UNPUBLISH_VOLUME,
+            ControllerServiceCapability.RPC.Type.LIST_VOLUMES,
+            ControllerServiceCapability.RPC.Type.LIST_VOLUMES_PUBLISHED_NODES,
+            ControllerServiceCapability.RPC.Type.GET_CAPACITY,
+            ControllerServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER);
+
+    private final AgentDirectory agents;
+    private final Topology topology;
+    private final Placement placement;
+    private final VolumeLocks locks = new VolumeLocks();
+
+    public ControllerService(AgentDirectory agents, Topology topology) {
+        this.agents = agents;
+        this.topology = topology;
+        this.placement = new Placement(agents, topology);
+    }
+
+    @Override
+    public void createVolume(CreateVolumeRequest request, StreamObserver<CreateVolumeResponse> response) {
+        Rpc.answer(response, () -> {
+            VolumeRequest wanted = VolumeRequest.of(request);
+            try (var held = locks.acquire(wanted.name())) {
+                var existing = placement.find(wanted.name());
+                if (existing.isPresent()) {
+                    Image image = existing.get().image();
+                    if (image.getCapacityBytes() != wanted.capacityBytes() || image.getAllocation() != wanted.allocation()) {
+                        throw CsiException.alreadyExists("volume " + wanted.name() + " exists on node " + existing.get().nodeId()
+                                + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation()
+                                + "; asked for " + wanted.capacityBytes() + " bytes, " + wanted.allocation());
+                    }
+                }
+                Placement.Placed placed = existing.isPresent() ? existing.get()
+                        : placement.create(wanted, request.getAccessibilityRequirements());
+                return CreateVolumeResponse.newBuilder().setVolume(volume(placed.nodeId(), placed.image())).build();
+            }
+        });
+    }
+
+    @Override
+    public void deleteVolume(DeleteVolumeRequest request, StreamObserver<DeleteVolumeResponse> response) {
+        Rpc.answer(response, () -> {
+            if (request.getVolumeId().isEmpty()) {
+                throw CsiException.missing("volume_id");
+            }
+            var id = VolumeId.parse(request.getVolumeId());
+            if (id.isPresent()) { // an id this driver never handed out names nothing to delete
+                try (var held = locks.acquire(id.get().name())) {
+                    agents.stub(id.get().nodeId()).deleteImage(DeleteImageRequest.newBuilder().setName(id.get().name()).build());
+                }
+            }
+            return DeleteVolumeResponse.getDefaultInstance();
+        });
+    }
+
+    @Override
+    public void controllerPublishVolume(ControllerPublishVolumeRequest request,
+            StreamObserver<ControllerPublishVolumeResponse> response) {
+        Rpc.answer(response, () -> {
+            if (request.getVolumeId().isEmpty()) {
+                throw CsiException.missing("volume_id");
+            }
+            if (request.getNodeId().isEmpty()) {
+                throw CsiException.missing("node_id");
+            }
+            if (!request.hasVolumeCapability()) {
+                throw CsiException.missing("volume_capability");
+            }
+            Capabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
+            VolumeId id = VolumeId.require(request.getVolumeId());
+            if (agents.agent(request.getNodeId()).isEmpty() && !request.getNodeId().equals(id.nodeId())) {
+                throw CsiException.notFound("node " + CsiException.printable(request.getNodeId()) + " is not known: no node agent registered for it");
+            }
+            try (var held = locks.acquire(id.name())) {
+                Image image = get(id);
+                if (!id.nodeId().equals(request.getNodeId())) {
+                    throw CsiException.failedPrecondition("volume " + id + " holds its data on node " + id.nodeId()
+                            + " and cannot be attached to node " + request.getNodeId());
+                }
+                image = agents.stub(id.nodeId()).attachImage(AttachImageRequest.newBuilder()
+                        .setName(image.getName()).setNodeId(request.getNodeId()).build()).getImage();
+                return ControllerPublishVolumeResponse.newBuilder()
+                        .putPublishContext(DEVICE_PATH, image.getDevicePath())
+                        .build();
+            }
+        });
+    }
+
+    @Override
+    public void controllerUnpublishVolume(ControllerUnpublishVolumeRequest request,
+            StreamObserver<ControllerUnpublishVolumeResponse> response) {
+        Rpc.answer(response, () -> {
+            if (request.getVolumeId().isEmpty()) {
+                throw CsiException.missing("volume_id");
+            }
+            var id = VolumeId.parse(request.getVolumeId());
+            // Unknown volume, or a node it never lived on: it is not published there.
+            if (id.isPresent() && (request.getNodeId().isEmpty() || request.getNodeId().equals(id.get().nodeId()))) {
+                try (var held = locks.acquire(id.get().name())) {
+                    agents.stub(id.get().nodeId()).detachImage(DetachImageRequest.newBuilder()
+                            .setName(id.get().name()).setNodeId(id.get().nodeId()).build());
+                }
+            }
+            return ControllerUnpublishVolumeResponse.getDefaultInstance();
+        });
+    }
+
+    @Override
+    public void validateVolumeCapabilities(ValidateVolumeCapabilitiesRequest request,
+            StreamObserver<ValidateVolumeCapabilitiesResponse> response) {
+        Rpc.answer(response, () -> {
+            if (request.getVolumeId().isEmpty()) {
+                throw CsiException.missing("volume_id");
+            }
+            if (request.getVolumeCapabilitiesCount() == 0) {
+                throw CsiException.missing("volume_capabilities");
+            }
+            get(VolumeId.require(request.getVolumeId()));
+            for (var capability : request.getVolumeCapabilitiesList()) {
+                var reason = Capabilities.unsupported(capability);
+                if (reason.isPresent()) {
+                    return ValidateVolumeCapabilitiesResponse.newBuilder().setMessage(reason.get()).build();
+                }
+            }
+            return ValidateVolumeCapabilitiesResponse.newBuilder()
+                    .setConfirmed(ValidateVolumeCapabilitiesResponse.Confirmed.newBuilder()
+                            .putAllVolumeContext(request.getVolumeContextMap())
+                            .addAllVolumeCapabilities(request.getVolumeCapabilitiesList())
+                            .putAllParameters(request.getParametersMap()))
+                    .build();
+        });
+    }
+
+    @Override
+    public void listVolumes(ListVolumesRequest request, StreamObserver<ListVolumesResponse> response) {
+        Rpc.answer(response, () -> new VolumeListing(agents, topology).page(request));
+    }
+
+    @Override
+    public void getCapacity(GetCapacityRequest request, StreamObserver<GetCapacityResponse> response) {
+        Rpc.answer(response, () -> {
+            if (!request.getVolumeCapabilitiesList().isEmpty()) {
+                for (var capability : request.getVolumeCapabilitiesList()) {
+                    if (Capabilities.unsupported(capability).isPresent()) {
+                        return GetCapacityResponse.getDefaultInstance();
+                    }
+                }
+            }
+            long available;
+            if (request.hasAccessibleTopology()) {
+                available = topology.nodeOf(request.getAccessibleTopology())
+                        .flatMap(agents::agent)
+                        .map(agent -> agent.pool().getAvailableBytes())
+                        .orElse(0L);
+            } else {
+                // A volume lives on one node: the most it can get is the emptiest node's space.
+                available = agents.live().stream().mapToLong(agent -> agent.pool().getAvailableBytes()).max().orElse(0);
+            }
+            return GetCapacityResponse.newBuilder()
+                    .setAvailableCapacity(available)
+                    .setMaximumVolumeSize(com.google.protobuf.Int64Value.of(available))
+                    .build();
+        });
+    }
 
     @Override
     public void controllerGetCapabilities(ControllerGetCapabilitiesRequest request,
             StreamObserver<ControllerGetCapabilitiesResponse> response) {
-        response.onNext(ControllerGetCapabilitiesResponse.getDefaultInstance());
-        response.onCompleted();
+        Rpc.answer(response, () -> {
+            var reply = ControllerGetCapabilitiesResponse.newBuilder();
+            for (var type : CAPABILITIES) {
+                reply.addCapabilitiesBuilder().getRpcBuilder().setType(type);
+            }
+            return reply.build();
+        });
+    }
+
+    /** The volume's image; NOT_FOUND when its node's agent does not have it. */
+    private Image get(VolumeId id) {
+        try {
+            return agents.stub(id.nodeId()).getImage(GetImageRequest.newBuilder().setName(id.name()).build()).getImage();
+        } catch (CsiException e) {
+            if (e.code() == Status.Code.UNAVAILABLE && agents.agent(id.nodeId()).isEmpty()) {
+                throw CsiException.notFound("volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
+            }
+            throw e;
+        }
+    }
+
+    private Volume volume(String nodeId, Image image) {
+        return Volume.newBuilder()
+                .setVolumeId(new VolumeId(nodeId, image.getName()).toString())
+                .setCapacityBytes(image.getCapacityBytes())
+                .addAccessibleTopology(topology.of(nodeId))
+                .putVolumeContext(VolumeRequest.ALLOCATION, image.getAllocation().name().toLowerCase(java.util.Locale.ROOT))
+                .build();
     }
 }

@@ -14,6 +14,14 @@ import csi.v1.Csi.GetPluginInfoResponse;
 import csi.v1.Csi.PluginCapability;
 import csi.v1.Csi.ProbeRequest;
 import csi.v1.IdentityGrpc;
+import csi.v1.Csi.VolumeCapability;
+import dev.strata.csi.agent.api.AgentRegistryGrpc;
+import dev.strata.csi.agent.api.RegisterRequest;
+import dev.strata.csi.auth.AgentToken;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.util.ArrayList;
 import dev.strata.csi.BuildInfo;
 import dev.strata.csi.testing.ServerProcess;
 import dev.strata.csi.testing.Sockets;
@@ -35,15 +43,22 @@ class ControllerServerTest {
     private ServerProcess server;
     private ManagedChannel channel;
 
+    private int registryPort;
+
     private void start(String... extraArgs) throws Exception {
         Path socket = dir.resolve("controller.sock");
-        String[] args = new String[extraArgs.length + 2];
-        args[0] = "--endpoint";
-        args[1] = "unix://" + socket;
-        System.arraycopy(extraArgs, 0, args, 2, extraArgs.length);
-        server = ServerProcess.start(ControllerServer.class, args).awaitListening(socket);
+        Path token = Files.writeString(dir.resolve("token"), TOKEN);
+        try (ServerSocket free = new ServerSocket(0)) {
+            registryPort = free.getLocalPort();
+        }
+        List<String> args = new ArrayList<>(List.of("--endpoint", "unix://" + socket,
+                "--agent-token-file", token.toString(), "--agent-registry-address", "127.0.0.1:" + registryPort));
+        args.addAll(List.of(extraArgs));
+        server = ServerProcess.start(ControllerServer.class, args.toArray(String[]::new)).awaitListening(socket);
         channel = Sockets.channel(socket);
     }
+
+    private static final String TOKEN = "controller-test-token-42";
 
     @AfterEach
     void stop() throws Exception {
@@ -65,20 +80,58 @@ class ControllerServerTest {
         assertFalse(info.getVendorVersion().isBlank());
         List<PluginCapability> capabilities =
                 identity.getPluginCapabilities(GetPluginCapabilitiesRequest.getDefaultInstance()).getCapabilitiesList();
-        assertEquals(List.of(PluginCapability.Service.Type.CONTROLLER_SERVICE),
+        assertEquals(List.of(PluginCapability.Service.Type.CONTROLLER_SERVICE,
+                        PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS),
                 capabilities.stream().map(c -> c.getService().getType()).toList());
         assertTrue(identity.probe(ProbeRequest.getDefaultInstance()).getReady().getValue());
     }
 
     @Test
-    void controllerAdvertisesNothingItCannotDo() throws Exception {
+    void withNoNodeAgentThereIsNowhereToCreateAVolume() throws Exception {
         start();
         var controller = ControllerGrpc.newBlockingStub(channel);
-        assertEquals(0, controller.controllerGetCapabilities(ControllerGetCapabilitiesRequest.getDefaultInstance())
-                .getCapabilitiesCount());
         StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
-                () -> controller.createVolume(CreateVolumeRequest.newBuilder().setName("pvc-1").build()));
-        assertEquals(Status.Code.UNIMPLEMENTED, e.getStatus().getCode());
+                () -> controller.createVolume(CreateVolumeRequest.newBuilder().setName("pvc-1")
+                        .addVolumeCapabilities(VolumeCapability.newBuilder()
+                                .setMount(VolumeCapability.MountVolume.getDefaultInstance())
+                                .setAccessMode(VolumeCapability.AccessMode.newBuilder()
+                                        .setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER)))
+                        .build()));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, e.getStatus().getCode());
+        assertTrue(e.getStatus().getDescription().contains("no node agent"), e.getStatus().getDescription());
+    }
+
+    @Test
+    void agentRegistryRefusesCallsWithoutTheToken() throws Exception {
+        start();
+        ManagedChannel tcp = NettyChannelBuilder.forAddress("127.0.0.1", registryPort).usePlaintext().build();
+        try {
+            RegisterRequest register = RegisterRequest.newBuilder().setNodeId("n1").setAddress("127.0.0.1:1").build();
+            StatusRuntimeException none = assertThrows(StatusRuntimeException.class,
+                    () -> AgentRegistryGrpc.newBlockingStub(tcp).register(register));
+            assertEquals(Status.Code.UNAUTHENTICATED, none.getStatus().getCode());
+            Path wrongFile = Files.writeString(dir.resolve("wrong"), "not-the-right-token-at-all");
+            StatusRuntimeException wrong = assertThrows(StatusRuntimeException.class,
+                    () -> AgentRegistryGrpc.newBlockingStub(tcp).withCallCredentials(AgentToken.fromFile(wrongFile).credentials())
+                            .register(register));
+            assertEquals(Status.Code.UNAUTHENTICATED, wrong.getStatus().getCode());
+            Path rightFile = Files.writeString(dir.resolve("right"), TOKEN + "\n");
+            assertEquals(10, AgentRegistryGrpc.newBlockingStub(tcp).withCallCredentials(AgentToken.fromFile(rightFile).credentials())
+                    .register(register).getRenewSeconds());
+            assertFalse(server.output().contains(TOKEN), "the token never reaches the log");
+        } finally {
+            tcp.shutdownNow();
+        }
+    }
+
+    @Test
+    void advertisesWhatWorks() throws Exception {
+        start();
+        var types = ControllerGrpc.newBlockingStub(channel)
+                .controllerGetCapabilities(ControllerGetCapabilitiesRequest.getDefaultInstance())
+                .getCapabilitiesList().stream().map(c -> c.getRpc().getType().name()).toList();
+        assertEquals(List.of("CREATE_DELETE_VOLUME", "PUBLISH_UNPUBLISH_VOLUME", "LIST_VOLUMES",
+                "LIST_VOLUMES_PUBLISHED_NODES", "GET_CAPACITY", "SINGLE_NODE_MULTI_WRITER"), types);
     }
 
     @Test
@@ -90,7 +143,7 @@ class ControllerServerTest {
                 .putParameters("fsType", "xfs")
                 .putSecrets("token", "s3cr3t-value-8d2e")
                 .build()));
-        server.awaitOutput("code=UNIMPLEMENTED");
+        server.awaitOutput("method=csi.v1.Controller/CreateVolume name=pvc-7c1f");
         String log = server.output();
         assertTrue(log.contains("name=pvc-7c1f"), "the call is logged with its volume name:\n" + log);
         assertTrue(log.contains("fsType"), "the request body is logged at --v=5:\n" + log);

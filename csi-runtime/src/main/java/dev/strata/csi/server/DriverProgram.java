@@ -33,10 +33,18 @@ public final class DriverProgram {
     /** What a server is given to build its services from. */
     public record Context(FlagSet.Values flags, PluginInfo plugin, Log log) {}
 
-    /** Builds a server's gRPC services; may reject its own flags. */
+    /** What a program serves: CSI services on the socket and components beside them. */
+    public record Plan(List<BindableService> csiServices, List<Component> components) {
+
+        public Plan(List<BindableService> csiServices) {
+            this(csiServices, List.of());
+        }
+    }
+
+    /** Builds a program's plan from its flags; may reject them. */
     @FunctionalInterface
     public interface Services {
-        List<BindableService> create(Context context) throws UsageException;
+        Plan create(Context context) throws UsageException;
     }
 
     private final FlagSet flagSet;
@@ -55,7 +63,7 @@ public final class DriverProgram {
         Endpoint endpoint;
         Duration grace;
         Log log;
-        List<BindableService> bound;
+        Plan plan;
         try {
             FlagSet.Parsed parsed = flagSet.parse(args, env);
             if (parsed instanceof FlagSet.Help) {
@@ -72,7 +80,7 @@ public final class DriverProgram {
             log = new Log(stderr, flags.intValue(VERBOSITY, 0, 10));
             JulBridge.install(log);
             PluginInfo plugin = PluginInfo.of(flags.get(DRIVER_NAME), BuildInfo.version());
-            bound = services.create(new Context(flags, plugin, log));
+            plan = services.create(new Context(flags, plugin, log));
         } catch (UsageException e) {
             stderr.println(flagSet.program() + ": " + e.getMessage() + " (see --help)");
             return 2;
@@ -80,14 +88,23 @@ public final class DriverProgram {
 
         log.info("starting", "program", flagSet.program(), "version", BuildInfo.version(),
                 "driver", flags.get(DRIVER_NAME));
-        UnixSocketServer server;
+        List<Component> started = new ArrayList<>();
+        GrpcServer server;
         try {
-            server = UnixSocketServer.start(endpoint, bound, new CallLog(log), log);
+            for (Component component : plan.components()) {
+                component.start();
+                started.add(component);
+            }
+            server = GrpcServer.onUnixSocket(endpoint, plan.csiServices(), List.of(new CallLog(log)), log);
         } catch (StartupException e) {
             log.error("cannot start", "error", e.getMessage());
+            started.reversed().forEach(component -> component.stop(grace));
             return 1;
         }
-        Thread stopper = new Thread(() -> server.stop(grace), "sigterm");
+        Thread stopper = new Thread(() -> {
+            server.stop(grace);
+            started.reversed().forEach(component -> component.stop(grace));
+        }, "sigterm");
         Runtime.getRuntime().addShutdownHook(stopper);
         try {
             server.awaitTermination();

@@ -19,7 +19,7 @@ public final class SlowProbeDriver {
         DriverProgram program = new DriverProgram("slow-probe-driver", "test program", List.of(PROBE_DELAY),
                 context -> {
                     long delayMillis = context.flags().durationValue(PROBE_DELAY).toMillis();
-                    return List.of(new IdentityService(context.plugin(), List.of(), () -> {
+                    return new DriverProgram.Plan(List.of(new IdentityService(context.plugin(), List.of(), () -> {
                         context.log().info("probe started");
                         try {
                             Thread.sleep(delayMillis);
@@ -28,7 +28,7 @@ public final class SlowProbeDriver {
                             return false;
                         }
                         return true;
-                    }));
+                    })));
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));
     }

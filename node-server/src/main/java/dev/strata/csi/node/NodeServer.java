@@ -1,35 +1,123 @@
 package dev.strata.csi.node;
 
+import csi.v1.Csi.PluginCapability;
+import dev.strata.csi.agent.NodeAgentService;
+import dev.strata.csi.agent.Registration;
+import dev.strata.csi.auth.AgentToken;
+import dev.strata.csi.backend.local.ImagePool;
+import dev.strata.csi.backend.local.SystemFilesystems;
+import dev.strata.csi.backend.local.SystemImageFiles;
+import dev.strata.csi.backend.local.SystemLoopDevices;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.identity.IdentityService;
+import dev.strata.csi.log.CallLog;
+import dev.strata.csi.mount.SystemFilesystemStats;
+import dev.strata.csi.mount.SystemMounter;
+import dev.strata.csi.rpc.VolumeLocks;
+import dev.strata.csi.server.Component;
 import dev.strata.csi.server.DriverProgram;
-import java.nio.charset.StandardCharsets;
+import dev.strata.csi.server.StartupException;
+import dev.strata.csi.server.TcpComponent;
+import dev.strata.csi.system.Command;
+import dev.strata.csi.volume.Topology;
+import dev.strata.csi.volume.VolumeId;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
 
-/** The node-server program: CSI Identity and Node services, run as a DaemonSet on every node. */
+/**
+ * The node-server program, run as a DaemonSet on every node: the CSI Identity and Node services
+ * on the kubelet socket, and the node agent that owns this node's pool and serves controller-server.
+ */
 public final class NodeServer {
 
     static final Flag NODE_ID = new Flag("node-id", "NODE_ID", null,
             "this node's id as Kubernetes knows it (usually spec.nodeName via the downward API)");
+    static final Flag POOL_DIR = new Flag("pool-dir", "POOL_DIR", "/var/lib/strata/pool",
+            "directory holding this node's volume images and their records");
+    static final Flag CONTROLLER_ADDRESS = new Flag("controller-address", "CONTROLLER_ADDRESS", null,
+            "host:port of controller-server's agent registry");
+    static final Flag AGENT_ADDRESS = new Flag("agent-address", "AGENT_ADDRESS", "0.0.0.0:9870",
+            "host:port the node agent listens on for controller-server (port 0 picks a free one)");
+    static final Flag ADVERTISE_HOST = new Flag("agent-advertise-host", "NODE_IP", "127.0.0.1",
+            "host or IP controller-server dials to reach this agent (usually status.hostIP via the downward API)");
+    static final Flag TOKEN_FILE = new Flag("agent-token-file", "AGENT_TOKEN_FILE", null,
+            "file holding the shared secret controller and node agents authenticate each other with");
+    static final Flag MAX_VOLUMES = new Flag("max-volumes", "MAX_VOLUMES", "0",
+            "most volumes the scheduler may place on this node (0: no limit)");
 
     private NodeServer() {}
 
     public static void main(String[] args) {
         DriverProgram program = new DriverProgram("node-server",
-                "Serves the CSI Node service beside node-driver-registrar on every node.",
-                List.of(NODE_ID),
-                context -> List.of(
-                        new IdentityService(context.plugin(), List.of(), () -> true),
-                        new NodeService(nodeId(context.flags().get(NODE_ID)))));
+                "Serves the CSI Node service beside node-driver-registrar and runs this node's agent.",
+                List.of(NODE_ID, POOL_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, TOKEN_FILE, MAX_VOLUMES),
+                context -> {
+                    var flags = context.flags();
+                    var log = context.log();
+                    String nodeId = nodeId(flags.get(NODE_ID));
+                    AgentToken token = AgentToken.fromFile(Path.of(flags.get(TOKEN_FILE)));
+                    Topology topology = Topology.forDriver(context.plugin().name());
+                    Path poolDir = poolDir(flags.get(POOL_DIR));
+                    Command commands = new Command();
+                    SystemLoopDevices loops = new SystemLoopDevices(commands);
+                    SystemMounter mounter = new SystemMounter(commands);
+                    SystemFilesystemStats stats = new SystemFilesystemStats();
+                    ImagePool pool = new ImagePool(poolDir, new SystemImageFiles(commands, stats), loops, mounter, log);
+                    VolumeLocks locks = new VolumeLocks();
+                    AtomicBoolean ready = new AtomicBoolean();
+                    Component reconcile = new Component() {
+                        @Override
+                        public void start() throws StartupException {
+                            try {
+                                pool.reconcile();
+                                ready.set(true);
+                            } catch (Exception e) {
+                                throw new StartupException("cannot reconcile pool " + poolDir + ": " + e.getMessage(), e);
+                            }
+                        }
+
+                        @Override
+                        public void stop(Duration grace) {}
+                    };
+                    TcpComponent agent = new TcpComponent(
+                            TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)),
+                            List.of(new NodeAgentService(pool, locks)),
+                            List.of(new CallLog(log), token.verifier()), log);
+                    Registration registration = new Registration(flags.get(CONTROLLER_ADDRESS), nodeId,
+                            flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, token, log);
+                    LocalVolumes volumes = new LocalVolumes(pool, loops, new SystemFilesystems(commands), mounter, stats, log);
+                    return new DriverProgram.Plan(
+                            List.of(new IdentityService(context.plugin(),
+                                    List.of(IdentityService.service(PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS)),
+                                    ready::get),
+                                    new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), volumes, locks)),
+                            List.of(reconcile, agent, registration));
+                });
         System.exit(program.run(args, System.getenv(), System.out, System.err));
     }
 
-    /** The CSI spec caps a node id at 256 bytes; Kubernetes node names are DNS names and fit. */
+    /** Volume ids carry the node id, so it must be a node name: this also keeps it within CSI's 256 bytes. */
     static String nodeId(String value) throws UsageException {
-        if (value.getBytes(StandardCharsets.UTF_8).length > 256) {
-            throw new UsageException("node id is longer than the 256 bytes CSI allows");
+        if (!VolumeId.nodeIdAllowed(value)) {
+            throw new UsageException("node id must be a Kubernetes node name: at most 253 letters, digits, '.', '-' and '_'");
         }
         return value;
+    }
+
+    private static Path poolDir(String value) throws UsageException {
+        Path dir = Path.of(value);
+        if (!dir.isAbsolute()) {
+            throw new UsageException("flag --pool-dir must be an absolute path, got '" + value + "'");
+        }
+        try {
+            return Files.createDirectories(dir).toRealPath();
+        } catch (IOException e) {
+            throw new UsageException("cannot use pool directory " + dir + ": " + e.getMessage());
+        }
     }
 }

@@ -11,6 +11,7 @@ import csi.v1.Csi.NodeGetCapabilitiesRequest;
 import csi.v1.Csi.NodeGetInfoRequest;
 import csi.v1.Csi.NodeGetInfoResponse;
 import csi.v1.Csi.NodeStageVolumeRequest;
+import csi.v1.Csi.PluginCapability;
 import csi.v1.Csi.ProbeRequest;
 import csi.v1.IdentityGrpc;
 import csi.v1.NodeGrpc;
@@ -19,6 +20,7 @@ import dev.strata.csi.testing.ServerProcess;
 import dev.strata.csi.testing.Sockets;
 import io.grpc.ManagedChannel;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -33,11 +35,16 @@ class NodeServerTest {
     private ServerProcess server;
     private ManagedChannel channel;
 
+    /** A node-server with its pool in the test directory and no controller to register with. */
     private void start(Map<String, String> env, String... args) throws Exception {
         Path socket = dir.resolve("node.sock");
-        Map<String, String> withEndpoint = new java.util.HashMap<>(env);
-        withEndpoint.put("CSI_ENDPOINT", "unix://" + socket);
-        server = ServerProcess.start(NodeServer.class, withEndpoint, args).awaitListening(socket);
+        Map<String, String> all = new java.util.HashMap<>(env);
+        all.put("CSI_ENDPOINT", "unix://" + socket);
+        all.put("POOL_DIR", dir.resolve("pool").toString());
+        all.put("CONTROLLER_ADDRESS", "127.0.0.1:1");
+        all.put("AGENT_ADDRESS", "127.0.0.1:0");
+        all.put("AGENT_TOKEN_FILE", java.nio.file.Files.writeString(dir.resolve("token"), "node-test-token-0042").toString());
+        server = ServerProcess.start(NodeServer.class, all, args).awaitListening(socket);
         channel = Sockets.channel(socket);
     }
 
@@ -63,17 +70,23 @@ class NodeServerTest {
         start(Map.of(), "--node-id", "worker-1");
         var identity = IdentityGrpc.newBlockingStub(channel);
         assertEquals(PluginInfo.DEFAULT_NAME, identity.getPluginInfo(GetPluginInfoRequest.getDefaultInstance()).getName());
-        assertEquals(0, identity.getPluginCapabilities(GetPluginCapabilitiesRequest.getDefaultInstance()).getCapabilitiesCount(),
-                "node-server serves no controller service");
+        assertEquals(List.of(PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS),
+                identity.getPluginCapabilities(GetPluginCapabilitiesRequest.getDefaultInstance()).getCapabilitiesList()
+                        .stream().map(c -> c.getService().getType()).toList(), "node-server serves no controller service");
         assertTrue(identity.probe(ProbeRequest.getDefaultInstance()).getReady().getValue());
         var node = NodeGrpc.newBlockingStub(channel);
-        assertEquals("worker-1", node.nodeGetInfo(NodeGetInfoRequest.getDefaultInstance()).getNodeId());
-        assertEquals(0, node.nodeGetCapabilities(NodeGetCapabilitiesRequest.getDefaultInstance()).getCapabilitiesCount());
+        NodeGetInfoResponse info = node.nodeGetInfo(NodeGetInfoRequest.getDefaultInstance());
+        assertEquals("worker-1", info.getNodeId());
+        assertEquals(Map.of("topology.strata.csi.dev/node", "worker-1"), info.getAccessibleTopology().getSegmentsMap());
+        assertEquals(List.of("STAGE_UNSTAGE_VOLUME", "GET_VOLUME_STATS", "VOLUME_CONDITION", "SINGLE_NODE_MULTI_WRITER"),
+                node.nodeGetCapabilities(NodeGetCapabilitiesRequest.getDefaultInstance()).getCapabilitiesList()
+                        .stream().map(c -> c.getRpc().getType().name()).toList());
     }
 
     @Test
     void missingNodeIdIsAUsageError() throws Exception {
-        try (ServerProcess noId = ServerProcess.start(NodeServer.class, "--endpoint", "unix://" + dir.resolve("x.sock"))) {
+        try (ServerProcess noId = ServerProcess.start(NodeServer.class, "--endpoint", "unix://" + dir.resolve("x.sock"),
+                "--controller-address", "127.0.0.1:1", "--agent-token-file", "/nonexistent")) {
             assertEquals(2, noId.exitCode());
             assertEquals("node-server: flag --node-id is required (or set NODE_ID) (see --help)", noId.output().strip());
         }
@@ -82,9 +95,10 @@ class NodeServerTest {
     @Test
     void overlongNodeIdIsAUsageError() throws Exception {
         try (ServerProcess longId = ServerProcess.start(NodeServer.class,
-                "--endpoint", "unix://" + dir.resolve("x.sock"), "--node-id", "n".repeat(257))) {
+                "--endpoint", "unix://" + dir.resolve("x.sock"), "--node-id", "n".repeat(257),
+                "--controller-address", "127.0.0.1:1", "--agent-token-file", "/nonexistent")) {
             assertEquals(2, longId.exitCode());
-            assertTrue(longId.output().contains("longer than the 256 bytes"), longId.output());
+            assertTrue(longId.output().contains("must be a Kubernetes node name"), longId.output());
         }
     }
 
@@ -93,13 +107,12 @@ class NodeServerTest {
         start(Map.of(), "--node-id", "worker-1", "--v", "5");
         assertThrows(RuntimeException.class, () -> NodeGrpc.newBlockingStub(channel).nodeStageVolume(
                 NodeStageVolumeRequest.newBuilder()
-                        .setVolumeId("vol-51a9")
+                        .setVolumeId("local/worker-1/vol-51a9")
                         .setStagingTargetPath("/var/lib/kubelet/plugins/x/globalmount")
                         .putSecrets("password", "pa55-1e0b")
                         .build()));
-        server.awaitOutput("code=UNIMPLEMENTED");
+        server.awaitOutput("method=csi.v1.Node/NodeStageVolume volume_id=local/worker-1/vol-51a9");
         String log = server.output();
-        assertTrue(log.contains("volume_id=vol-51a9"), log);
         assertTrue(log.contains("globalmount"), "the request body is logged at --v=5:\n" + log);
         assertFalse(log.contains("pa55-1e0b"), log);
         assertFalse(log.contains("password"), log);

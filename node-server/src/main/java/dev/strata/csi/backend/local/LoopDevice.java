@@ -1,6 +1,7 @@
 package dev.strata.csi.backend.local;
 
 import dev.strata.csi.mount.DeviceNumber;
+import dev.strata.csi.mount.MountPoint;
 import java.nio.file.Path;
 
 /**
@@ -11,4 +12,16 @@ import java.nio.file.Path;
  * @param directIo    whether the device reads and writes the image with direct I/O, bypassing
  *                    the page cache of the filesystem that holds the image (no double caching)
  */
-public record LoopDevice(Path device, Path backingFile, DeviceNumber number, boolean directIo) {}
+public record LoopDevice(Path device, Path backingFile, DeviceNumber number, boolean directIo) {
+
+    /**
+     * Whether {@code mount} uses this device: a filesystem on it (its source is the device, or its
+     * device number is, except for btrfs, which reports an anonymous number), or a bind mount of
+     * the device node itself, as a published block volume is.
+     */
+    public boolean backs(MountPoint mount) {
+        return mount.source().equals(device.toString())
+                || mount.device().equals(number)
+                || (mount.fsType().equals("devtmpfs") && mount.root().equals("/" + device.getFileName()));
+    }
+}

@@ -1,0 +1,95 @@
+package dev.strata.csi.controller;
+
+import csi.v1.Csi.TopologyRequirement;
+import dev.strata.csi.agent.api.CreateImageRequest;
+import dev.strata.csi.agent.api.GetImageRequest;
+import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.controller.agents.AgentDirectory;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.volume.Topology;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Optional;
+import java.util.Set;
+
+/**
+ * Where a new volume goes: the nodes the accessibility requirements name, preferred first (with
+ * WaitForFirstConsumer, preferred[0] is the node the scheduler picked), then requisite; with no
+ * requirements, the node with the most available capacity. The first that has room gets it.
+ */
+final class Placement {
+
+    record Placed(String nodeId, Image image) {}
+
+    private final AgentDirectory agents;
+    private final Topology topology;
+
+    Placement(AgentDirectory agents, Topology topology) {
+        this.agents = agents;
+        this.topology = topology;
+    }
+
+    /** The volume named {@code name} on any live node: names are unique across the cluster. */
+    Optional<Placed> find(String name) {
+        for (AgentDirectory.Agent agent : agents.live()) {
+            try {
+                Image image = agents.stub(agent.nodeId()).getImage(GetImageRequest.newBuilder().setName(name).build()).getImage();
+                return Optional.of(new Placed(agent.nodeId(), image));
+            } catch (StatusRuntimeException e) {
+                if (e.getStatus().getCode() != Status.Code.NOT_FOUND) {
+                    throw CsiException.unavailable("cannot tell whether node " + agent.nodeId() + " holds volume " + name
+                            + ": " + e.getStatus().getCode() + " " + e.getStatus().getDescription());
+                }
+            }
+        }
+        return Optional.empty();
+    }
+
+    Placed create(VolumeRequest wanted, TopologyRequirement requirement) {
+        List<String> candidates = candidates(requirement);
+        if (candidates.isEmpty()) {
+            throw CsiException.resourceExhausted("no node agent is registered"
+                    + (requirement.getRequisiteCount() + requirement.getPreferredCount() > 0 ? " for the requested topology" : ""));
+        }
+        List<String> refusals = new ArrayList<>();
+        for (String nodeId : candidates) {
+            var agent = agents.agent(nodeId);
+            if (agent.isEmpty()) {
+                refusals.add(nodeId + ": no agent registered");
+                continue;
+            }
+            if (agent.get().pool().getAvailableBytes() < wanted.capacityBytes()) {
+                refusals.add(nodeId + ": " + agent.get().pool().getAvailableBytes() + " bytes available");
+                continue;
+            }
+            try {
+                Image image = agents.stub(nodeId).createImage(CreateImageRequest.newBuilder()
+                        .setName(wanted.name())
+                        .setCapacityBytes(wanted.capacityBytes())
+                        .setAllocation(wanted.allocation())
+                        .build()).getImage();
+                return new Placed(nodeId, image);
+            } catch (StatusRuntimeException e) {
+                if (e.getStatus().getCode() != Status.Code.RESOURCE_EXHAUSTED) {
+                    throw e;
+                }
+                refusals.add(nodeId + ": " + e.getStatus().getDescription());
+            }
+        }
+        throw CsiException.resourceExhausted("no node can hold " + wanted.capacityBytes() + " bytes for volume "
+                + wanted.name() + ": " + String.join("; ", refusals));
+    }
+
+    private List<String> candidates(TopologyRequirement requirement) {
+        if (requirement.getPreferredCount() == 0 && requirement.getRequisiteCount() == 0) {
+            return agents.live().stream().map(AgentDirectory.Agent::nodeId).toList();
+        }
+        Set<String> nodes = new LinkedHashSet<>();
+        requirement.getPreferredList().forEach(segment -> topology.nodeOf(segment).ifPresent(nodes::add));
+        requirement.getRequisiteList().forEach(segment -> topology.nodeOf(segment).ifPresent(nodes::add));
+        return new ArrayList<>(nodes);
+    }
+}

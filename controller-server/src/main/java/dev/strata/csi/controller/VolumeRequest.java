@@ -1,0 +1,89 @@
+package dev.strata.csi.controller;
+
+import csi.v1.Csi.CapacityRange;
+import csi.v1.Csi.CreateVolumeRequest;
+import csi.v1.Csi.VolumeCapability;
+import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.volume.Capabilities;
+import dev.strata.csi.volume.VolumeId;
+import java.util.Map;
+
+/**
+ * What a CreateVolume request asks for once checked: the name, the exact size of the image, and
+ * how its blocks are allocated.
+ *
+ * <p>StorageClass parameters: {@code allocation} = {@code sparse} (default: blocks are allocated
+ * on first write, capacity is still reserved) or {@code full} (every block allocated at creation).
+ * Keys under {@code csi.storage.k8s.io/} are the provisioner's own and are ignored; any other
+ * key is refused, so a typo in a StorageClass is not silently dropped.
+ */
+record VolumeRequest(String name, long capacityBytes, Allocation allocation) {
+
+    static final long MIB = 1L << 20;
+    static final long DEFAULT_BYTES = 1L << 30;
+    /** mkfs.xfs refuses filesystems smaller than 300 MiB. */
+    static final long XFS_MIN_BYTES = 300 * MIB;
+
+    static final String ALLOCATION = "allocation";
+    private static final String PROVISIONER_PREFIX = "csi.storage.k8s.io/";
+
+    static VolumeRequest of(CreateVolumeRequest request) {
+        if (request.getName().isEmpty()) {
+            throw CsiException.missing("name");
+        }
+        VolumeId.checkName(request.getName());
+        Capabilities.require(request.getVolumeCapabilitiesList(), "volume_capabilities");
+        if (request.hasVolumeContentSource()) {
+            throw CsiException.invalidArgument("volume_content_source is not supported: this driver cannot clone or restore snapshots");
+        }
+        long minimum = MIB;
+        for (VolumeCapability capability : request.getVolumeCapabilitiesList()) {
+            if (capability.hasMount() && Capabilities.fsType(capability).equals("xfs")) {
+                minimum = XFS_MIN_BYTES;
+            }
+        }
+        return new VolumeRequest(request.getName(), size(request.getCapacityRange(), minimum),
+                allocation(request.getParametersMap()));
+    }
+
+    /** The size to allocate: the required bytes (or a default) rounded up to whole MiB, at least {@code minimum}. */
+    static long size(CapacityRange range, long minimum) {
+        long required = range.getRequiredBytes();
+        long limit = range.getLimitBytes();
+        if (required < 0 || limit < 0) {
+            throw CsiException.outOfRange("capacity_range must not be negative");
+        }
+        if (limit > 0 && required > limit) {
+            throw CsiException.outOfRange("capacity_range required_bytes " + required + " exceeds limit_bytes " + limit);
+        }
+        long wanted = required > 0 ? required : (limit > 0 ? Math.min(limit, DEFAULT_BYTES) : DEFAULT_BYTES);
+        long size = Math.max(minimum, Math.ceilDiv(wanted, MIB) * MIB);
+        if (limit > 0 && size > limit) {
+            throw CsiException.outOfRange("capacity_range limit_bytes " + limit + " is below the smallest volume this "
+                    + "driver can make for the request (" + size + " bytes: whole MiB, 300 MiB for xfs)");
+        }
+        return size;
+    }
+
+    private static Allocation allocation(Map<String, String> parameters) {
+        Allocation allocation = Allocation.SPARSE;
+        for (Map.Entry<String, String> parameter : parameters.entrySet()) {
+            String key = parameter.getKey();
+            if (key.startsWith(PROVISIONER_PREFIX)) {
+                continue;
+            }
+            if (!key.equals(ALLOCATION)) {
+                throw CsiException.invalidArgument("unknown StorageClass parameter '" + CsiException.printable(key)
+                        + "'; this driver takes: " + ALLOCATION);
+            }
+            allocation = switch (parameter.getValue()) {
+                case "sparse" -> Allocation.SPARSE;
+                case "full" -> Allocation.FULL;
+                default -> throw CsiException.invalidArgument("parameter allocation must be sparse or full, got '"
+                        + CsiException.printable(parameter.getValue()) + "'");
+            };
+        }
+        return allocation;
+    }
+}

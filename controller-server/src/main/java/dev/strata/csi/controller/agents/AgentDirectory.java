@@ -1,0 +1,102 @@
+package dev.strata.csi.controller.agents;
+
+import dev.strata.csi.agent.api.NodeAgentGrpc;
+import dev.strata.csi.agent.api.PoolStatus;
+import dev.strata.csi.agent.api.RegisterRequest;
+import dev.strata.csi.auth.AgentToken;
+import dev.strata.csi.log.Log;
+import dev.strata.csi.rpc.CsiException;
+import io.grpc.ManagedChannel;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The node agents the controller knows: each registered itself and renews its lease. A lease
+ * three renewals old is expired; the agent is back as soon as it renews. Nothing is persisted:
+ * after a controller restart the agents' next renewals rebuild the directory.
+ */
+public final class AgentDirectory implements AutoCloseable {
+
+    /** A live agent as it last described itself. */
+    public record Agent(String nodeId, String address, PoolStatus pool, Map<String, String> topology, Instant renewed) {}
+
+    private record Entry(Agent agent, ManagedChannel channel) {}
+
+    private final Map<String, Entry> agents = new ConcurrentHashMap<>();
+    private final Duration renewEvery;
+    private final Duration callTimeout;
+    private final AgentToken token;
+    private final Clock clock;
+    private final Log log;
+
+    public AgentDirectory(Duration renewEvery, Duration callTimeout, AgentToken token, Clock clock, Log log) {
+        this.renewEvery = renewEvery;
+        this.callTimeout = callTimeout;
+        this.token = token;
+        this.clock = clock;
+        this.log = log;
+    }
+
+    public Duration renewEvery() {
+        return renewEvery;
+    }
+
+    void register(RegisterRequest request) {
+        Agent agent = new Agent(request.getNodeId(), request.getAddress(), request.getPool(),
+                Map.copyOf(request.getTopologyMap()), clock.instant());
+        agents.compute(request.getNodeId(), (nodeId, previous) -> {
+            if (previous != null && previous.agent().address().equals(agent.address())) {
+                return new Entry(agent, previous.channel());
+            }
+            if (previous != null) {
+                previous.channel().shutdown();
+            }
+            log.info("agent registered", "node", nodeId, "address", agent.address(),
+                    "available_bytes", agent.pool().getAvailableBytes());
+            return new Entry(agent, NettyChannelBuilder.forTarget(agent.address()).usePlaintext().build());
+        });
+    }
+
+    /** The live agent of {@code nodeId}. */
+    public Optional<Agent> agent(String nodeId) {
+        Entry entry = agents.get(nodeId);
+        return entry == null || expired(entry.agent()) ? Optional.empty() : Optional.of(entry.agent());
+    }
+
+    /** Live agents, most available capacity first. */
+    public List<Agent> live() {
+        return agents.values().stream()
+                .map(Entry::agent)
+                .filter(agent -> !expired(agent))
+                .sorted(Comparator.comparingLong((Agent agent) -> agent.pool().getAvailableBytes()).reversed())
+                .toList();
+    }
+
+    /** A stub for calls to the agent of {@code nodeId}; UNAVAILABLE while it is not registered. */
+    public NodeAgentGrpc.NodeAgentBlockingStub stub(String nodeId) {
+        Entry entry = agents.get(nodeId);
+        if (entry == null || expired(entry.agent())) {
+            throw CsiException.unavailable("the node agent of " + nodeId + " is not registered; is node-server running there?");
+        }
+        return NodeAgentGrpc.newBlockingStub(entry.channel())
+                .withCallCredentials(token.credentials())
+                .withDeadlineAfter(callTimeout.toMillis(), TimeUnit.MILLISECONDS);
+    }
+
+    private boolean expired(Agent agent) {
+        return agent.renewed().plus(renewEvery.multipliedBy(3)).isBefore(clock.instant());
+    }
+
+    @Override
+    public void close() {
+        agents.values().forEach(entry -> entry.channel().shutdownNow());
+    }
+}

@@ -1,0 +1,77 @@
+package dev.strata.csi.rpc;
+
+import io.grpc.Status;
+
+/**
+ * A failure with the gRPC code the CSI spec gives it. Domain code throws these; {@link Rpc}
+ * turns them into the reply, so the code a caller sees is decided where the failure is understood.
+ */
+public final class CsiException extends RuntimeException {
+
+    private final Status.Code code;
+
+    public CsiException(Status.Code code, String message) {
+        super(message, null, false, false);
+        this.code = code;
+    }
+
+    public Status.Code code() {
+        return code;
+    }
+
+    public Status toStatus() {
+        return Status.fromCode(code).withDescription(getMessage());
+    }
+
+    public static CsiException invalidArgument(String message) {
+        return new CsiException(Status.Code.INVALID_ARGUMENT, message);
+    }
+
+    public static CsiException notFound(String message) {
+        return new CsiException(Status.Code.NOT_FOUND, message);
+    }
+
+    public static CsiException alreadyExists(String message) {
+        return new CsiException(Status.Code.ALREADY_EXISTS, message);
+    }
+
+    public static CsiException failedPrecondition(String message) {
+        return new CsiException(Status.Code.FAILED_PRECONDITION, message);
+    }
+
+    public static CsiException resourceExhausted(String message) {
+        return new CsiException(Status.Code.RESOURCE_EXHAUSTED, message);
+    }
+
+    public static CsiException outOfRange(String message) {
+        return new CsiException(Status.Code.OUT_OF_RANGE, message);
+    }
+
+    public static CsiException aborted(String message) {
+        return new CsiException(Status.Code.ABORTED, message);
+    }
+
+    public static CsiException unavailable(String message) {
+        return new CsiException(Status.Code.UNAVAILABLE, message);
+    }
+
+    public static CsiException internal(String message) {
+        return new CsiException(Status.Code.INTERNAL, message);
+    }
+
+    /** INVALID_ARGUMENT naming the missing field, as csi-sanity and the sidecars expect. */
+    public static CsiException missing(String field) {
+        return invalidArgument(field + " is required");
+    }
+
+    /** A value from a request, safe to put in a message: control characters escaped, length capped. */
+    public static String printable(String value) {
+        StringBuilder out = new StringBuilder();
+        for (int i = 0; i < value.length() && out.length() < 200; i++) {
+            char c = value.charAt(i);
+            out.append(c < ' ' || c == 0x7f ? String.format("\\x%02x", (int) c) : String.valueOf(c));
+        }
+        return value.length() > 200 ? out + "..." : out.toString();
+    }
+
+}

@@ -1,0 +1,55 @@
+package dev.strata.csi.server;
+
+import dev.strata.csi.log.Log;
+import io.grpc.BindableService;
+import io.grpc.ServerInterceptor;
+import java.net.InetSocketAddress;
+import java.time.Duration;
+import java.util.List;
+
+/** A gRPC server on TCP run beside the CSI socket: the node agent's API, the controller's agent registry. */
+public final class TcpComponent implements Component {
+
+    private final InetSocketAddress address;
+    private final List<BindableService> services;
+    private final List<ServerInterceptor> interceptors;
+    private final Log log;
+    private GrpcServer server;
+
+    public TcpComponent(InetSocketAddress address, List<BindableService> services, List<ServerInterceptor> interceptors, Log log) {
+        this.address = address;
+        this.services = services;
+        this.interceptors = interceptors;
+        this.log = log;
+    }
+
+    @Override
+    public void start() throws StartupException {
+        server = GrpcServer.onTcp(address, services, interceptors, log);
+    }
+
+    /** The port it listens on, once started. */
+    public int port() {
+        return server.port();
+    }
+
+    @Override
+    public void stop(Duration grace) {
+        server.stop(grace);
+    }
+
+    /** Parses {@code host:port} (host may be empty or 0.0.0.0 for every interface). */
+    public static InetSocketAddress address(String flag, String value) throws dev.strata.csi.flags.UsageException {
+        int colon = value.lastIndexOf(':');
+        try {
+            int port = Integer.parseInt(value.substring(colon + 1));
+            String host = value.substring(0, Math.max(colon, 0));
+            if (colon < 0 || port < 0 || port > 65535) {
+                throw new NumberFormatException();
+            }
+            return host.isEmpty() ? new InetSocketAddress(port) : new InetSocketAddress(host, port);
+        } catch (NumberFormatException e) {
+            throw new dev.strata.csi.flags.UsageException("flag --" + flag + " takes host:port, got '" + value + "'");
+        }
+    }
+}

@@ -1,0 +1,95 @@
+package dev.strata.csi.backend.local;
+
+import com.google.protobuf.TextFormat;
+import dev.strata.csi.agent.api.ImageRecord;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * The agent's record of each image, one text-format file beside it. Every write is atomic and
+ * durable (write a temporary file, fsync, rename over, fsync the directory): after a crash a
+ * record is either the old one or the new one, never half of each.
+ */
+final class RecordStore {
+
+    static final String SUFFIX = ".record";
+    private static final String TEMP_SUFFIX = ".tmp";
+
+    private final Path dir;
+
+    RecordStore(Path dir) {
+        this.dir = dir;
+    }
+
+    Optional<ImageRecord> read(String name) throws IOException {
+        try {
+            String text = Files.readString(dir.resolve(name + SUFFIX), StandardCharsets.UTF_8);
+            return Optional.of(TextFormat.parse(text, ImageRecord.class));
+        } catch (NoSuchFileException e) {
+            return Optional.empty();
+        }
+    }
+
+    void write(ImageRecord record) throws IOException {
+        Path target = dir.resolve(record.getName() + SUFFIX);
+        Path temp = dir.resolve(record.getName() + SUFFIX + TEMP_SUFFIX);
+        byte[] bytes = TextFormat.printer().printToString(record).getBytes(StandardCharsets.UTF_8);
+        try (FileChannel out = FileChannel.open(temp, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
+                StandardOpenOption.TRUNCATE_EXISTING)) {
+            ByteBuffer buffer = ByteBuffer.wrap(bytes);
+            while (buffer.hasRemaining()) {
+                out.write(buffer);
+            }
+            out.force(true);
+        }
+        Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        syncDirectory();
+    }
+
+    void delete(String name) throws IOException {
+        if (Files.deleteIfExists(dir.resolve(name + SUFFIX))) {
+            syncDirectory();
+        }
+    }
+
+    List<ImageRecord> all() throws IOException {
+        List<ImageRecord> records = new ArrayList<>();
+        try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, "*" + SUFFIX)) {
+            for (Path file : files) {
+                String fileName = file.getFileName().toString();
+                read(fileName.substring(0, fileName.length() - SUFFIX.length())).ifPresent(records::add);
+            }
+        }
+        return records;
+    }
+
+    /** Removes temporary files a crash left mid-write; the record they were replacing is intact. */
+    int removeTemporaries() throws IOException {
+        int removed = 0;
+        try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, "*" + SUFFIX + TEMP_SUFFIX)) {
+            for (Path file : files) {
+                Files.delete(file);
+                removed++;
+            }
+        }
+        return removed;
+    }
+
+    /** Makes a rename or delete in the directory durable. */
+    void syncDirectory() throws IOException {
+        try (FileChannel directory = FileChannel.open(dir, StandardOpenOption.READ)) {
+            directory.force(true);
+        }
+    }
+}

@@ -1,0 +1,188 @@
+package dev.strata.csi.node;
+
+import csi.v1.Csi.NodeGetVolumeStatsResponse;
+import csi.v1.Csi.VolumeCapability;
+import csi.v1.Csi.VolumeCondition;
+import csi.v1.Csi.VolumeUsage;
+import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.backend.local.DeviceException;
+import dev.strata.csi.backend.local.Filesystems;
+import dev.strata.csi.backend.local.ImagePool;
+import dev.strata.csi.backend.local.LoopDevice;
+import dev.strata.csi.backend.local.LoopDevices;
+import dev.strata.csi.log.Log;
+import dev.strata.csi.mount.FilesystemStats;
+import dev.strata.csi.mount.FilesystemUsage;
+import dev.strata.csi.mount.MountPoint;
+import dev.strata.csi.mount.MountTable;
+import dev.strata.csi.mount.Mounter;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.volume.Capabilities;
+import dev.strata.csi.volume.VolumeId;
+import java.io.IOException;
+import java.nio.file.DirectoryNotEmptyException;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * Stage, publish and their undoing for local volumes, written as the spec reads. The mount table
+ * is the truth about what is mounted where; every step first checks whether it is already done,
+ * so a repeated call succeeds without a second effect.
+ */
+public final class LocalVolumes {
+
+    private final ImagePool pool;
+    private final LoopDevices loops;
+    private final Filesystems filesystems;
+    private final Mounter mounter;
+    private final FilesystemStats stats;
+    private final Log log;
+
+    public LocalVolumes(ImagePool pool, LoopDevices loops, Filesystems filesystems, Mounter mounter,
+            FilesystemStats stats, Log log) {
+        this.pool = pool;
+        this.loops = loops;
+        this.filesystems = filesystems;
+        this.mounter = mounter;
+        this.stats = stats;
+        this.log = log;
+    }
+
+    void stage(VolumeId id, Path staging, VolumeCapability capability) throws Exception {
+        LoopDevice device = attachedDevice(id);
+        if (!Files.isDirectory(staging)) {
+            throw CsiException.invalidArgument("staging_target_path " + staging + " is not a directory");
+        }
+        if (Capabilities.isBlock(capability)) {
+            return; // a raw block volume is published straight from its device
+        }
+        Optional<MountPoint> mounted = mounter.table().at(staging);
+        if (mounted.isPresent()) {
+            if (device.backs(mounted.get())) {
+                return;
+            }
+            throw CsiException.alreadyExists("staging_target_path " + staging + " already has another filesystem mounted ("
+                    + mounted.get().source() + ")");
+        }
+        String fsType = Capabilities.fsType(capability);
+        Optional<String> existing = filesystems.probe(device.device());
+        if (existing.isEmpty()) {
+            filesystems.format(device.device(), fsType);
+            log.info("made filesystem", "volume", id, "device", device.device(), "fs_type", fsType);
+        } else if (!existing.get().equals(fsType)) {
+            throw CsiException.failedPrecondition("volume " + id + " holds a " + existing.get()
+                    + " filesystem; it cannot be staged as " + fsType + " (the driver never reformats a volume with data)");
+        }
+        mounter.mount(device.device().toString(), staging, fsType, capability.getMount().getMountFlagsList());
+    }
+
+    void unstage(Path staging) throws Exception {
+        unmountAll(staging);
+    }
+
+    void publish(VolumeId id, Path staging, Path target, VolumeCapability capability, boolean readOnly) throws Exception {
+        LoopDevice device = attachedDevice(id);
+        MountTable table = mounter.table();
+        boolean block = Capabilities.isBlock(capability);
+        if (!block && !table.at(staging).map(device::backs).orElse(false)) {
+            throw CsiException.failedPrecondition("volume " + id + " is not staged at " + staging + "; NodeStageVolume first");
+        }
+        Optional<MountPoint> present = table.at(target);
+        if (present.isPresent()) {
+            if (device.backs(present.get()) && present.get().readOnly() == readOnly) {
+                return;
+            }
+            throw CsiException.alreadyExists("target_path " + target + " is already published with other arguments");
+        }
+        if (Capabilities.singleWriter(capability)) {
+            List<MountPoint> others = table.all().stream()
+                    .filter(m -> device.backs(m) && !m.mountPoint().equals(staging))
+                    .toList();
+            if (!others.isEmpty()) {
+                throw CsiException.failedPrecondition("volume " + id + " has single-writer access and is already published at "
+                        + others.getFirst().mountPoint());
+            }
+        }
+        Path parent = target.getParent();
+        if (parent == null || !Files.isDirectory(parent)) {
+            throw CsiException.invalidArgument("target_path " + target + " has no parent directory; kubelet creates it");
+        }
+        if (block) {
+            if (!Files.exists(target, LinkOption.NOFOLLOW_LINKS)) {
+                Files.createFile(target);
+            }
+            mounter.bindMount(device.device(), target, readOnly);
+        } else {
+            if (!Files.exists(target, LinkOption.NOFOLLOW_LINKS)) {
+                Files.createDirectory(target);
+            }
+            mounter.bindMount(staging, target, readOnly);
+        }
+    }
+
+    void unpublish(Path target) throws Exception {
+        unmountAll(target);
+        try {
+            Files.deleteIfExists(target);
+        } catch (DirectoryNotEmptyException e) {
+            throw CsiException.failedPrecondition("target_path " + target
+                    + " is not mounted but holds files; leaving it for a person to look at");
+        }
+    }
+
+    NodeGetVolumeStatsResponse stats(VolumeId id, Path path) throws Exception {
+        Optional<Image> image = pool.get(id.name());
+        if (image.isEmpty()) {
+            throw CsiException.notFound("volume " + id + " does not exist on this node");
+        }
+        Optional<LoopDevice> device = loops.find(pool.imagePath(id.name()));
+        Optional<MountPoint> mount = mounter.table().at(path);
+        if (mount.isEmpty() || device.isEmpty() || !device.get().backs(mount.get())) {
+            throw CsiException.notFound("volume " + id + " is not mounted at " + path);
+        }
+        var reply = NodeGetVolumeStatsResponse.newBuilder();
+        if (mount.get().fsType().equals("devtmpfs")) {
+            reply.addUsage(VolumeUsage.newBuilder().setUnit(VolumeUsage.Unit.BYTES).setTotal(loops.sizeBytes(device.get().device())));
+        } else {
+            FilesystemUsage usage = stats.usage(path);
+            reply.addUsage(VolumeUsage.newBuilder().setUnit(VolumeUsage.Unit.BYTES)
+                    .setTotal(usage.totalBytes()).setAvailable(usage.availableBytes()).setUsed(usage.usedBytes()));
+            reply.addUsage(VolumeUsage.newBuilder().setUnit(VolumeUsage.Unit.INODES)
+                    .setTotal(usage.totalInodes()).setAvailable(usage.freeInodes()).setUsed(usage.usedInodes()));
+        }
+        return reply.setVolumeCondition(condition(id)).build();
+    }
+
+    /** Abnormal when the image file or its loop device is gone from under a published volume. */
+    private VolumeCondition condition(VolumeId id) throws DeviceException {
+        Path image = pool.imagePath(id.name());
+        if (!Files.exists(image)) {
+            return VolumeCondition.newBuilder().setAbnormal(true).setMessage("image file " + image + " is missing").build();
+        }
+        if (loops.find(image).isEmpty()) {
+            return VolumeCondition.newBuilder().setAbnormal(true).setMessage("image " + image + " has no loop device").build();
+        }
+        return VolumeCondition.newBuilder().setAbnormal(false).setMessage("healthy").build();
+    }
+
+    private LoopDevice attachedDevice(VolumeId id) throws Exception {
+        if (pool.get(id.name()).isEmpty()) {
+            throw CsiException.notFound("volume " + id + " does not exist on this node");
+        }
+        return loops.find(pool.imagePath(id.name())).orElseThrow(() -> CsiException.failedPrecondition(
+                "volume " + id + " is not attached to this node; ControllerPublishVolume first"));
+    }
+
+    /** Unmounts until nothing is mounted at {@code path}; stacked mounts come off one by one. */
+    private void unmountAll(Path path) throws Exception {
+        for (int i = 0; i < 8 && mounter.table().isMountPoint(path); i++) {
+            mounter.unmount(path);
+        }
+        if (mounter.table().isMountPoint(path)) {
+            throw CsiException.internal(path + " is still mounted after 8 unmounts");
+        }
+    }
+}

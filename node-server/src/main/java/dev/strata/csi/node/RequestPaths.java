@@ -1,0 +1,39 @@
+package dev.strata.csi.node;
+
+import dev.strata.csi.rpc.CsiException;
+import java.nio.file.InvalidPathException;
+import java.nio.file.Path;
+
+/**
+ * Staging and target paths from kubelet. They are used as given, so they must be plain absolute
+ * paths: no '..', no '.', no NUL, no doubled slashes; anything else is INVALID_ARGUMENT and the
+ * driver touches nothing.
+ */
+final class RequestPaths {
+
+    private static final int MAX_LENGTH = 4096;
+
+    private RequestPaths() {}
+
+    static Path require(String field, String value) {
+        if (value.isEmpty()) {
+            throw CsiException.missing(field);
+        }
+        if (value.length() > MAX_LENGTH || value.indexOf('\0') >= 0 || !value.startsWith("/")) {
+            throw CsiException.invalidArgument(field + " must be an absolute path: " + CsiException.printable(value));
+        }
+        Path path;
+        try {
+            path = Path.of(value);
+        } catch (InvalidPathException e) {
+            throw CsiException.invalidArgument(field + " is not a valid path: " + CsiException.printable(value));
+        }
+        String normal = path.normalize().toString();
+        String given = value.length() > 1 && value.endsWith("/") ? value.substring(0, value.length() - 1) : value;
+        if (!normal.equals(given) || path.getNameCount() == 0) {
+            throw CsiException.invalidArgument(field + " must be a plain absolute path without '.', '..' or '//': "
+                    + CsiException.printable(value));
+        }
+        return path;
+    }
+}

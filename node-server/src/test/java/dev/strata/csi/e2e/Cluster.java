@@ -1,0 +1,152 @@
+package dev.strata.csi.e2e;
+
+import csi.v1.ControllerGrpc;
+import csi.v1.IdentityGrpc;
+import csi.v1.NodeGrpc;
+import dev.strata.csi.controller.ControllerServer;
+import dev.strata.csi.node.NodeServer;
+import dev.strata.csi.testing.ServerProcess;
+import dev.strata.csi.testing.Sockets;
+import io.grpc.ManagedChannel;
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * controller-server and several node-servers on one machine, each a real process with its own
+ * socket, pool and agent port: a multi-node cluster as these tests see it.
+ */
+public final class Cluster implements AutoCloseable {
+
+    public static final String TOKEN = "e2e-token-0123456789abcdef";
+
+    /** One node-server and what it owns. */
+    public record Node(String id, Path socket, Path pool, ServerProcess process, ManagedChannel channel) {
+        public NodeGrpc.NodeBlockingStub node() {
+            return NodeGrpc.newBlockingStub(channel);
+        }
+    }
+
+    private final Path dir;
+    private final Path tokenFile;
+    private final int registryPort;
+    private final List<ManagedChannel> channels = new ArrayList<>();
+    private final Map<String, Node> nodes = new LinkedHashMap<>();
+    private ServerProcess controller;
+    private ManagedChannel controllerChannel;
+
+    private Cluster(Path dir) throws IOException {
+        this.dir = dir;
+        this.tokenFile = Files.writeString(dir.resolve("agent-token"), TOKEN + "\n");
+        this.registryPort = freePort();
+    }
+
+    /** Starts the controller and one node-server per id; returns once every agent has registered. */
+    public static Cluster start(Path dir, String... nodeIds) throws Exception {
+        Cluster cluster = new Cluster(dir);
+        try {
+            cluster.startController();
+            for (String nodeId : nodeIds) {
+                cluster.startNode(nodeId);
+            }
+            for (String nodeId : nodeIds) {
+                cluster.controller.awaitOutput("msg=\"agent registered\" node=" + nodeId + " ");
+            }
+            return cluster;
+        } catch (Exception | AssertionError e) {
+            cluster.close();
+            throw e;
+        }
+    }
+
+    private void startController() throws Exception {
+        Path socket = dir.resolve("controller/csi.sock");
+        controller = ServerProcess.start(ControllerServer.class,
+                "--endpoint", "unix://" + socket,
+                "--agent-registry-address", "127.0.0.1:" + registryPort,
+                "--agent-token-file", tokenFile.toString(),
+                "--agent-renew-interval", "1s").awaitListening(socket);
+        controllerChannel = channel(socket);
+    }
+
+    /** Starts (or restarts, keeping its pool) the node-server of {@code nodeId}. */
+    public Node startNode(String nodeId) throws Exception {
+        Path socket = dir.resolve(nodeId + "/csi.sock");
+        Path pool = dir.resolve(nodeId + "/pool");
+        ServerProcess process = ServerProcess.start(NodeServer.class,
+                "--endpoint", "unix://" + socket,
+                "--node-id", nodeId,
+                "--pool-dir", pool.toString(),
+                "--controller-address", "127.0.0.1:" + registryPort,
+                "--agent-address", "127.0.0.1:0",
+                "--agent-token-file", tokenFile.toString()).awaitListening(socket);
+        Node node = new Node(nodeId, socket, pool, process, channel(socket));
+        nodes.put(nodeId, node);
+        return node;
+    }
+
+    public Node node(String nodeId) {
+        return nodes.get(nodeId);
+    }
+
+    public ServerProcess controllerProcess() {
+        return controller;
+    }
+
+    public ControllerGrpc.ControllerBlockingStub controller() {
+        return ControllerGrpc.newBlockingStub(controllerChannel);
+    }
+
+    public IdentityGrpc.IdentityBlockingStub controllerIdentity() {
+        return IdentityGrpc.newBlockingStub(controllerChannel);
+    }
+
+    public int registryPort() {
+        return registryPort;
+    }
+
+    /** A directory kubelet would have made for this node (staging paths, pod target parents). */
+    public Path kubeletDir(String nodeId, String name) throws IOException {
+        return Files.createDirectories(dir.resolve(nodeId + "/kubelet/" + name));
+    }
+
+    private ManagedChannel channel(Path socket) {
+        ManagedChannel channel = Sockets.channel(socket);
+        channels.add(channel);
+        return channel;
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket socket = new ServerSocket(0)) {
+            return socket.getLocalPort();
+        }
+    }
+
+    /** Kills every process (no cleanup by the servers: tests undo their own mounts and devices). */
+    @Override
+    public void close() throws Exception {
+        channels.forEach(ManagedChannel::shutdownNow);
+        for (Node node : nodes.values()) {
+            node.process().close();
+        }
+        if (controller != null) {
+            controller.close();
+        }
+    }
+
+    /** All output of every process, for failure messages. */
+    public String logs() {
+        StringBuilder out = new StringBuilder();
+        if (controller != null) {
+            out.append("--- controller-server\n").append(controller.output()).append('\n');
+        }
+        nodes.values().forEach(node -> out.append("--- node-server ").append(node.id()).append('\n')
+                .append(node.process().output()).append('\n'));
+        return out.toString();
+    }
+}

@@ -1,0 +1,86 @@
+package dev.strata.csi.e2e;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * What the system says, asked of util-linux's own tools rather than of the driver's code, so a
+ * test checks the driver's effect independently of how the driver reads it.
+ */
+public final class SystemState {
+
+    private SystemState() {}
+
+    /** The loop devices backed by {@code image} (losetup --associated). */
+    public static List<String> loopDevicesOf(Path image) throws Exception {
+        String out = run("losetup", "--noheadings", "--output", "NAME", "--associated", image.toString());
+        return out.lines().map(String::strip).filter(line -> !line.isEmpty()).toList();
+    }
+
+    /** SOURCE FSTYPE OPTIONS of the topmost mount at {@code path}, if any (findmnt). */
+    public static Optional<Mount> mountAt(Path path) throws Exception {
+        String out = run("findmnt", "--noheadings", "--raw", "--output", "SOURCE,FSTYPE,OPTIONS", "--mountpoint", path.toString());
+        List<String> lines = out.lines().filter(line -> !line.isBlank()).toList();
+        if (lines.isEmpty()) {
+            return Optional.empty();
+        }
+        String[] fields = lines.getLast().split(" ");
+        return Optional.of(new Mount(fields[0], fields[1], List.of(fields[2].split(","))));
+    }
+
+    public record Mount(String source, String fsType, List<String> options) {
+        public boolean readOnly() {
+            return options.contains("ro");
+        }
+    }
+
+    /** Mount points at or below {@code dir}, deepest first. */
+    public static List<Path> mountsUnder(Path dir) throws IOException {
+        List<Path> found = new ArrayList<>();
+        for (String line : Files.readAllLines(Path.of("/proc/self/mountinfo"), StandardCharsets.UTF_8)) {
+            String mountPoint = line.split(" ")[4].replace("\\040", " ");
+            if (mountPoint.equals(dir.toString()) || mountPoint.startsWith(dir + "/")) {
+                found.add(Path.of(mountPoint));
+            }
+        }
+        found.sort((a, b) -> b.getNameCount() - a.getNameCount());
+        return found;
+    }
+
+    /**
+     * Undoes whatever a failed test left below {@code dir}: lazy unmounts, then detaches loop devices
+     * backed by files there. Returns what it had to clean, so a test can assert it was nothing.
+     */
+    public static List<String> cleanUp(Path dir) throws Exception {
+        List<String> leftovers = new ArrayList<>();
+        for (Path mount : mountsUnder(dir)) {
+            leftovers.add("mount " + mount);
+            run("umount", "--lazy", mount.toString());
+        }
+        String all = run("losetup", "--noheadings", "--raw", "--output", "NAME,BACK-FILE");
+        for (String line : all.lines().toList()) {
+            String[] fields = line.strip().split(" ", 2);
+            if (fields.length == 2 && fields[1].startsWith(dir.toString())) {
+                leftovers.add("loop " + line.strip());
+                run("losetup", "--detach", fields[0]);
+            }
+        }
+        return leftovers;
+    }
+
+    static String run(String... command) throws Exception {
+        Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
+        String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        if (!process.waitFor(30, TimeUnit.SECONDS)) {
+            process.destroyForcibly();
+            throw new IllegalStateException(String.join(" ", command) + " did not finish");
+        }
+        return out;
+    }
+}
