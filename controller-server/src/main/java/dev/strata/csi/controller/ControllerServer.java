@@ -1,6 +1,5 @@
 package dev.strata.csi.controller;
 
-import csi.v1.Csi.PluginCapability;
 import dev.strata.csi.auth.AgentToken;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.AgentRegistryService;
@@ -44,10 +43,7 @@ public final class ControllerServer {
                             List.of(new AgentRegistryService(agents)),
                             List.of(new CallLog(context.log()), token.verifier()), context.log());
                     return new DriverProgram.Plan(List.of(
-                            new IdentityService(context.plugin(), List.of(
-                                    IdentityService.service(PluginCapability.Service.Type.CONTROLLER_SERVICE),
-                                    IdentityService.service(PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS)),
-                                    () -> true),
+                            new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, () -> true),
                             new ControllerService(agents, Topology.forDriver(context.plugin().name()))),
                             List.of(registry));
                 });

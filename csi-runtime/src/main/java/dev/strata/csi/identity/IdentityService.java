@@ -16,6 +16,15 @@ import java.util.function.BooleanSupplier;
 /** The CSI Identity service: who the plugin is, what it offers, and whether it is ready. */
 public final class IdentityService extends IdentityGrpc.IdentityImplBase {
 
+    /**
+     * What the plugin as a whole offers, reported alike by both servers (csi-sanity and the CSI
+     * spec read them per plugin): the Controller service (served by controller-server) and
+     * topology constraints (volumes are reachable from one node only).
+     */
+    public static final List<PluginCapability> DRIVER_CAPABILITIES = List.of(
+            service(PluginCapability.Service.Type.CONTROLLER_SERVICE),
+            service(PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS));
+
     private final PluginInfo info;
     private final List<PluginCapability> capabilities;
     private final BooleanSupplier ready;

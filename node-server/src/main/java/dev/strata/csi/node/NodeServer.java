@@ -1,6 +1,5 @@
 package dev.strata.csi.node;
 
-import csi.v1.Csi.PluginCapability;
 import dev.strata.csi.agent.NodeAgentService;
 import dev.strata.csi.agent.Registration;
 import dev.strata.csi.auth.AgentToken;
@@ -92,9 +91,7 @@ public final class NodeServer {
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, token, log);
                     LocalVolumes volumes = new LocalVolumes(pool, loops, new SystemFilesystems(commands), mounter, stats, log);
                     return new DriverProgram.Plan(
-                            List.of(new IdentityService(context.plugin(),
-                                    List.of(IdentityService.service(PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS)),
-                                    ready::get),
+                            List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ready::get),
                                     new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), volumes, locks)),
                             List.of(reconcile, agent, registration));
                 });

@@ -57,12 +57,13 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
     @Override
     public void nodeStageVolume(NodeStageVolumeRequest request, StreamObserver<NodeStageVolumeResponse> response) {
         Rpc.answer(response, () -> {
-            VolumeId id = volumeId(request.getVolumeId());
+            requireVolumeId(request.getVolumeId());
             Path staging = RequestPaths.require("staging_target_path", request.getStagingTargetPath());
             if (!request.hasVolumeCapability()) {
                 throw CsiException.missing("volume_capability");
             }
             Capabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
+            VolumeId id = volumeId(request.getVolumeId());
             try (var held = locks.acquire(id.name())) {
                 volumes.stage(id, staging, request.getVolumeCapability());
                 return NodeStageVolumeResponse.getDefaultInstance();
@@ -73,8 +74,9 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
     @Override
     public void nodeUnstageVolume(NodeUnstageVolumeRequest request, StreamObserver<NodeUnstageVolumeResponse> response) {
         Rpc.answer(response, () -> {
-            VolumeId id = volumeId(request.getVolumeId());
+            requireVolumeId(request.getVolumeId());
             Path staging = RequestPaths.require("staging_target_path", request.getStagingTargetPath());
+            VolumeId id = volumeId(request.getVolumeId());
             try (var held = locks.acquire(id.name())) {
                 volumes.unstage(staging);
                 return NodeUnstageVolumeResponse.getDefaultInstance();
@@ -85,13 +87,14 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
     @Override
     public void nodePublishVolume(NodePublishVolumeRequest request, StreamObserver<NodePublishVolumeResponse> response) {
         Rpc.answer(response, () -> {
-            VolumeId id = volumeId(request.getVolumeId());
+            requireVolumeId(request.getVolumeId());
             Path target = RequestPaths.require("target_path", request.getTargetPath());
             Path staging = RequestPaths.require("staging_target_path", request.getStagingTargetPath());
             if (!request.hasVolumeCapability()) {
                 throw CsiException.missing("volume_capability");
             }
             Capabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
+            VolumeId id = volumeId(request.getVolumeId());
             boolean readOnly = request.getReadonly() || Capabilities.readOnlyMode(request.getVolumeCapability());
             try (var held = locks.acquire(id.name())) {
                 volumes.publish(id, staging, target, request.getVolumeCapability(), readOnly);
@@ -103,8 +106,9 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
     @Override
     public void nodeUnpublishVolume(NodeUnpublishVolumeRequest request, StreamObserver<NodeUnpublishVolumeResponse> response) {
         Rpc.answer(response, () -> {
-            VolumeId id = volumeId(request.getVolumeId());
+            requireVolumeId(request.getVolumeId());
             Path target = RequestPaths.require("target_path", request.getTargetPath());
+            VolumeId id = volumeId(request.getVolumeId());
             try (var held = locks.acquire(id.name())) {
                 volumes.unpublish(target);
                 return NodeUnpublishVolumeResponse.getDefaultInstance();
@@ -115,8 +119,18 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
     @Override
     public void nodeGetVolumeStats(NodeGetVolumeStatsRequest request, StreamObserver<NodeGetVolumeStatsResponse> response) {
         Rpc.answer(response, () -> {
+            requireVolumeId(request.getVolumeId());
+            if (request.getVolumePath().isEmpty()) {
+                throw CsiException.missing("volume_path");
+            }
             VolumeId id = volumeId(request.getVolumeId());
-            Path path = RequestPaths.require("volume_path", request.getVolumePath());
+            // A path that is not even absolute cannot be where the volume is mounted.
+            Path path;
+            try {
+                path = RequestPaths.require("volume_path", request.getVolumePath());
+            } catch (CsiException e) {
+                throw CsiException.notFound("volume " + id + " is not mounted at " + CsiException.printable(request.getVolumePath()));
+            }
             return volumes.stats(id, path);
         });
     }
@@ -141,11 +155,14 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
                 .build());
     }
 
-    /** The volume id, which must name a volume of this node. */
-    private VolumeId volumeId(String value) {
+    private static void requireVolumeId(String value) {
         if (value.isEmpty()) {
             throw CsiException.missing("volume_id");
         }
+    }
+
+    /** The volume id, which must name a volume of this node; checked after the other fields are known to be there. */
+    private VolumeId volumeId(String value) {
         VolumeId id = VolumeId.require(value);
         if (!id.nodeId().equals(nodeId)) {
             throw CsiException.notFound("volume " + id + " lives on node " + id.nodeId() + ", not on " + nodeId);

@@ -70,9 +70,9 @@ class NodeServerTest {
         start(Map.of(), "--node-id", "worker-1");
         var identity = IdentityGrpc.newBlockingStub(channel);
         assertEquals(PluginInfo.DEFAULT_NAME, identity.getPluginInfo(GetPluginInfoRequest.getDefaultInstance()).getName());
-        assertEquals(List.of(PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS),
+        assertEquals(List.of(PluginCapability.Service.Type.CONTROLLER_SERVICE, PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS),
                 identity.getPluginCapabilities(GetPluginCapabilitiesRequest.getDefaultInstance()).getCapabilitiesList()
-                        .stream().map(c -> c.getService().getType()).toList(), "node-server serves no controller service");
+                        .stream().map(c -> c.getService().getType()).toList(), "the plugin's capabilities, as the controller reports them");
         assertTrue(identity.probe(ProbeRequest.getDefaultInstance()).getReady().getValue());
         var node = NodeGrpc.newBlockingStub(channel);
         NodeGetInfoResponse info = node.nodeGetInfo(NodeGetInfoRequest.getDefaultInstance());
