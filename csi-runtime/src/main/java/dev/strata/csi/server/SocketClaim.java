@@ -1,16 +1,14 @@
 package dev.strata.csi.server;
 
+import dev.strata.csi.system.ExclusiveLock;
 import java.io.IOException;
 import java.net.ConnectException;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
-import java.nio.channels.FileChannel;
-import java.nio.channels.FileLock;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 
 /**
  * The right to listen on a socket path. A lock file beside the socket serialises servers that
@@ -23,27 +21,22 @@ final class SocketClaim implements AutoCloseable {
     private static final int S_IFSOCK = 0140000;
 
     private final Path socket;
-    private final FileChannel lockChannel;
-    private final FileLock lock;
+    private final ExclusiveLock lock;
     private final boolean removedStale;
 
-    private SocketClaim(Path socket, FileChannel lockChannel, FileLock lock, boolean removedStale) {
+    private SocketClaim(Path socket, ExclusiveLock lock, boolean removedStale) {
         this.socket = socket;
-        this.lockChannel = lockChannel;
         this.lock = lock;
         this.removedStale = removedStale;
     }
 
     static SocketClaim claim(Path socket) throws StartupException {
-        FileChannel channel = null;
+        ExclusiveLock lock = null;
         try {
             Files.createDirectories(socket.getParent());
             Path lockFile = socket.resolveSibling(socket.getFileName() + ".lock");
-            channel = FileChannel.open(lockFile, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
-            FileLock lock = channel.tryLock();
-            if (lock == null) {
-                throw new StartupException("another server holds " + lockFile + "; refusing to take over " + socket);
-            }
+            lock = ExclusiveLock.tryAcquire(lockFile).orElseThrow(() -> new StartupException(
+                    "another server holds " + lockFile + "; refusing to take over " + socket));
             boolean removedStale = false;
             if (Files.exists(socket, LinkOption.NOFOLLOW_LINKS)) {
                 int mode = (Integer) Files.getAttribute(socket, "unix:mode", LinkOption.NOFOLLOW_LINKS);
@@ -56,12 +49,12 @@ final class SocketClaim implements AutoCloseable {
                 Files.delete(socket);
                 removedStale = true;
             }
-            return new SocketClaim(socket, channel, lock, removedStale);
+            return new SocketClaim(socket, lock, removedStale);
         } catch (IOException e) {
-            closeQuietly(channel);
+            closeQuietly(lock);
             throw new StartupException("cannot prepare socket " + socket + ": " + e.getMessage(), e);
         } catch (StartupException e) {
-            closeQuietly(channel);
+            closeQuietly(lock);
             throw e;
         }
     }
@@ -87,21 +80,12 @@ final class SocketClaim implements AutoCloseable {
         } catch (IOException ignored) {
             // best effort: a leftover socket is detected as stale by the next start
         }
-        try {
-            lock.release();
-        } catch (IOException ignored) {
-            // closing the channel releases it anyway
-        }
-        closeQuietly(lockChannel);
+        lock.close();
     }
 
-    private static void closeQuietly(FileChannel channel) {
-        if (channel != null) {
-            try {
-                channel.close();
-            } catch (IOException ignored) {
-                // nothing left to do
-            }
+    private static void closeQuietly(ExclusiveLock lock) {
+        if (lock != null) {
+            lock.close();
         }
     }
 }

@@ -1,6 +1,7 @@
 package dev.strata.csi.node;
 
 import dev.strata.csi.agent.NodeAgentService;
+import dev.strata.csi.agent.PoolOwnership;
 import dev.strata.csi.agent.Registration;
 import dev.strata.csi.auth.AgentToken;
 import dev.strata.csi.backend.local.ImagePool;
@@ -14,9 +15,7 @@ import dev.strata.csi.log.CallLog;
 import dev.strata.csi.mount.SystemFilesystemStats;
 import dev.strata.csi.mount.SystemMounter;
 import dev.strata.csi.rpc.VolumeLocks;
-import dev.strata.csi.server.Component;
 import dev.strata.csi.server.DriverProgram;
-import dev.strata.csi.server.StartupException;
 import dev.strata.csi.server.TcpComponent;
 import dev.strata.csi.system.Command;
 import dev.strata.csi.volume.Topology;
@@ -24,9 +23,7 @@ import dev.strata.csi.volume.VolumeId;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.List;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * The node-server program, run as a DaemonSet on every node: the CSI Identity and Node services
@@ -68,21 +65,7 @@ public final class NodeServer {
                     SystemFilesystemStats stats = new SystemFilesystemStats();
                     ImagePool pool = new ImagePool(poolDir, new SystemImageFiles(commands, stats), loops, mounter, log);
                     VolumeLocks locks = new VolumeLocks();
-                    AtomicBoolean ready = new AtomicBoolean();
-                    Component reconcile = new Component() {
-                        @Override
-                        public void start() throws StartupException {
-                            try {
-                                pool.reconcile();
-                                ready.set(true);
-                            } catch (Exception e) {
-                                throw new StartupException("cannot reconcile pool " + poolDir + ": " + e.getMessage(), e);
-                            }
-                        }
-
-                        @Override
-                        public void stop(Duration grace) {}
-                    };
+                    PoolOwnership ownership = new PoolOwnership(pool);
                     TcpComponent agent = new TcpComponent(
                             TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)),
                             List.of(new NodeAgentService(pool, locks)),
@@ -91,9 +74,9 @@ public final class NodeServer {
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, token, log);
                     LocalVolumes volumes = new LocalVolumes(pool, loops, new SystemFilesystems(commands), mounter, stats, log);
                     return new DriverProgram.Plan(
-                            List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ready::get),
+                            List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),
                                     new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), volumes, locks)),
-                            List.of(reconcile, agent, registration));
+                            List.of(ownership, agent, registration));
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));
     }

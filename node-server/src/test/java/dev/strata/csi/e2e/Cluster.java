@@ -54,9 +54,6 @@ public final class Cluster implements AutoCloseable {
             for (String nodeId : nodeIds) {
                 cluster.startNode(nodeId);
             }
-            for (String nodeId : nodeIds) {
-                cluster.controller.awaitOutput("msg=\"agent registered\" node=" + nodeId + " ");
-            }
             return cluster;
         } catch (Exception | AssertionError e) {
             cluster.close();
@@ -87,7 +84,24 @@ public final class Cluster implements AutoCloseable {
                 "--agent-token-file", tokenFile.toString()).awaitListening(socket);
         Node node = new Node(nodeId, socket, pool, process, channel(socket));
         nodes.put(nodeId, node);
+        awaitRegistered(node);
         return node;
+    }
+
+    /** Kills the node-server of {@code nodeId} (SIGKILL: no cleanup) and starts it again on the same pool. */
+    public Node restartNode(String nodeId) throws Exception {
+        nodes.get(nodeId).process().close();
+        return startNode(nodeId);
+    }
+
+    /** Waits until the controller knows the node's agent at the port this process listens on. */
+    private void awaitRegistered(Node node) throws InterruptedException {
+        node.process().awaitOutput("endpoint=tcp://127.0.0.1:");
+        var port = java.util.regex.Pattern.compile("endpoint=tcp://127\\.0\\.0\\.1:(\\d+)").matcher(node.process().output());
+        if (!port.find()) {
+            throw new AssertionError("node-server " + node.id() + " logged no agent port:\n" + node.process().output());
+        }
+        controller.awaitOutput("node=" + node.id() + " address=127.0.0.1:" + port.group(1) + " ");
     }
 
     public Node node(String nodeId) {
