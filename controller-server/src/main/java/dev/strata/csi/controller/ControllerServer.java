@@ -1,6 +1,6 @@
 package dev.strata.csi.controller;
 
-import dev.strata.csi.auth.AgentToken;
+import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.AgentRegistryService;
 import dev.strata.csi.flags.Flag;
@@ -9,7 +9,6 @@ import dev.strata.csi.log.CallLog;
 import dev.strata.csi.server.DriverProgram;
 import dev.strata.csi.server.TcpComponent;
 import dev.strata.csi.volume.Topology;
-import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.List;
@@ -19,8 +18,6 @@ public final class ControllerServer {
 
     static final Flag REGISTRY_ADDRESS = new Flag("agent-registry-address", "AGENT_REGISTRY_ADDRESS", "0.0.0.0:9869",
             "host:port where node agents register (TCP; every call must carry the agent token)");
-    static final Flag TOKEN_FILE = new Flag("agent-token-file", "AGENT_TOKEN_FILE", null,
-            "file holding the shared secret controller and node agents authenticate each other with");
     static final Flag RENEW = new Flag("agent-renew-interval", "AGENT_RENEW_INTERVAL", "10s",
             "how often agents renew their registration; an agent silent for three intervals is treated as gone");
     static final Flag AGENT_TIMEOUT = new Flag("agent-call-timeout", "AGENT_CALL_TIMEOUT", "120s",
@@ -28,20 +25,26 @@ public final class ControllerServer {
 
     private ControllerServer() {}
 
+    private static List<Flag> flags() {
+        List<Flag> flags = new java.util.ArrayList<>(List.of(REGISTRY_ADDRESS, RENEW, AGENT_TIMEOUT));
+        flags.addAll(AgentSecurity.flags());
+        return flags;
+    }
+
     public static void main(String[] args) {
         DriverProgram program = new DriverProgram("controller-server",
                 "Serves the CSI Controller service beside external-provisioner and external-attacher.",
-                List.of(REGISTRY_ADDRESS, TOKEN_FILE, RENEW, AGENT_TIMEOUT),
+                flags(),
                 context -> {
                     var flags = context.flags();
-                    AgentToken token = AgentToken.fromFile(Path.of(flags.get(TOKEN_FILE)));
+                    AgentSecurity security = AgentSecurity.fromFlags(flags);
                     Duration renew = flags.durationValue(RENEW);
-                    AgentDirectory agents = new AgentDirectory(renew, flags.durationValue(AGENT_TIMEOUT), token,
+                    AgentDirectory agents = new AgentDirectory(renew, flags.durationValue(AGENT_TIMEOUT), security,
                             Clock.systemUTC(), context.log());
                     TcpComponent registry = new TcpComponent(
-                            TcpComponent.address(REGISTRY_ADDRESS.name(), flags.get(REGISTRY_ADDRESS)),
+                            TcpComponent.address(REGISTRY_ADDRESS.name(), flags.get(REGISTRY_ADDRESS)), security.serverTls(),
                             List.of(new AgentRegistryService(agents)),
-                            List.of(new CallLog(context.log()), token.verifier()), context.log());
+                            List.of(new CallLog(context.log()), security.token().verifier()), context.log());
                     return new DriverProgram.Plan(List.of(
                             new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, () -> true),
                             new ControllerService(agents, Topology.forDriver(context.plugin().name()))),

@@ -12,10 +12,12 @@ import io.grpc.netty.shaded.io.netty.channel.epoll.EpollIoHandler;
 import io.grpc.netty.shaded.io.netty.channel.epoll.EpollServerDomainSocketChannel;
 import io.grpc.netty.shaded.io.netty.channel.epoll.EpollServerSocketChannel;
 import io.grpc.netty.shaded.io.netty.channel.unix.DomainSocketAddress;
+import io.grpc.netty.shaded.io.netty.handler.ssl.SslContext;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.time.Duration;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -73,10 +75,11 @@ public final class GrpcServer {
         }
     }
 
-    /** Serves on a TCP address (port 0 picks a free port; see {@link #port()}). */
-    public static GrpcServer onTcp(InetSocketAddress address, List<BindableService> services,
+    /** Serves on a TCP address, with TLS when given (port 0 picks a free port; see {@link #port()}). */
+    public static GrpcServer onTcp(InetSocketAddress address, Optional<SslContext> tls, List<BindableService> services,
             List<ServerInterceptor> interceptors, Log log) throws StartupException {
         NettyServerBuilder builder = NettyServerBuilder.forAddress(address).channelType(EpollServerSocketChannel.class);
+        tls.ifPresent(builder::sslContext);
         return start("tcp://" + address.getHostString() + ":" + address.getPort(), builder, services, interceptors,
                 () -> { }, log);
     }

@@ -3,21 +3,26 @@ package dev.strata.csi.server;
 import dev.strata.csi.log.Log;
 import io.grpc.BindableService;
 import io.grpc.ServerInterceptor;
+import io.grpc.netty.shaded.io.netty.handler.ssl.SslContext;
 import java.net.InetSocketAddress;
 import java.time.Duration;
 import java.util.List;
+import java.util.Optional;
 
 /** A gRPC server on TCP run beside the CSI socket: the node agent's API, the controller's agent registry. */
 public final class TcpComponent implements Component {
 
     private final InetSocketAddress address;
+    private final Optional<SslContext> tls;
     private final List<BindableService> services;
     private final List<ServerInterceptor> interceptors;
     private final Log log;
     private GrpcServer server;
 
-    public TcpComponent(InetSocketAddress address, List<BindableService> services, List<ServerInterceptor> interceptors, Log log) {
+    public TcpComponent(InetSocketAddress address, Optional<SslContext> tls, List<BindableService> services,
+            List<ServerInterceptor> interceptors, Log log) {
         this.address = address;
+        this.tls = tls;
         this.services = services;
         this.interceptors = interceptors;
         this.log = log;
@@ -25,7 +30,7 @@ public final class TcpComponent implements Component {
 
     @Override
     public void start() throws StartupException {
-        server = GrpcServer.onTcp(address, services, interceptors, log);
+        server = GrpcServer.onTcp(address, tls, services, interceptors, log);
     }
 
     /** The port it listens on, once started. */

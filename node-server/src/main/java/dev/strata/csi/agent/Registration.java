@@ -3,13 +3,12 @@ package dev.strata.csi.agent;
 import dev.strata.csi.agent.api.AgentRegistryGrpc;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.RegisterResponse;
-import dev.strata.csi.auth.AgentToken;
+import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.backend.local.ImagePool;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.server.Component;
 import io.grpc.ManagedChannel;
 import io.grpc.StatusRuntimeException;
-import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -30,27 +29,27 @@ public final class Registration implements Component {
     private final IntSupplier agentPort;
     private final Map<String, String> topology;
     private final ImagePool pool;
-    private final AgentToken token;
+    private final AgentSecurity security;
     private final Log log;
     private ManagedChannel channel;
     private Thread loop;
     private volatile boolean registered;
 
     public Registration(String controllerAddress, String nodeId, String advertisedHost, IntSupplier agentPort,
-            Map<String, String> topology, ImagePool pool, AgentToken token, Log log) {
+            Map<String, String> topology, ImagePool pool, AgentSecurity security, Log log) {
         this.controllerAddress = controllerAddress;
         this.nodeId = nodeId;
         this.advertisedHost = advertisedHost;
         this.agentPort = agentPort;
         this.topology = topology;
         this.pool = pool;
-        this.token = token;
+        this.security = security;
         this.log = log;
     }
 
     @Override
     public void start() {
-        channel = NettyChannelBuilder.forTarget(controllerAddress).usePlaintext().build();
+        channel = security.channel(controllerAddress);
         loop = Thread.ofVirtual().name("registration").start(this::run);
     }
 
@@ -70,7 +69,7 @@ public final class Registration implements Component {
     private java.util.Optional<Duration> renew() {
         try {
             RegisterResponse reply = AgentRegistryGrpc.newBlockingStub(channel)
-                    .withCallCredentials(token.credentials())
+                    .withCallCredentials(security.token().credentials())
                     .withDeadlineAfter(10, TimeUnit.SECONDS)
                     .register(RegisterRequest.newBuilder()
                             .setNodeId(nodeId)

@@ -3,7 +3,7 @@ package dev.strata.csi.node;
 import dev.strata.csi.agent.NodeAgentService;
 import dev.strata.csi.agent.PoolOwnership;
 import dev.strata.csi.agent.Registration;
-import dev.strata.csi.auth.AgentToken;
+import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.backend.local.ImagePool;
 import dev.strata.csi.backend.local.SystemFilesystems;
 import dev.strata.csi.backend.local.SystemImageFiles;
@@ -41,22 +41,26 @@ public final class NodeServer {
             "host:port the node agent listens on for controller-server (port 0 picks a free one)");
     static final Flag ADVERTISE_HOST = new Flag("agent-advertise-host", "NODE_IP", "127.0.0.1",
             "host or IP controller-server dials to reach this agent (usually status.hostIP via the downward API)");
-    static final Flag TOKEN_FILE = new Flag("agent-token-file", "AGENT_TOKEN_FILE", null,
-            "file holding the shared secret controller and node agents authenticate each other with");
     static final Flag MAX_VOLUMES = new Flag("max-volumes", "MAX_VOLUMES", "0",
             "most volumes the scheduler may place on this node (0: no limit)");
 
     private NodeServer() {}
 
+    private static List<Flag> flags() {
+        List<Flag> flags = new java.util.ArrayList<>(List.of(NODE_ID, POOL_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, MAX_VOLUMES));
+        flags.addAll(AgentSecurity.flags());
+        return flags;
+    }
+
     public static void main(String[] args) {
         DriverProgram program = new DriverProgram("node-server",
                 "Serves the CSI Node service beside node-driver-registrar and runs this node's agent.",
-                List.of(NODE_ID, POOL_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, TOKEN_FILE, MAX_VOLUMES),
+                flags(),
                 context -> {
                     var flags = context.flags();
                     var log = context.log();
                     String nodeId = nodeId(flags.get(NODE_ID));
-                    AgentToken token = AgentToken.fromFile(Path.of(flags.get(TOKEN_FILE)));
+                    AgentSecurity security = AgentSecurity.fromFlags(flags);
                     Topology topology = Topology.forDriver(context.plugin().name());
                     Path poolDir = poolDir(flags.get(POOL_DIR));
                     Command commands = new Command();
@@ -67,11 +71,11 @@ public final class NodeServer {
                     VolumeLocks locks = new VolumeLocks();
                     PoolOwnership ownership = new PoolOwnership(pool);
                     TcpComponent agent = new TcpComponent(
-                            TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)),
+                            TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
                             List.of(new NodeAgentService(pool, locks)),
-                            List.of(new CallLog(log), token.verifier()), log);
+                            List.of(new CallLog(log), security.token().verifier()), log);
                     Registration registration = new Registration(flags.get(CONTROLLER_ADDRESS), nodeId,
-                            flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, token, log);
+                            flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, security, log);
                     LocalVolumes volumes = new LocalVolumes(pool, loops, new SystemFilesystems(commands), mounter, stats, log);
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),

@@ -34,21 +34,28 @@ public final class Cluster implements AutoCloseable {
 
     private final Path dir;
     private final Path tokenFile;
+    private final List<String> sharedFlags;
     private final int registryPort;
     private final List<ManagedChannel> channels = new ArrayList<>();
     private final Map<String, Node> nodes = new LinkedHashMap<>();
     private ServerProcess controller;
     private ManagedChannel controllerChannel;
 
-    private Cluster(Path dir) throws IOException {
-        this.dir = dir;
+    private Cluster(Path dir, List<String> sharedFlags) throws IOException {
+        this.dir = Files.createDirectories(dir);
         this.tokenFile = Files.writeString(dir.resolve("agent-token"), TOKEN + "\n");
+        this.sharedFlags = List.copyOf(sharedFlags);
         this.registryPort = freePort();
     }
 
     /** Starts the controller and one node-server per id; returns once every agent has registered. */
     public static Cluster start(Path dir, String... nodeIds) throws Exception {
-        Cluster cluster = new Cluster(dir);
+        return start(dir, List.of(), nodeIds);
+    }
+
+    /** Like {@link #start(Path, String...)}, with flags given to every server (the agent TLS files, say). */
+    public static Cluster start(Path dir, List<String> sharedFlags, String... nodeIds) throws Exception {
+        Cluster cluster = new Cluster(dir, sharedFlags);
         try {
             cluster.startController();
             for (String nodeId : nodeIds) {
@@ -63,11 +70,11 @@ public final class Cluster implements AutoCloseable {
 
     private void startController() throws Exception {
         Path socket = dir.resolve("controller/csi.sock");
-        controller = ServerProcess.start(ControllerServer.class,
+        controller = ServerProcess.start(ControllerServer.class, withShared(
                 "--endpoint", "unix://" + socket,
                 "--agent-registry-address", "127.0.0.1:" + registryPort,
                 "--agent-token-file", tokenFile.toString(),
-                "--agent-renew-interval", "1s").awaitListening(socket);
+                "--agent-renew-interval", "1s")).awaitListening(socket);
         controllerChannel = channel(socket);
     }
 
@@ -75,13 +82,13 @@ public final class Cluster implements AutoCloseable {
     public Node startNode(String nodeId) throws Exception {
         Path socket = dir.resolve(nodeId + "/csi.sock");
         Path pool = dir.resolve(nodeId + "/pool");
-        ServerProcess process = ServerProcess.start(NodeServer.class,
+        ServerProcess process = ServerProcess.start(NodeServer.class, withShared(
                 "--endpoint", "unix://" + socket,
                 "--node-id", nodeId,
                 "--pool-dir", pool.toString(),
                 "--controller-address", "127.0.0.1:" + registryPort,
                 "--agent-address", "127.0.0.1:0",
-                "--agent-token-file", tokenFile.toString()).awaitListening(socket);
+                "--agent-token-file", tokenFile.toString())).awaitListening(socket);
         Node node = new Node(nodeId, socket, pool, process, channel(socket));
         nodes.put(nodeId, node);
         awaitRegistered(node);
@@ -133,6 +140,12 @@ public final class Cluster implements AutoCloseable {
         ManagedChannel channel = Sockets.channel(socket);
         channels.add(channel);
         return channel;
+    }
+
+    private String[] withShared(String... flags) {
+        List<String> all = new ArrayList<>(List.of(flags));
+        all.addAll(sharedFlags);
+        return all.toArray(String[]::new);
     }
 
     private static int freePort() throws IOException {

@@ -3,11 +3,10 @@ package dev.strata.csi.controller.agents;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.agent.api.RegisterRequest;
-import dev.strata.csi.auth.AgentToken;
+import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.ManagedChannel;
-import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
@@ -33,14 +32,14 @@ public final class AgentDirectory implements AutoCloseable {
     private final Map<String, Entry> agents = new ConcurrentHashMap<>();
     private final Duration renewEvery;
     private final Duration callTimeout;
-    private final AgentToken token;
+    private final AgentSecurity security;
     private final Clock clock;
     private final Log log;
 
-    public AgentDirectory(Duration renewEvery, Duration callTimeout, AgentToken token, Clock clock, Log log) {
+    public AgentDirectory(Duration renewEvery, Duration callTimeout, AgentSecurity security, Clock clock, Log log) {
         this.renewEvery = renewEvery;
         this.callTimeout = callTimeout;
-        this.token = token;
+        this.security = security;
         this.clock = clock;
         this.log = log;
     }
@@ -61,7 +60,7 @@ public final class AgentDirectory implements AutoCloseable {
             }
             log.info("agent registered", "node", nodeId, "address", agent.address(),
                     "available_bytes", agent.pool().getAvailableBytes());
-            return new Entry(agent, NettyChannelBuilder.forTarget(agent.address()).usePlaintext().build());
+            return new Entry(agent, security.channel(agent.address()));
         });
     }
 
@@ -87,7 +86,7 @@ public final class AgentDirectory implements AutoCloseable {
             throw CsiException.unavailable("the node agent of " + nodeId + " is not registered; is node-server running there?");
         }
         return NodeAgentGrpc.newBlockingStub(entry.channel())
-                .withCallCredentials(token.credentials())
+                .withCallCredentials(security.token().credentials())
                 .withDeadlineAfter(callTimeout.toMillis(), TimeUnit.MILLISECONDS);
     }
 
