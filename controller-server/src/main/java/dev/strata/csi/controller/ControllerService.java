@@ -116,7 +116,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             }
             Capabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
             VolumeId id = VolumeId.require(request.getVolumeId());
-            if (agents.agent(request.getNodeId()).isEmpty() && !request.getNodeId().equals(id.nodeId())) {
+            if (!agents.known(request.getNodeId()) && !request.getNodeId().equals(id.nodeId())) {
                 throw CsiException.notFound("node " + CsiException.printable(request.getNodeId()) + " is not known: no node agent registered for it");
             }
             try (var held = locks.acquire(id.name())) {
@@ -197,7 +197,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             long available;
             if (request.hasAccessibleTopology()) {
                 available = topology.nodeOf(request.getAccessibleTopology())
-                        .flatMap(agents::agent)
+                        .flatMap(agents::live)
                         .map(agent -> agent.pool().getAvailableBytes())
                         .orElse(0L);
             } else {
@@ -228,7 +228,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
         try {
             return agents.stub(id.nodeId()).getImage(GetImageRequest.newBuilder().setName(id.name()).build()).getImage();
         } catch (CsiException e) {
-            if (e.code() == Status.Code.UNAVAILABLE && agents.agent(id.nodeId()).isEmpty()) {
+            if (e.code() == Status.Code.UNAVAILABLE && !agents.known(id.nodeId())) {
                 throw CsiException.notFound("volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
             }
             throw e;

@@ -56,7 +56,7 @@ final class Placement {
         }
         List<String> refusals = new ArrayList<>();
         for (String nodeId : candidates) {
-            var agent = agents.agent(nodeId);
+            var agent = agents.live(nodeId);
             if (agent.isEmpty()) {
                 refusals.add(nodeId + ": no agent registered");
                 continue;

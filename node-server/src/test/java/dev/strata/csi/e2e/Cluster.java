@@ -74,7 +74,7 @@ public final class Cluster implements AutoCloseable {
                 "--endpoint", "unix://" + socket,
                 "--agent-registry-address", "127.0.0.1:" + registryPort,
                 "--agent-token-file", tokenFile.toString(),
-                "--agent-renew-interval", "1s")).awaitListening(socket);
+                "--agent-renew-interval", "2s")).awaitListening(socket);
         controllerChannel = channel(socket);
     }
 

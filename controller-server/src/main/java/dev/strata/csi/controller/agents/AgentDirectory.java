@@ -19,8 +19,10 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * The node agents the controller knows: each registered itself and renews its lease. A lease
- * three renewals old is expired; the agent is back as soon as it renews. Nothing is persisted:
- * after a controller restart the agents' next renewals rebuild the directory.
+ * three renewals old is expired: that node gets no new volumes until it renews, but calls for
+ * its existing volumes still go to the address it last gave (if it is really gone, they fail
+ * UNAVAILABLE and the sidecars retry). Nothing is persisted: after a controller restart the
+ * agents' next renewals rebuild the directory.
  */
 public final class AgentDirectory implements AutoCloseable {
 
@@ -64,10 +66,15 @@ public final class AgentDirectory implements AutoCloseable {
         });
     }
 
-    /** The live agent of {@code nodeId}. */
-    public Optional<Agent> agent(String nodeId) {
+    /** The live agent of {@code nodeId}: registered, lease current. */
+    public Optional<Agent> live(String nodeId) {
         Entry entry = agents.get(nodeId);
         return entry == null || expired(entry.agent()) ? Optional.empty() : Optional.of(entry.agent());
+    }
+
+    /** Whether an agent ever registered for {@code nodeId} since this controller started. */
+    public boolean known(String nodeId) {
+        return agents.containsKey(nodeId);
     }
 
     /** Live agents, most available capacity first. */
@@ -79,10 +86,10 @@ public final class AgentDirectory implements AutoCloseable {
                 .toList();
     }
 
-    /** A stub for calls to the agent of {@code nodeId}; UNAVAILABLE while it is not registered. */
+    /** A stub for calls to the agent of {@code nodeId}; UNAVAILABLE when it never registered. */
     public NodeAgentGrpc.NodeAgentBlockingStub stub(String nodeId) {
         Entry entry = agents.get(nodeId);
-        if (entry == null || expired(entry.agent())) {
+        if (entry == null) {
             throw CsiException.unavailable("the node agent of " + nodeId + " is not registered; is node-server running there?");
         }
         return NodeAgentGrpc.newBlockingStub(entry.channel())
