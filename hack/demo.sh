@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The main job on an embedded default: builds both servers, starts them locally on unix sockets,
-# drives them over gRPC and stops them. No cluster, no external server.
+# The main job on an embedded default: builds the servers, starts controller-server and two
+# node-servers locally, drives one volume through create -> attach -> stage -> publish and back
+# with real loop devices and mounts, and checks nothing is left. No cluster; run as root.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 mvn_run -q package -DskipTests
 java --enable-native-access=ALL-UNNAMED -cp "$REPO_ROOT/controller-server/target/lib/*" \
-  "$REPO_ROOT/hack/demo/Demo.java" "$REPO_ROOT"
+  "$REPO_ROOT/hack/local/Demo.java" "$REPO_ROOT"

@@ -120,13 +120,13 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
                 throw CsiException.notFound("node " + CsiException.printable(request.getNodeId()) + " is not known: no node agent registered for it");
             }
             try (var held = locks.acquire(id.name())) {
-                Image image = get(id);
                 if (!id.nodeId().equals(request.getNodeId())) {
+                    get(id); // NOT_FOUND comes first for a volume that does not exist
                     throw CsiException.failedPrecondition("volume " + id + " holds its data on node " + id.nodeId()
                             + " and cannot be attached to node " + request.getNodeId());
                 }
-                image = agents.stub(id.nodeId()).attachImage(AttachImageRequest.newBuilder()
-                        .setName(image.getName()).setNodeId(request.getNodeId()).build()).getImage();
+                Image image = agents.stub(id.nodeId()).attachImage(AttachImageRequest.newBuilder()
+                        .setName(id.name()).setNodeId(request.getNodeId()).build()).getImage();
                 return ControllerPublishVolumeResponse.newBuilder()
                         .putPublishContext(DEVICE_PATH, image.getDevicePath())
                         .build();

@@ -68,9 +68,8 @@ public final class LocalVolumes {
                     + mounted.get().source() + ")");
         }
         String fsType = Capabilities.fsType(capability);
-        Optional<String> existing = filesystems.probe(device.device());
+        Optional<String> existing = filesystems.formatIfBlank(device.device(), fsType);
         if (existing.isEmpty()) {
-            filesystems.format(device.device(), fsType);
             log.info("made filesystem", "volume", id, "device", device.device(), "fs_type", fsType);
         } else if (!existing.get().equals(fsType)) {
             throw CsiException.failedPrecondition("volume " + id + " holds a " + existing.get()

@@ -13,10 +13,12 @@ public interface Filesystems {
     Optional<String> probe(Path device) throws DeviceException;
 
     /**
-     * Creates a filesystem of {@code fsType} (ext4, xfs or btrfs) on {@code device}. Refuses a
-     * device that holds anything {@link #probe} recognises: data is never formatted away.
+     * Creates a filesystem of {@code fsType} (ext4, xfs or btrfs) on {@code device} if it is blank.
+     * A device that holds anything {@link #probe} recognises is left as it is: data is never
+     * formatted away.
      *
+     * @return what the device already held, or empty when it was blank and now holds {@code fsType}
      * @throws UnsupportedFilesystemException for any other type
      */
-    void format(Path device, String fsType) throws DeviceException;
+    Optional<String> formatIfBlank(Path device, String fsType) throws DeviceException;
 }

@@ -56,7 +56,7 @@ public final class SystemFilesystems implements Filesystems {
     }
 
     @Override
-    public void format(Path device, String fsType) throws DeviceException {
+    public Optional<String> formatIfBlank(Path device, String fsType) throws DeviceException {
         List<String> mkfs = MKFS.get(fsType);
         if (mkfs == null) {
             throw new UnsupportedFilesystemException("cannot create filesystem type \"" + fsType + "\"; supported: "
@@ -65,10 +65,11 @@ public final class SystemFilesystems implements Filesystems {
         String path = absolute(device);
         Optional<String> existing = probe(device);
         if (existing.isPresent()) {
-            throw new DeviceException("refusing to format " + path + " as " + fsType + ": it holds " + existing.get());
+            return existing;
         }
         String[] argv = Stream.concat(mkfs.stream(), Stream.of(path)).toArray(String[]::new);
         check(run(FORMAT_TIMEOUT, argv), mkfs.getFirst() + " " + path);
+        return Optional.empty();
     }
 
     private CommandResult run(Duration timeout, String... argv) throws DeviceException {

@@ -90,7 +90,7 @@ class SystemLoopDevicesTest {
     void aMountedDeviceIsNotDetachedButLetGoOfOnUnmount() throws Exception {
         Path image = Images.sparse(dir.resolve("a.img"));
         LoopDevice device = loops.attach(image);
-        new SystemFilesystems(new Command()).format(device.device(), "ext4");
+        new SystemFilesystems(new Command()).formatIfBlank(device.device(), "ext4");
         Path mnt = Files.createDirectory(dir.resolve("mnt"));
         mounter.mount(device.device().toString(), mnt, "ext4", List.of());
 

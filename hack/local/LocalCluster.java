@@ -1,0 +1,198 @@
+import csi.v1.ControllerGrpc;
+import csi.v1.Csi.GetCapacityRequest;
+import csi.v1.Csi.Topology;
+import csi.v1.Csi.VolumeCapability;
+import csi.v1.IdentityGrpc;
+import csi.v1.NodeGrpc;
+import io.grpc.ManagedChannel;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.epoll.EpollDomainSocketChannel;
+import io.grpc.netty.shaded.io.netty.channel.epoll.EpollIoHandler;
+import io.grpc.netty.shaded.io.netty.channel.unix.DomainSocketAddress;
+import java.io.File;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * controller-server and node-servers started from the built jars as local processes, each with
+ * its own socket and pool under one work directory; shared by the demo and the benchmark.
+ */
+final class LocalCluster implements AutoCloseable {
+
+    static final String TOPOLOGY_KEY = "topology.strata.csi.dev/node";
+
+    /** Netty warns on every unix-socket connection that SO_KEEPALIVE does not apply; held so the level sticks. */
+    private static final java.util.logging.Logger NETTY_BOOTSTRAP =
+            java.util.logging.Logger.getLogger("io.grpc.netty.shaded.io.netty.bootstrap");
+
+    final Path work;
+    private final Path repo;
+    private final List<String> nodeIds;
+    private final List<Process> servers = new ArrayList<>();
+    private final MultiThreadIoEventLoopGroup clientLoop = new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory());
+
+    private LocalCluster(Path repo, Path work, List<String> nodeIds) {
+        this.repo = repo;
+        this.work = work;
+        this.nodeIds = nodeIds;
+    }
+
+    /** Starts the servers and waits until every node agent has registered with the controller. */
+    static LocalCluster start(Path repo, String... nodeIds) throws Exception {
+        NETTY_BOOTSTRAP.setLevel(java.util.logging.Level.SEVERE);
+        LocalCluster cluster = new LocalCluster(repo, Files.createTempDirectory("strata-"), List.of(nodeIds));
+        try {
+            cluster.startServers();
+            return cluster;
+        } catch (Exception e) {
+            cluster.close();
+            throw e;
+        }
+    }
+
+    private void startServers() throws Exception {
+        Path token = Files.writeString(work.resolve("agent-token"), "local-token-" + System.nanoTime());
+        int registryPort;
+        try (ServerSocket free = new ServerSocket(0)) {
+            registryPort = free.getLocalPort();
+        }
+        start("controller-server", "controller-server", "--endpoint", "unix://" + socket("controller"),
+                "--agent-token-file", token.toString(), "--agent-registry-address", "127.0.0.1:" + registryPort,
+                "--agent-renew-interval", "1s");
+        for (String node : nodeIds) {
+            start("node-server", node, "--endpoint", "unix://" + socket(node), "--node-id", node,
+                    "--pool-dir", pool(node).toString(), "--agent-address", "127.0.0.1:0",
+                    "--controller-address", "127.0.0.1:" + registryPort, "--agent-token-file", token.toString());
+        }
+        awaitSocket(socket("controller"));
+        for (String node : nodeIds) {
+            awaitSocket(socket(node));
+        }
+        for (String node : nodeIds) {
+            awaitRegistered(node);
+        }
+    }
+
+    Path socket(String server) {
+        return work.resolve(server + "/csi.sock");
+    }
+
+    Path pool(String nodeId) {
+        return work.resolve(nodeId + "/pool");
+    }
+
+    ControllerGrpc.ControllerBlockingStub controller() {
+        return ControllerGrpc.newBlockingStub(channel(socket("controller")));
+    }
+
+    IdentityGrpc.IdentityBlockingStub identity() {
+        return IdentityGrpc.newBlockingStub(channel(socket("controller")));
+    }
+
+    NodeGrpc.NodeBlockingStub node(String nodeId) {
+        return NodeGrpc.newBlockingStub(channel(socket(nodeId)));
+    }
+
+    static Topology on(String nodeId) {
+        return Topology.newBuilder().putSegments(TOPOLOGY_KEY, nodeId).build();
+    }
+
+    static VolumeCapability ext4() {
+        return VolumeCapability.newBuilder()
+                .setMount(VolumeCapability.MountVolume.newBuilder().setFsType("ext4"))
+                .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER))
+                .build();
+    }
+
+    /** SIGTERM to every server, then what is left in the work directory: images, loop devices, mounts, sockets. */
+    List<String> stopAndListLeftovers() throws Exception {
+        for (Process server : servers) {
+            server.toHandle().destroy();
+        }
+        for (Process server : servers) {
+            server.waitFor(60, TimeUnit.SECONDS);
+        }
+        List<String> left = new ArrayList<>();
+        for (String nodeId : nodeIds) {
+            try (var files = Files.list(pool(nodeId))) {
+                files.filter(f -> !f.getFileName().toString().startsWith(".")).forEach(f -> left.add(f.toString()));
+            }
+        }
+        for (String server : allServers()) {
+            if (Files.exists(socket(server))) {
+                left.add(socket(server).toString());
+            }
+        }
+        Process losetup = new ProcessBuilder("losetup", "--noheadings", "--raw", "--output", "NAME,BACK-FILE").start();
+        new String(losetup.getInputStream().readAllBytes(), StandardCharsets.UTF_8).lines()
+                .filter(line -> line.contains(work.toString())).forEach(line -> left.add("loop " + line));
+        for (String line : Files.readAllLines(Path.of("/proc/self/mountinfo"))) {
+            if (line.contains(work.toString())) {
+                left.add("mount " + line.split(" ")[4]);
+            }
+        }
+        return left;
+    }
+
+    private List<String> allServers() {
+        List<String> all = new ArrayList<>(List.of("controller"));
+        all.addAll(nodeIds);
+        return all;
+    }
+
+    private void start(String program, String logName, String... flags) throws Exception {
+        List<String> command = new ArrayList<>(List.of(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "--enable-native-access=ALL-UNNAMED",
+                "-jar", repo.resolve(program + "/target/" + program + ".jar").toString()));
+        command.addAll(List.of(flags));
+        File log = work.resolve(logName + ".log").toFile();
+        servers.add(new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log).start());
+    }
+
+    private void awaitSocket(Path socket) throws Exception {
+        for (int i = 0; i < 600 && !Files.exists(socket); i++) {
+            for (Process server : servers) {
+                if (!server.isAlive()) {
+                    throw new IllegalStateException("a server exited early; see " + work + "/*.log");
+                }
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    /** Waits until the controller reports capacity for the node: its agent has registered. */
+    private void awaitRegistered(String nodeId) throws Exception {
+        for (int i = 0; i < 300; i++) {
+            if (controller().getCapacity(GetCapacityRequest.newBuilder().setAccessibleTopology(on(nodeId)).build())
+                    .getAvailableCapacity() > 0) {
+                return;
+            }
+            Thread.sleep(100);
+        }
+        throw new IllegalStateException("node agent " + nodeId + " never registered; see " + work + "/*.log");
+    }
+
+    private final java.util.Map<Path, ManagedChannel> channels = new java.util.concurrent.ConcurrentHashMap<>();
+
+    private ManagedChannel channel(Path socket) {
+        return channels.computeIfAbsent(socket, s -> NettyChannelBuilder.forAddress(new DomainSocketAddress(s.toFile()))
+                .eventLoopGroup(clientLoop)
+                .channelType(EpollDomainSocketChannel.class)
+                .usePlaintext()
+                .build());
+    }
+
+    @Override
+    public void close() {
+        channels.values().forEach(ManagedChannel::shutdownNow);
+        servers.forEach(Process::destroyForcibly);
+        clientLoop.shutdownGracefully(0, 1, TimeUnit.SECONDS);
+    }
+}
