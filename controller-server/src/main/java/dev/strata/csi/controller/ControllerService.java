@@ -33,7 +33,6 @@ import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.volume.Capabilities;
 import dev.strata.csi.volume.Topology;
 import dev.strata.csi.volume.VolumeId;
-import io.grpc.Status;
 import io.grpc.stub.StreamObserver;
 import java.util.List;
 
@@ -223,16 +222,12 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
         });
     }
 
-    /** The volume's image; NOT_FOUND when its node's agent does not have it. */
+    /** The volume's image; NOT_FOUND when its node never registered or its agent does not have it. */
     private Image get(VolumeId id) {
-        try {
-            return agents.stub(id.nodeId()).getImage(GetImageRequest.newBuilder().setName(id.name()).build()).getImage();
-        } catch (CsiException e) {
-            if (e.code() == Status.Code.UNAVAILABLE && !agents.known(id.nodeId())) {
-                throw CsiException.notFound("volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
-            }
-            throw e;
+        if (!agents.known(id.nodeId())) {
+            throw CsiException.notFound("volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
         }
+        return agents.stub(id.nodeId()).getImage(GetImageRequest.newBuilder().setName(id.name()).build()).getImage();
     }
 
     private Volume volume(String nodeId, Image image) {

@@ -190,14 +190,12 @@ public final class ImagePool {
         if (temporaries > 0) {
             log.info("removed temporary record files of interrupted writes", "count", temporaries);
         }
-        List<String> wanted = new ArrayList<>();
         for (ImageRecord record : records.all()) {
             Path image = imagePath(record.getName());
             Optional<LoopDevice> device = loops.find(image);
             switch (record.getState()) {
                 case READY -> {
                     if (record.getAttached()) {
-                        wanted.add(record.getName());
                         if (device.isEmpty()) {
                             LoopDevice attached = loops.attach(image);
                             log.info("reattached image", "volume", record.getName(), "device", attached.device());
@@ -223,7 +221,7 @@ public final class ImagePool {
             if (backing.getParent() != null && backing.getParent().equals(dir)) {
                 String fileName = backing.getFileName().toString();
                 String name = fileName.endsWith(IMAGE_SUFFIX) ? fileName.substring(0, fileName.length() - IMAGE_SUFFIX.length()) : fileName;
-                if (!wanted.contains(name) && records.read(name).isEmpty() && inUse(device).isEmpty()) {
+                if (records.read(name).isEmpty() && inUse(device).isEmpty()) {
                     loops.detach(device.device());
                     log.warn("detached loop device of an image without a record", "device", device.device(), "file", backing);
                 }
