@@ -4,12 +4,14 @@ import static csi.v1.Csi.ControllerServiceCapability.RPC.Type.CREATE_DELETE_VOLU
 import static csi.v1.Csi.ControllerServiceCapability.RPC.Type.GET_CAPACITY;
 import static csi.v1.Csi.ControllerServiceCapability.RPC.Type.LIST_VOLUMES;
 import static csi.v1.Csi.ControllerServiceCapability.RPC.Type.PUBLISH_UNPUBLISH_VOLUME;
+import static csi.v1.Csi.NodeServiceCapability.RPC.Type.GET_VOLUME_STATS;
 import static csi.v1.Csi.NodeServiceCapability.RPC.Type.STAGE_UNSTAGE_VOLUME;
 import static csi.v1.Csi.PluginCapability.Service.Type.CONTROLLER_SERVICE;
 import static csi.v1.Csi.PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS;
 import static dev.strata.csi.conformance.ConformanceTarget.madeUpId;
 import static dev.strata.csi.conformance.ConformanceTarget.uniqueName;
 import static dev.strata.csi.conformance.StatusAssertions.assertCode;
+import static dev.strata.csi.conformance.StatusAssertions.assertCodeIn;
 import static io.grpc.Status.Code.ABORTED;
 import static io.grpc.Status.Code.ALREADY_EXISTS;
 import static io.grpc.Status.Code.INVALID_ARGUMENT;
@@ -36,6 +38,15 @@ import csi.v1.Csi.GetPluginInfoRequest;
 import csi.v1.Csi.GetPluginInfoResponse;
 import csi.v1.Csi.ListVolumesRequest;
 import csi.v1.Csi.ListVolumesResponse;
+import csi.v1.Csi.NodeGetCapabilitiesRequest;
+import csi.v1.Csi.NodeGetInfoResponse;
+import csi.v1.Csi.NodeGetVolumeStatsRequest;
+import csi.v1.Csi.NodeGetVolumeStatsResponse;
+import csi.v1.Csi.NodePublishVolumeRequest;
+import csi.v1.Csi.NodeServiceCapability;
+import csi.v1.Csi.NodeStageVolumeRequest;
+import csi.v1.Csi.NodeUnpublishVolumeRequest;
+import csi.v1.Csi.NodeUnstageVolumeRequest;
 import csi.v1.Csi.PluginCapability;
 import csi.v1.Csi.ProbeRequest;
 import csi.v1.Csi.ProbeResponse;
@@ -43,8 +54,13 @@ import csi.v1.Csi.Topology;
 import csi.v1.Csi.ValidateVolumeCapabilitiesRequest;
 import csi.v1.Csi.ValidateVolumeCapabilitiesResponse;
 import csi.v1.Csi.Volume;
+import csi.v1.Csi.VolumeUsage;
 import dev.strata.csi.conformance.ConformanceTarget.Endpoint;
 import dev.strata.csi.e2e.SystemState;
+import io.grpc.Status;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -535,6 +551,234 @@ class ConformanceTest {
                     .addVolumeCapabilities(target.accessType().capability()).setAccessibleTopology(node).build());
             // The suite creates its volumes there, so there must be room.
             assertTrue(response.getAvailableCapacity() > 0, "no capacity in the node's topology " + node);
+        }
+    }
+
+    @Nested
+    class Node {
+
+        @Test
+        void getCapabilitiesReturnsOnlyKnownCapabilities() {
+            for (NodeServiceCapability capability : target.node()
+                    .nodeGetCapabilities(NodeGetCapabilitiesRequest.getDefaultInstance()).getCapabilitiesList()) {
+                assertTrue(capability.hasRpc(), "a node capability without an RPC type: " + capability);
+                assertKnown(capability.getRpc().getType(), "node capability");
+            }
+        }
+
+        @Test
+        void nodeGetInfoReturnsANodeIdAndNoNegativeVolumeLimit() {
+            NodeGetInfoResponse info = target.nodeInfo();
+            assertFalse(info.getNodeId().isEmpty(), "node_id is required");
+            assertTrue(info.getNodeId().getBytes(StandardCharsets.UTF_8).length <= 256, "node_id longer than 256 bytes");
+            assertTrue(info.getMaxVolumesPerNode() >= 0, "max_volumes_per_node " + info.getMaxVolumesPerNode());
+        }
+
+        @Test
+        void nodeGetInfoReportsTopologyExactlyWhenAccessibilityConstraintsAreAdvertised() {
+            NodeGetInfoResponse info = target.nodeInfo();
+            if (target.advertises(VOLUME_ACCESSIBILITY_CONSTRAINTS)) {
+                assertTrue(info.getAccessibleTopology().getSegmentsCount() > 0,
+                        "VOLUME_ACCESSIBILITY_CONSTRAINTS is advertised, but the node reports no accessible_topology");
+            } else {
+                assertFalse(info.hasAccessibleTopology(),
+                        "accessible_topology reported without the VOLUME_ACCESSIBILITY_CONSTRAINTS plugin capability");
+            }
+        }
+
+        @Test
+        void nodeStageVolumeWithoutARequiredFieldIsInvalidArgument() throws Exception {
+            target.assume(STAGE_UNSTAGE_VOLUME);
+            // A made-up volume: the fields are checked before the volume is looked up.
+            NodeStageVolumeRequest request = Requests.nodeStageVolume(
+                    Requests.volume(madeUpId("volume")), target.accessType(), target.newStagingPath(), Map.of());
+            assertAll(
+                    () -> assertCode(INVALID_ARGUMENT, "NodeStageVolume without volume_id",
+                            () -> target.node().nodeStageVolume(request.toBuilder().clearVolumeId().build())),
+                    () -> assertCode(INVALID_ARGUMENT, "NodeStageVolume without staging_target_path",
+                            () -> target.node().nodeStageVolume(request.toBuilder().clearStagingTargetPath().build())),
+                    () -> assertCode(INVALID_ARGUMENT, "NodeStageVolume without volume_capability",
+                            () -> target.node().nodeStageVolume(request.toBuilder().clearVolumeCapability().build())));
+        }
+
+        @Test
+        void nodeUnstageVolumeWithoutARequiredFieldIsInvalidArgument() throws Exception {
+            target.assume(STAGE_UNSTAGE_VOLUME);
+            NodeUnstageVolumeRequest request = Requests.nodeUnstageVolume(Requests.volume(madeUpId("volume")), target.newStagingPath());
+            assertAll(
+                    () -> assertCode(INVALID_ARGUMENT, "NodeUnstageVolume without volume_id",
+                            () -> target.node().nodeUnstageVolume(request.toBuilder().clearVolumeId().build())),
+                    () -> assertCode(INVALID_ARGUMENT, "NodeUnstageVolume without staging_target_path",
+                            () -> target.node().nodeUnstageVolume(request.toBuilder().clearStagingTargetPath().build())));
+        }
+
+        @Test
+        void nodePublishVolumeWithoutARequiredFieldIsInvalidArgument() throws Exception {
+            NodePublishVolumeRequest request = Requests.nodePublishVolume(Requests.volume(madeUpId("volume")), target.accessType(),
+                    target.advertises(STAGE_UNSTAGE_VOLUME) ? target.newStagingPath() : null, target.newTargetPath(), Map.of());
+            assertAll(
+                    () -> assertCode(INVALID_ARGUMENT, "NodePublishVolume without volume_id",
+                            () -> target.node().nodePublishVolume(request.toBuilder().clearVolumeId().build())),
+                    () -> assertCode(INVALID_ARGUMENT, "NodePublishVolume without target_path",
+                            () -> target.node().nodePublishVolume(request.toBuilder().clearTargetPath().build())),
+                    () -> assertCode(INVALID_ARGUMENT, "NodePublishVolume without volume_capability",
+                            () -> target.node().nodePublishVolume(request.toBuilder().clearVolumeCapability().build())),
+                    () -> {
+                        // Required exactly when the node stages.
+                        if (target.advertises(STAGE_UNSTAGE_VOLUME)) {
+                            assertCode(INVALID_ARGUMENT, "NodePublishVolume without staging_target_path",
+                                    () -> target.node().nodePublishVolume(request.toBuilder().clearStagingTargetPath().build()));
+                        }
+                    });
+        }
+
+        @Test
+        void nodeUnpublishVolumeWithoutARequiredFieldIsInvalidArgument() throws Exception {
+            NodeUnpublishVolumeRequest request = Requests.nodeUnpublishVolume(Requests.volume(madeUpId("volume")), target.newTargetPath());
+            assertAll(
+                    () -> assertCode(INVALID_ARGUMENT, "NodeUnpublishVolume without volume_id",
+                            () -> target.node().nodeUnpublishVolume(request.toBuilder().clearVolumeId().build())),
+                    () -> assertCode(INVALID_ARGUMENT, "NodeUnpublishVolume without target_path",
+                            () -> target.node().nodeUnpublishVolume(request.toBuilder().clearTargetPath().build())));
+        }
+
+        @Test
+        void nodeGetVolumeStatsWithoutARequiredFieldIsInvalidArgument() throws Exception {
+            target.assume(GET_VOLUME_STATS);
+            NodeGetVolumeStatsRequest request = NodeGetVolumeStatsRequest.newBuilder()
+                    .setVolumeId(madeUpId("volume")).setVolumePath(target.unrelatedDirectory().toString()).build();
+            assertAll(
+                    () -> assertCode(INVALID_ARGUMENT, "NodeGetVolumeStats without volume_id",
+                            () -> target.node().nodeGetVolumeStats(request.toBuilder().clearVolumeId().build())),
+                    () -> assertCode(INVALID_ARGUMENT, "NodeGetVolumeStats without volume_path",
+                            () -> target.node().nodeGetVolumeStats(request.toBuilder().clearVolumePath().build())));
+        }
+
+        @Test
+        void nodeGetVolumeStatsOfAnUnknownVolumeIsNotFound() throws Exception {
+            target.assume(GET_VOLUME_STATS);
+            NodeGetVolumeStatsRequest request = NodeGetVolumeStatsRequest.newBuilder()
+                    .setVolumeId(madeUpId("volume")).setVolumePath(target.unrelatedDirectory().toString()).build();
+            assertCode(NOT_FOUND, "NodeGetVolumeStats of a made-up volume", () -> target.node().nodeGetVolumeStats(request));
+        }
+
+        @Test
+        void nodeUnpublishAndNodeUnstageOfAVolumeNeverPublishedSucceedOrAreNotFound() throws Exception {
+            // NOT_FOUND is the spec's answer for a volume that does not exist; OK is what idempotency gives.
+            Set<Status.Code> okOrNotFound = Set.of(OK, NOT_FOUND);
+            List<Volume> volumes = new ArrayList<>(List.of(Requests.volume(madeUpId("volume"))));
+            if (target.advertises(CREATE_DELETE_VOLUME)) {
+                Volume volume = createVolume("never-published", target.accessType());
+                controllerPublish(volume, target.accessType());
+                volumes.add(volume);
+            }
+            for (Volume volume : volumes) {
+                Path targetPath = target.newTargetPath();
+                assertCodeIn(okOrNotFound, "NodeUnpublishVolume of " + volume.getVolumeId(),
+                        () -> target.node().nodeUnpublishVolume(Requests.nodeUnpublishVolume(volume, targetPath)));
+                assertFalse(Files.exists(targetPath, LinkOption.NOFOLLOW_LINKS), "NodeUnpublishVolume made " + targetPath);
+                if (target.advertises(STAGE_UNSTAGE_VOLUME)) {
+                    Path stagingPath = target.newStagingPath();
+                    assertCodeIn(okOrNotFound, "NodeUnstageVolume of " + volume.getVolumeId(),
+                            () -> target.node().nodeUnstageVolume(Requests.nodeUnstageVolume(volume, stagingPath)));
+                }
+            }
+        }
+
+        @ParameterizedTest
+        @MethodSource(ACCESS_TYPES)
+        void nodeUnpublishVolumeRemovesTheTargetPath(AccessType type) throws Exception {
+            target.assume(CREATE_DELETE_VOLUME);
+            Published published = createAndPublish("unpublish", type);
+            assertTrue(Files.exists(published.targetPath(), LinkOption.NOFOLLOW_LINKS), "NodePublishVolume made no target_path");
+            cleanup.undo(Requests.nodeUnpublishVolume(published.volume(), published.targetPath()));
+            assertFalse(Files.exists(published.targetPath(), LinkOption.NOFOLLOW_LINKS),
+                    "NodeUnpublishVolume must delete the target_path it created");
+        }
+
+        @ParameterizedTest
+        @MethodSource(ACCESS_TYPES)
+        void nodeGetVolumeStatsReportsUsageAtThePublishedPathOnly(AccessType type) throws Exception {
+            target.assume(GET_VOLUME_STATS);
+            target.assume(CREATE_DELETE_VOLUME);
+            Published published = createAndPublish("stats", type);
+            NodeGetVolumeStatsRequest request = NodeGetVolumeStatsRequest.newBuilder()
+                    .setVolumeId(published.volume().getVolumeId()).setVolumePath(published.targetPath().toString()).build();
+            NodeGetVolumeStatsResponse stats = target.node().nodeGetVolumeStats(request);
+            assertFalse(stats.getUsageList().isEmpty(), "no usage for a published volume");
+            for (VolumeUsage usage : stats.getUsageList()) {
+                assertKnown(usage.getUnit(), "usage unit");
+                assertTrue(usage.getTotal() >= 0 && usage.getUsed() >= 0 && usage.getAvailable() >= 0, "negative usage: " + usage);
+                // Whatever is measured is on the volume, so it cannot be larger than the volume.
+                long capacity = published.volume().getCapacityBytes();
+                if (usage.getUnit() == VolumeUsage.Unit.BYTES && capacity > 0) {
+                    assertTrue(usage.getTotal() <= capacity, "total " + usage.getTotal() + " bytes on a volume of " + capacity);
+                }
+            }
+            // Not the volume's path: another directory, a path that does not exist, a relative path (csi-sanity sends one).
+            String absent = published.targetPath().resolveSibling("absent").toString();
+            for (String elsewhere : List.of(target.unrelatedDirectory().toString(), absent, "some/path")) {
+                assertCode(NOT_FOUND, "NodeGetVolumeStats at " + elsewhere, () -> target.node()
+                        .nodeGetVolumeStats(request.toBuilder().setVolumePath(elsewhere).build()));
+            }
+        }
+
+        @ParameterizedTest
+        @MethodSource(ACCESS_TYPES)
+        void nodeStageVolumeAndNodePublishVolumeRepeatedSucceed(AccessType type) throws Exception {
+            target.assume(CREATE_DELETE_VOLUME);
+            Volume volume = createVolume("node-repeated", type);
+            Map<String, String> publishContext = controllerPublish(volume, type);
+            Path stagingPath = null;
+            if (target.advertises(STAGE_UNSTAGE_VOLUME)) {
+                stagingPath = target.newStagingPath();
+                NodeStageVolumeRequest stage = Requests.nodeStageVolume(volume, type, stagingPath, publishContext);
+                target.node().nodeStageVolume(stage);
+                cleanup.add(Requests.nodeUnstageVolume(volume, stagingPath));
+                for (int i = 2; i <= REPEATS; i++) {
+                    assertCode(OK, "NodeStageVolume #" + i, () -> target.node().nodeStageVolume(stage));
+                }
+            }
+            Path targetPath = target.newTargetPath();
+            NodePublishVolumeRequest publish = Requests.nodePublishVolume(volume, type, stagingPath, targetPath, publishContext);
+            target.node().nodePublishVolume(publish);
+            cleanup.add(Requests.nodeUnpublishVolume(volume, targetPath));
+            for (int i = 2; i <= REPEATS; i++) {
+                assertCode(OK, "NodePublishVolume #" + i, () -> target.node().nodePublishVolume(publish));
+            }
+            if (target.local()) {
+                // Same mount namespace as the local driver: one mount, not one per call.
+                assertEquals(List.of(targetPath), SystemState.mountsUnder(targetPath), "mounts at the target_path");
+            }
+        }
+
+        @ParameterizedTest
+        @MethodSource(ACCESS_TYPES)
+        void volumeGoesThroughTheWholeLifecycle(AccessType type) throws Exception {
+            target.assume(CREATE_DELETE_VOLUME);
+            Volume volume = createVolume("lifecycle", type);
+            Map<String, String> publishContext = controllerPublish(volume, type);
+            Path stagingPath = stage(volume, type, publishContext);
+            Path targetPath = publish(volume, type, stagingPath, publishContext);
+            assertTrue(Files.exists(targetPath, LinkOption.NOFOLLOW_LINKS), "no target_path after NodePublishVolume");
+            if (target.local()) {
+                assertTrue(SystemState.mountAt(targetPath).isPresent(), "nothing mounted at the target_path");
+            }
+
+            cleanup.undo(Requests.nodeUnpublishVolume(volume, targetPath));
+            assertFalse(Files.exists(targetPath, LinkOption.NOFOLLOW_LINKS), "target_path left after NodeUnpublishVolume");
+            if (stagingPath != null) {
+                cleanup.undo(Requests.nodeUnstageVolume(volume, stagingPath));
+                if (target.local()) {
+                    assertTrue(SystemState.mountAt(stagingPath).isEmpty(), "still mounted at the staging_target_path");
+                }
+            }
+            if (target.advertises(PUBLISH_UNPUBLISH_VOLUME)) {
+                cleanup.undo(Requests.controllerUnpublishVolume(volume, target.nodeId()));
+            }
+            cleanup.undo(Requests.deleteVolume(volume));
+            assertCode(NOT_FOUND, "ValidateVolumeCapabilities after DeleteVolume", () -> target.controller()
+                    .validateVolumeCapabilities(Requests.validateVolumeCapabilities(volume, type)));
         }
     }
 }
