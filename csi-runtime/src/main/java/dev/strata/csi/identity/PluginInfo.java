@@ -12,13 +12,14 @@ public record PluginInfo(String name, String version) {
 
     public static final String DEFAULT_NAME = "strata.csi.dev";
 
-    // CSI spec: at most 63 characters, begins and ends with an alphanumeric character.
-    private static final Pattern NAME = Pattern.compile("[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?");
+    // CSI spec: domain name notation, at most 63 characters, alphanumerics at both ends and
+    // dashes, dots and alphanumerics between.
+    private static final Pattern NAME = Pattern.compile("[A-Za-z0-9]([A-Za-z0-9.-]{0,61}[A-Za-z0-9])?");
 
     public static PluginInfo of(String name, String version) throws UsageException {
         if (!NAME.matcher(name).matches()) {
             throw new UsageException("driver name '" + name
-                    + "' is not valid: up to 63 characters of letters, digits, '-', '_' and '.', beginning and ending with a letter or digit");
+                    + "' is not valid: up to 63 letters, digits, '-' and '.', beginning and ending with a letter or digit");
         }
         return new PluginInfo(name, version);
     }

@@ -20,6 +20,7 @@ class CommandLineTest {
         "--endpoint tcp://127.0.0.1:10000   | is not a unix socket",
         "--endpoint unix://relative/csi.sock| needs an absolute socket path",
         "--driver-name -bad-name-           | driver name '-bad-name-' is not valid",
+        "--driver-name under_score.csi.dev  | driver name 'under_score.csi.dev' is not valid",
         "--shutdown-grace soon              | takes a duration",
         "--v loud                           | takes a whole number",
         "--endpoint                         | needs a value",

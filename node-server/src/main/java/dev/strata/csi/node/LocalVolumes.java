@@ -143,7 +143,7 @@ public final class LocalVolumes {
             throw CsiException.notFound("volume " + id + " is not mounted at " + path);
         }
         var reply = NodeGetVolumeStatsResponse.newBuilder();
-        if (mount.get().fsType().equals("devtmpfs")) {
+        if (!Files.isDirectory(path)) { // a published block volume: the device node bound onto a file
             reply.addUsage(VolumeUsage.newBuilder().setUnit(VolumeUsage.Unit.BYTES).setTotal(loops.sizeBytes(device.get().device())));
         } else {
             FilesystemUsage usage = stats.usage(path);

@@ -17,11 +17,13 @@ public record LoopDevice(Path device, Path backingFile, DeviceNumber number, boo
     /**
      * Whether {@code mount} uses this device: a filesystem on it (its source is the device, or its
      * device number is, except for btrfs, which reports an anonymous number), or a bind mount of
-     * the device node itself, as a published block volume is.
+     * the device node itself, as a published block volume is: that mount's root is the node's
+     * name in /dev, a devtmpfs (or, in a container with its own /dev, a tmpfs).
      */
     public boolean backs(MountPoint mount) {
         return mount.source().equals(device.toString())
                 || mount.device().equals(number)
-                || (mount.fsType().equals("devtmpfs") && mount.root().equals("/" + device.getFileName()));
+                || ((mount.fsType().equals("devtmpfs") || mount.fsType().equals("tmpfs"))
+                        && mount.root().equals("/" + device.getFileName()));
     }
 }
