@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Benchmark: latency of every RPC and of the full pipeline against the same pipeline done with
 # plain tools in the same run, and CreateVolume throughput at 1, 16 and 100 callers.
-# Usage (as root): hack/bench.sh [ROUNDS=30] [VOLUMES_PER_LEVEL=200]
+# Usage (as root): hack/bench.sh [ROUNDS=30] [VOLUMES_PER_LEVEL=200] [WARM_UP_ROUNDS=20]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 mvn_run -q package -DskipTests
 java --enable-native-access=ALL-UNNAMED -cp "$REPO_ROOT/controller-server/target/lib/*" \
-  "$REPO_ROOT/hack/local/Bench.java" "$REPO_ROOT" "${1:-30}" "${2:-200}"
+  "$REPO_ROOT/hack/local/Bench.java" "$REPO_ROOT" "${1:-30}" "${2:-200}" "${3:-20}"

@@ -68,7 +68,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
         Rpc.answer(response, () -> {
             VolumeRequest wanted = VolumeRequest.of(request);
             try (var held = locks.acquire(wanted.name())) {
-                var existing = placement.find(wanted.name());
+                var existing = placement.find(wanted.name(), placement.firstCandidate(request.getAccessibilityRequirements()));
                 if (existing.isPresent()) {
                     Image image = existing.get().image();
                     if (image.getCapacityBytes() != wanted.capacityBytes() || image.getAllocation() != wanted.allocation()) {

@@ -32,9 +32,16 @@ final class Placement {
         this.topology = topology;
     }
 
-    /** The volume named {@code name} on any live node: names are unique across the cluster. */
-    Optional<Placed> find(String name) {
+    /**
+     * The volume named {@code name} on any live node other than {@code except}: names are unique
+     * across the cluster. The node a create goes to first need not be asked, since CreateImage
+     * there returns the existing image itself (or ALREADY_EXISTS).
+     */
+    Optional<Placed> find(String name, Optional<String> except) {
         for (AgentDirectory.Agent agent : agents.live()) {
+            if (except.isPresent() && except.get().equals(agent.nodeId())) {
+                continue;
+            }
             try {
                 Image image = agents.stub(agent.nodeId()).getImage(GetImageRequest.newBuilder().setName(name).build()).getImage();
                 return Optional.of(new Placed(agent.nodeId(), image));
@@ -46,6 +53,11 @@ final class Placement {
             }
         }
         return Optional.empty();
+    }
+
+    /** The node a create for {@code requirement} tries first, if any. */
+    Optional<String> firstCandidate(TopologyRequirement requirement) {
+        return candidates(requirement).stream().findFirst();
     }
 
     Placed create(VolumeRequest wanted, TopologyRequirement requirement) {

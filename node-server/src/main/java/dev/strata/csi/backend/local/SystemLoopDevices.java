@@ -55,14 +55,16 @@ public final class SystemLoopDevices implements LoopDevices {
         if (!Files.isRegularFile(image)) {
             throw new DeviceException("cannot attach " + file + ": not a regular file");
         }
-        // Should another attach take that device first, losetup moves on to the next free one.
-        ensureNextDeviceNode();
-        CommandResult direct = run("losetup", "--find", "--show", "--direct-io=on", file);
-        String device = direct.stdout().strip();
-        // Direct I/O needs the image's filesystem to support it (ramfs, older tmpfs do not). Newer
-        // losetup then attaches nothing; older ones attach without it, print the device and fail.
+        String device = attachTo(file);
         if (device.isEmpty()) {
-            device = check(run("losetup", "--find", "--show", file), "losetup --find --show " + file).stdout().strip();
+            // In a container with its own /dev the next free device may have no node yet; make it
+            // and try once more. (Should another attach take that device first, losetup moves on.)
+            ensureNextDeviceNode();
+            device = attachTo(file);
+        }
+        if (device.isEmpty()) {
+            check(run("losetup", "--find", "--show", file), "losetup --find --show " + file);
+            throw new DeviceException("losetup --find --show " + file + " named no device");
         }
         Path node = Path.of(device);
         return describe(name(node)).map(Attached::device)
@@ -173,6 +175,17 @@ public final class SystemLoopDevices implements LoopDevices {
      * container with a /dev of its own may lack it; then, and only then, the node is made here.
      * {@code losetup --find} names the next free device and has the kernel add it if need be.
      */
+    /** The device {@code file} was attached to, or empty when losetup attached nothing. */
+    private String attachTo(String file) throws DeviceException {
+        String device = run("losetup", "--find", "--show", "--direct-io=on", file).stdout().strip();
+        // Direct I/O needs the image's filesystem to support it (ramfs, older tmpfs do not). Newer
+        // losetup then attaches nothing; older ones attach without it, print the device and fail.
+        if (device.isEmpty()) {
+            device = run("losetup", "--find", "--show", file).stdout().strip();
+        }
+        return device;
+    }
+
     private void ensureNextDeviceNode() throws DeviceException {
         String next = check(run("losetup", "--find"), "losetup --find").stdout().strip();
         String name = name(Path.of(next));
