@@ -14,7 +14,9 @@ import java.util.Comparator;
 import java.util.List;
 
 /**
- * ListVolumes across every live node, in volume id order. The page token is the id of the next
+ * ListVolumes across every node that registered, in volume id order. A node whose agent does not
+ * answer fails the call (UNAVAILABLE) rather than leaving its volumes out: the external-attacher
+ * reads a missing volume as a detached one. The page token is the id of the next
  * volume to list, so a volume deleted between two pages shifts nothing: the next page starts at
  * the first id at or after the token.
  */
@@ -37,7 +39,7 @@ final class VolumeListing {
             throw CsiException.aborted("starting_token '" + CsiException.printable(token) + "' was not issued by this driver");
         }
         List<ListVolumesResponse.Entry> entries = new ArrayList<>();
-        for (AgentDirectory.Agent agent : agents.live()) {
+        for (AgentDirectory.Agent agent : agents.registered()) {
             for (Image image : agents.stub(agent.nodeId()).listImages(ListImagesRequest.getDefaultInstance()).getImagesList()) {
                 String id = new VolumeId(agent.nodeId(), image.getName()).toString();
                 if (id.compareTo(token) >= 0) {

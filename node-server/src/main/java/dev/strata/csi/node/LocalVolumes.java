@@ -19,7 +19,6 @@ import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.volume.Capabilities;
 import dev.strata.csi.volume.VolumeId;
-import java.io.IOException;
 import java.nio.file.DirectoryNotEmptyException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;

@@ -77,6 +77,11 @@ public final class AgentDirectory implements AutoCloseable {
         return agents.containsKey(nodeId);
     }
 
+    /** Every agent that registered since this controller started, live or not. */
+    public List<Agent> registered() {
+        return agents.values().stream().map(Entry::agent).toList();
+    }
+
     /** Live agents, most available capacity first. */
     public List<Agent> live() {
         return agents.values().stream()

@@ -94,10 +94,7 @@ public final class ImagePool {
         if (record.isEmpty()) {
             return;
         }
-        Optional<LoopDevice> device = loops.find(imagePath(name));
-        if (device.isPresent()) {
-            refuseIfInUse(name, device.get());
-        }
+        unusedDevice(name);
         ImageRecord deleting = record.get().toBuilder().setState(ImageRecord.State.DELETING).setAttached(false).build();
         records.write(deleting);
         finishDelete(deleting);
@@ -130,10 +127,7 @@ public final class ImagePool {
         if (record.isEmpty()) {
             return;
         }
-        Optional<LoopDevice> device = loops.find(imagePath(name));
-        if (device.isPresent()) {
-            refuseIfInUse(name, device.get());
-        }
+        Optional<LoopDevice> device = unusedDevice(name);
         ImageRecord current = record.get();
         List<String> published = new ArrayList<>(current.getPublishedNodeIdsList());
         published.remove(nodeId);
@@ -236,22 +230,25 @@ public final class ImagePool {
     }
 
     private void finishDelete(ImageRecord record) throws IOException, DeviceException, MountException {
-        Path image = imagePath(record.getName());
-        Optional<LoopDevice> device = loops.find(image);
+        Optional<LoopDevice> device = unusedDevice(record.getName());
         if (device.isPresent()) {
-            refuseIfInUse(record.getName(), device.get());
             loops.detach(device.get().device());
         }
-        Files.deleteIfExists(image);
+        Files.deleteIfExists(imagePath(record.getName()));
         records.delete(record.getName());
     }
 
-    private void refuseIfInUse(String name, LoopDevice device) throws MountException {
-        List<MountPoint> users = inUse(device);
-        if (!users.isEmpty()) {
-            throw CsiException.failedPrecondition("volume " + name + " is in use: " + device.device()
-                    + " is mounted at " + users.getFirst().mountPoint());
+    /** The image's loop device, if it has one; FAILED_PRECONDITION while a mount uses it. */
+    private Optional<LoopDevice> unusedDevice(String name) throws DeviceException, MountException {
+        Optional<LoopDevice> device = loops.find(imagePath(name));
+        if (device.isPresent()) {
+            List<MountPoint> users = inUse(device.get());
+            if (!users.isEmpty()) {
+                throw CsiException.failedPrecondition("volume " + name + " is in use: " + device.get().device()
+                        + " is mounted at " + users.getFirst().mountPoint());
+            }
         }
+        return device;
     }
 
     /** The mounts that use the device: while there are any, it is never detached. */
