@@ -106,7 +106,7 @@ public final class Bench {
         long start = System.nanoTime();
         samples.time("truncate", () -> run("truncate", "--size", Long.toString(SIZE), image.toString()));
         String device = samples.time("losetup --find", () -> run("losetup", "--find", "--show", "--direct-io=on", image.toString())).strip();
-        samples.time("mkfs.ext4", () -> run("mkfs.ext4", "-F", "-q", "-m", "0", "-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1", device));
+        samples.time("mkfs.ext4", () -> run("mkfs.ext4", "-q", "-m", "0", "-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1", device));
         samples.time("mount", () -> run("mount", "-t", "ext4", device, staging.toString()));
         samples.time("mount --bind", () -> run("mount", "--bind", staging.toString(), target.toString()));
         samples.time("umount target", () -> run("umount", target.toString()));

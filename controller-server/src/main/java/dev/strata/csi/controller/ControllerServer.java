@@ -20,13 +20,16 @@ public final class ControllerServer {
             "host:port where node agents register (TCP; every call must carry the agent token)");
     static final Flag RENEW = new Flag("agent-renew-interval", "AGENT_RENEW_INTERVAL", "10s",
             "how often agents renew their registration; an agent silent for three intervals is treated as gone");
+    static final Flag SETTLE = new Flag("agent-settle-time", "AGENT_SETTLE_TIME", "20s",
+            "after a start, how long an unknown node counts as an agent not yet back (UNAVAILABLE) rather than absent "
+                    + "(NOT_FOUND); at least two renewal intervals");
     static final Flag AGENT_TIMEOUT = new Flag("agent-call-timeout", "AGENT_CALL_TIMEOUT", "120s",
             "deadline for one call to a node agent (creating a fully allocated image takes the longest)");
 
     private ControllerServer() {}
 
     private static List<Flag> flags() {
-        List<Flag> flags = new java.util.ArrayList<>(List.of(REGISTRY_ADDRESS, RENEW, AGENT_TIMEOUT));
+        List<Flag> flags = new java.util.ArrayList<>(List.of(REGISTRY_ADDRESS, RENEW, SETTLE, AGENT_TIMEOUT));
         flags.addAll(AgentSecurity.flags());
         return flags;
     }
@@ -39,7 +42,8 @@ public final class ControllerServer {
                     var flags = context.flags();
                     AgentSecurity security = AgentSecurity.fromFlags(flags);
                     Duration renew = flags.durationValue(RENEW);
-                    AgentDirectory agents = new AgentDirectory(renew, flags.durationValue(AGENT_TIMEOUT), security,
+                    AgentDirectory agents = new AgentDirectory(renew, flags.durationValue(SETTLE),
+                            flags.durationValue(AGENT_TIMEOUT), security,
                             Clock.systemUTC(), context.log());
                     TcpComponent registry = new TcpComponent(
                             TcpComponent.address(REGISTRY_ADDRESS.name(), flags.get(REGISTRY_ADDRESS)), security.serverTls(),

@@ -113,9 +113,8 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             }
             Capabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
             VolumeId id = VolumeId.require(request.getVolumeId());
-            if (!agents.known(request.getNodeId()) && !request.getNodeId().equals(id.nodeId())) {
-                throw CsiException.notFound("node " + CsiException.printable(request.getNodeId()) + " is not known: no node agent registered for it");
-            }
+            agents.requireKnown(request.getNodeId(),
+                    "node " + CsiException.printable(request.getNodeId()) + " is not known: no node agent registered for it");
             try (var held = locks.acquire(id.name())) {
                 if (!id.nodeId().equals(request.getNodeId())) {
                     get(id); // NOT_FOUND comes first for a volume that does not exist
@@ -161,6 +160,10 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
                 throw CsiException.missing("volume_capabilities");
             }
             get(VolumeId.require(request.getVolumeId()));
+            var parameterProblem = VolumeRequest.parameterProblem(request.getParametersMap());
+            if (parameterProblem.isPresent()) {
+                return ValidateVolumeCapabilitiesResponse.newBuilder().setMessage(parameterProblem.get()).build();
+            }
             for (var capability : request.getVolumeCapabilitiesList()) {
                 var reason = Capabilities.unsupported(capability);
                 if (reason.isPresent()) {
@@ -222,9 +225,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
 
     /** The volume's image; NOT_FOUND when its node never registered or its agent does not have it. */
     private Image get(VolumeId id) {
-        if (!agents.known(id.nodeId())) {
-            throw CsiException.notFound("volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
-        }
+        agents.requireKnown(id.nodeId(), "volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
         return agents.stub(id.nodeId()).getImage(GetImageRequest.newBuilder().setName(id.name()).build()).getImage();
     }
 

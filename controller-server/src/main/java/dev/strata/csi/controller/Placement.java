@@ -38,7 +38,11 @@ final class Placement {
      * there returns the existing image itself (or ALREADY_EXISTS).
      */
     Optional<Placed> find(String name, Optional<String> except) {
-        for (AgentDirectory.Agent agent : agents.live()) {
+        if (agents.settling()) {
+            throw CsiException.unavailable("controller-server started recently; waiting for node agents to renew "
+                    + "before it can tell whether volume " + name + " exists");
+        }
+        for (AgentDirectory.Agent agent : agents.registered()) {
             if (except.isPresent() && except.get().equals(agent.nodeId())) {
                 continue;
             }
@@ -46,6 +50,10 @@ final class Placement {
                 Image image = agents.stub(agent.nodeId()).getImage(GetImageRequest.newBuilder().setName(name).build()).getImage();
                 return Optional.of(new Placed(agent.nodeId(), image));
             } catch (StatusRuntimeException e) {
+                boolean silent = agents.live(agent.nodeId()).isEmpty();
+                if (silent && e.getStatus().getCode() == Status.Code.UNAVAILABLE) {
+                    continue; // a node whose lease ran out long enough to be unreachable takes no new volumes either
+                }
                 if (e.getStatus().getCode() != Status.Code.NOT_FOUND) {
                     throw CsiException.unavailable("cannot tell whether node " + agent.nodeId() + " holds volume " + name
                             + ": " + e.getStatus().getCode() + " " + e.getStatus().getDescription());

@@ -38,6 +38,9 @@ final class VolumeListing {
         if (!token.isEmpty() && VolumeId.parse(token).isEmpty()) {
             throw CsiException.aborted("starting_token '" + CsiException.printable(token) + "' was not issued by this driver");
         }
+        if (agents.settling()) {
+            throw CsiException.unavailable("controller-server started recently; waiting for node agents to renew before listing volumes");
+        }
         List<ListVolumesResponse.Entry> entries = new ArrayList<>();
         for (AgentDirectory.Agent agent : agents.registered()) {
             for (Image image : agents.stub(agent.nodeId()).listImages(ListImagesRequest.getDefaultInstance()).getImagesList()) {

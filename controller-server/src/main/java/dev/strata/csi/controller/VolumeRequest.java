@@ -66,6 +66,16 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation) {
         return size;
     }
 
+    /** Why the StorageClass parameters would be refused by CreateVolume, or empty when they are fine. */
+    static java.util.Optional<String> parameterProblem(Map<String, String> parameters) {
+        try {
+            allocation(parameters);
+            return java.util.Optional.empty();
+        } catch (CsiException e) {
+            return java.util.Optional.of(e.getMessage());
+        }
+    }
+
     private static Allocation allocation(Map<String, String> parameters) {
         Allocation allocation = Allocation.SPARSE;
         for (Map.Entry<String, String> parameter : parameters.entrySet()) {

@@ -88,7 +88,7 @@ class ControllerServerTest {
 
     @Test
     void withNoNodeAgentThereIsNowhereToCreateAVolume() throws Exception {
-        start();
+        start("--agent-settle-time", "0s");
         var controller = ControllerGrpc.newBlockingStub(channel);
         StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
                 () -> controller.createVolume(CreateVolumeRequest.newBuilder().setName("pvc-1")
@@ -99,6 +99,24 @@ class ControllerServerTest {
                         .build()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, e.getStatus().getCode());
         assertTrue(e.getStatus().getDescription().contains("no node agent"), e.getStatus().getDescription());
+    }
+
+    @Test
+    void rightAfterAStartNothingIsReportedGoneWhileAgentsMayBeOnTheirWayBack() throws Exception {
+        start(); // default settle time: 20s
+        var controller = ControllerGrpc.newBlockingStub(channel);
+        StatusRuntimeException list = assertThrows(StatusRuntimeException.class,
+                () -> controller.listVolumes(csi.v1.Csi.ListVolumesRequest.getDefaultInstance()));
+        assertEquals(Status.Code.UNAVAILABLE, list.getStatus().getCode(), "an empty list would read as every volume detached");
+        StatusRuntimeException publish = assertThrows(StatusRuntimeException.class,
+                () -> controller.controllerPublishVolume(csi.v1.Csi.ControllerPublishVolumeRequest.newBuilder()
+                        .setVolumeId("local/node-x/pvc-1").setNodeId("node-x")
+                        .setVolumeCapability(VolumeCapability.newBuilder()
+                                .setMount(VolumeCapability.MountVolume.getDefaultInstance())
+                                .setAccessMode(VolumeCapability.AccessMode.newBuilder()
+                                        .setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER)))
+                        .build()));
+        assertEquals(Status.Code.UNAVAILABLE, publish.getStatus().getCode(), "not NOT_FOUND: node-x may be about to renew");
     }
 
     @Test

@@ -77,10 +77,15 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
 
     @Override
     public void getImage(GetImageRequest request, StreamObserver<GetImageResponse> response) {
-        Rpc.answer(response, () -> GetImageResponse.newBuilder()
-                .setImage(pool.get(name(request.getName()))
-                        .orElseThrow(() -> CsiException.notFound("volume " + request.getName() + " does not exist on this node")))
-                .build());
+        Rpc.answer(response, () -> {
+            // Taking the lock: an image being created or deleted is neither there nor gone yet.
+            try (var held = locks.acquire(name(request.getName()))) {
+                return GetImageResponse.newBuilder()
+                        .setImage(pool.get(request.getName()).orElseThrow(() ->
+                                CsiException.notFound("volume " + request.getName() + " does not exist on this node")))
+                        .build();
+            }
+        });
     }
 
     @Override

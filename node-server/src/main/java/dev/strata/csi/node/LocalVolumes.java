@@ -56,6 +56,7 @@ public final class LocalVolumes {
             throw CsiException.invalidArgument("staging_target_path " + staging + " is not a directory");
         }
         if (Capabilities.isBlock(capability)) {
+            pool.recordBlockUse(id.name());
             return; // a raw block volume is published straight from its device
         }
         Optional<MountPoint> mounted = mounter.table().at(staging);
@@ -67,14 +68,36 @@ public final class LocalVolumes {
                     + mounted.get().source() + ")");
         }
         String fsType = Capabilities.fsType(capability);
-        Optional<String> existing = filesystems.formatIfBlank(device.device(), fsType);
-        if (existing.isEmpty()) {
-            log.info("made filesystem", "volume", id, "device", device.device(), "fs_type", fsType);
-        } else if (!existing.get().equals(fsType)) {
-            throw CsiException.failedPrecondition("volume " + id + " holds a " + existing.get()
+        String holds = holdsFilesystem(id, device, fsType);
+        if (!holds.equals(fsType)) {
+            throw CsiException.failedPrecondition("volume " + id + " holds a " + holds
                     + " filesystem; it cannot be staged as " + fsType + " (the driver never reformats a volume with data)");
         }
         mounter.mount(device.device().toString(), staging, fsType, capability.getMount().getMountFlagsList());
+    }
+
+    /**
+     * The filesystem on the volume, made now if the volume is new. Formatting needs two signs that
+     * the device is blank: the agent's record says no filesystem was ever made and it was never
+     * used as a raw block device, and blkid finds no signature. A probe that cannot read the
+     * device therefore never leads to mkfs on a volume with data.
+     */
+    private String holdsFilesystem(VolumeId id, LoopDevice device, String fsType) throws Exception {
+        var content = pool.content(id.name());
+        if (!content.getFilesystem().isEmpty()) {
+            return content.getFilesystem();
+        }
+        if (content.getUsedAsBlock()) {
+            throw CsiException.failedPrecondition("volume " + id + " was used as a raw block device; making a "
+                    + fsType + " filesystem on it would destroy that data");
+        }
+        Optional<String> existing = filesystems.formatIfBlank(device.device(), fsType);
+        String holds = existing.orElse(fsType);
+        if (existing.isEmpty()) {
+            log.info("made filesystem", "volume", id, "device", device.device(), "fs_type", fsType);
+        }
+        pool.recordFilesystem(id.name(), holds);
+        return holds;
     }
 
     void unstage(Path staging) throws Exception {

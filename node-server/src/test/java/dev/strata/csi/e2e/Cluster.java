@@ -74,7 +74,9 @@ public final class Cluster implements AutoCloseable {
                 "--endpoint", "unix://" + socket,
                 "--agent-registry-address", "127.0.0.1:" + registryPort,
                 "--agent-token-file", tokenFile.toString(),
-                "--agent-renew-interval", "2s")).awaitListening(socket);
+                "--agent-renew-interval", "2s",
+                // Every agent starts after the controller here; nothing can be on its way back.
+                "--agent-settle-time", "0s")).awaitListening(socket);
         controllerChannel = channel(socket);
     }
 

@@ -233,6 +233,64 @@ class PipelineTest {
     }
 
     @Test
+    void aVolumeWhoseFilesystemNoLongerProbesIsNeverFormattedAgain() throws Exception {
+        VolumeCapability capability = mount("ext4");
+        Volume volume = create("pvc-wiped", 32 * MIB, capability, "node-a");
+        Cluster.Node node = cluster.node("node-a");
+        String device = cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
+                .setVolumeId(volume.getVolumeId()).setNodeId("node-a").setVolumeCapability(capability).build())
+                .getPublishContextMap().get("devicePath");
+        Path staging = cluster.kubeletDir("node-a", "staging-wiped");
+        NodeStageVolumeRequest stage = NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                .setStagingTargetPath(staging.toString()).setVolumeCapability(capability).build();
+        NodeUnstageVolumeRequest unstage = NodeUnstageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                .setStagingTargetPath(staging.toString()).build();
+        try {
+            node.node().nodeStageVolume(stage);
+            Files.writeString(staging.resolve("precious.txt"), "data that must survive a damaged superblock");
+            node.node().nodeUnstageVolume(unstage);
+            // Damage the superblock the way a bad sector would: blkid now finds nothing.
+            SystemState.run("wipefs", "--all", "--quiet", device);
+            assertTrue(SystemState.run("blkid", "-p", device).isBlank(), "blkid sees a blank device");
+
+            StatusRuntimeException refused = assertThrows(StatusRuntimeException.class, () -> node.node().nodeStageVolume(stage));
+            assertTrue(SystemState.mountAt(staging).isEmpty());
+            assertTrue(SystemState.run("blkid", "-p", device).isBlank(), "no mkfs ran: " + refused.getStatus());
+            byte[] image = Files.readAllBytes(node.pool().resolve("pvc-wiped.img"));
+            assertTrue(new String(image, StandardCharsets.ISO_8859_1).contains("data that must survive a damaged superblock"),
+                    "the file's blocks are still in the image");
+        } finally {
+            cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setNodeId("node-a").build());
+            cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).build());
+        }
+    }
+
+    @Test
+    void aVolumeUsedAsARawBlockDeviceIsNeverGivenAFilesystem() throws Exception {
+        Volume volume = create("pvc-raw", 16 * MIB, block(), "node-a");
+        Cluster.Node node = cluster.node("node-a");
+        try {
+            cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setNodeId("node-a").setVolumeCapability(block()).build());
+            Path staging = cluster.kubeletDir("node-a", "staging-raw");
+            node.node().nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                    .setStagingTargetPath(staging.toString()).setVolumeCapability(block()).build());
+            node.node().nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                    .setStagingTargetPath(staging.toString()).build());
+            StatusRuntimeException refused = assertThrows(StatusRuntimeException.class, () -> node.node().nodeStageVolume(
+                    NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                            .setStagingTargetPath(staging.toString()).setVolumeCapability(mount("ext4")).build()));
+            assertEquals(Status.Code.FAILED_PRECONDITION, refused.getStatus().getCode());
+            assertTrue(refused.getStatus().getDescription().contains("raw block device"), refused.getStatus().getDescription());
+        } finally {
+            cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setNodeId("node-a").build());
+            cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).build());
+        }
+    }
+
+    @Test
     void volumeOfOneNodeCannotBeAttachedToAnother() {
         Volume volume = create("pvc-elsewhere", 8 * MIB, mount("ext4"), "node-a");
         try {

@@ -106,8 +106,9 @@ class RecoveryTest {
         writeRecord(pool, ImageRecord.newBuilder().setName("pvc-going").setCapacityBytes(8 * MIB)
                 .setAllocation(Allocation.SPARSE).setState(ImageRecord.State.DELETING).build());
         sparseFile(pool.resolve("pvc-going.img"), 8 * MIB);
-        // A record write cut short.
+        // A record write cut short, and a record damaged by hand.
         Files.writeString(pool.resolve("pvc-x.record.tmp"), "name: \"pvc-");
+        Files.writeString(pool.resolve("pvc-garbled.record"), "this is not a record {");
         // A loop device on a pool file nobody has a record for, and the file itself.
         Path stranger = pool.resolve("stranger.img");
         sparseFile(stranger, 8 * MIB);
@@ -119,6 +120,8 @@ class RecoveryTest {
         assertFalse(Files.exists(pool.resolve("pvc-half.img")) || Files.exists(pool.resolve("pvc-half.record")), log);
         assertFalse(Files.exists(pool.resolve("pvc-going.img")) || Files.exists(pool.resolve("pvc-going.record")), log);
         assertFalse(Files.exists(pool.resolve("pvc-x.record.tmp")), log);
+        assertTrue(Files.exists(pool.resolve("pvc-garbled.record")), "a record the agent cannot read is left for a person");
+        assertTrue(log.contains("unreadable image record"), log);
         assertEquals(List.of(), SystemState.loopDevicesOf(stranger), "the unwanted loop device is detached:\n" + log);
         assertTrue(Files.exists(stranger), "a file without a record is never deleted");
 

@@ -21,8 +21,10 @@ import java.util.concurrent.TimeUnit;
  * The node agents the controller knows: each registered itself and renews its lease. A lease
  * three renewals old is expired: that node gets no new volumes until it renews, but calls for
  * its existing volumes still go to the address it last gave (if it is really gone, they fail
- * UNAVAILABLE and the sidecars retry). Nothing is persisted: after a controller restart the
- * agents' next renewals rebuild the directory.
+ * UNAVAILABLE and the sidecars retry). An agent silent for thirty renewals is forgotten: its node
+ * was removed. Nothing is persisted: after a controller restart the agents' next renewals rebuild
+ * the directory, and until two renewal intervals have passed an unknown node is UNAVAILABLE, not
+ * NOT_FOUND, and ListVolumes waits, so nothing is mistaken for gone while agents come back.
  */
 public final class AgentDirectory implements AutoCloseable {
 
@@ -37,13 +39,25 @@ public final class AgentDirectory implements AutoCloseable {
     private final AgentSecurity security;
     private final Clock clock;
     private final Log log;
+    private final Instant settledAt;
 
-    public AgentDirectory(Duration renewEvery, Duration callTimeout, AgentSecurity security, Clock clock, Log log) {
+    /**
+     * @param settleTime how long after start an unknown node may still be an agent on its way back
+     *                   (two renewal intervals cover every agent that is up)
+     */
+    public AgentDirectory(Duration renewEvery, Duration settleTime, Duration callTimeout, AgentSecurity security,
+            Clock clock, Log log) {
         this.renewEvery = renewEvery;
         this.callTimeout = callTimeout;
         this.security = security;
         this.clock = clock;
         this.log = log;
+        this.settledAt = clock.instant().plus(settleTime);
+    }
+
+    /** Whether agents may still be on their way back after this controller started. */
+    public boolean settling() {
+        return clock.instant().isBefore(settledAt);
     }
 
     public Duration renewEvery() {
@@ -72,14 +86,35 @@ public final class AgentDirectory implements AutoCloseable {
         return entry == null || expired(entry.agent()) ? Optional.empty() : Optional.of(entry.agent());
     }
 
-    /** Whether an agent ever registered for {@code nodeId} since this controller started. */
-    public boolean known(String nodeId) {
-        return agents.containsKey(nodeId);
+    /**
+     * Returns when an agent has registered for {@code nodeId} and is not forgotten; otherwise
+     * UNAVAILABLE while the directory is settling, else NOT_FOUND with {@code notFound}.
+     */
+    public void requireKnown(String nodeId, String notFound) {
+        forgetSilentAgents();
+        if (!agents.containsKey(nodeId)) {
+            throw settling()
+                    ? CsiException.unavailable("controller-server started recently; waiting for the agent of " + nodeId + " to renew")
+                    : CsiException.notFound(notFound);
+        }
     }
 
-    /** Every agent that registered since this controller started, live or not. */
+    /** Every agent that registered and is not forgotten, live or not. */
     public List<Agent> registered() {
+        forgetSilentAgents();
         return agents.values().stream().map(Entry::agent).toList();
+    }
+
+    private void forgetSilentAgents() {
+        Instant forgetBefore = clock.instant().minus(renewEvery.multipliedBy(30));
+        agents.entrySet().removeIf(entry -> {
+            boolean forget = entry.getValue().agent().renewed().isBefore(forgetBefore);
+            if (forget) {
+                log.warn("forgetting agent silent for thirty renewals; its node is treated as removed", "node", entry.getKey());
+                entry.getValue().channel().shutdown();
+            }
+            return forget;
+        });
     }
 
     /** Live agents, most available capacity first. */

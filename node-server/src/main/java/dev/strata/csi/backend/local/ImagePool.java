@@ -34,10 +34,12 @@ public final class ImagePool {
     private final LoopDevices loops;
     private final Mounter mounts;
     private final Log log;
+    /** Held from the capacity check to the intent record, so two creates cannot both take the last space. */
+    private final java.util.concurrent.locks.ReentrantLock capacity = new java.util.concurrent.locks.ReentrantLock();
 
     public ImagePool(Path dir, ImageFiles files, LoopDevices loops, Mounter mounts, Log log) {
         this.dir = dir;
-        this.records = new RecordStore(dir);
+        this.records = new RecordStore(dir, log);
         this.files = files;
         this.loops = loops;
         this.mounts = mounts;
@@ -69,18 +71,23 @@ public final class ImagePool {
             throw CsiException.failedPrecondition("pool " + dir + " holds an image file for " + name
                     + " without a record; the driver does not touch data it cannot account for");
         }
-        long available = status().getAvailableBytes() + existing.map(this::reservedBy).orElse(0L);
-        if (capacityBytes > available) {
-            throw CsiException.resourceExhausted("pool " + dir + " has " + available + " bytes available; volume "
-                    + name + " needs " + capacityBytes);
-        }
         ImageRecord record = ImageRecord.newBuilder()
                 .setName(name)
                 .setCapacityBytes(capacityBytes)
                 .setAllocation(allocation)
                 .setState(ImageRecord.State.CREATING)
                 .build();
-        records.write(record);
+        capacity.lock();
+        try {
+            long available = status().getAvailableBytes() + existing.map(this::reservedBy).orElse(0L);
+            if (capacityBytes > available) {
+                throw CsiException.resourceExhausted("pool " + dir + " has " + available + " bytes available; volume "
+                        + name + " needs " + capacityBytes);
+            }
+            records.write(record); // from here on the record reserves the capacity
+        } finally {
+            capacity.unlock();
+        }
         files.create(imagePath(name), capacityBytes, allocation);
         record = record.toBuilder().setState(ImageRecord.State.READY).build();
         records.write(record);
@@ -158,6 +165,27 @@ public final class ImagePool {
         return images;
     }
 
+    /** What the image holds as far as the driver knows: the record of a READY image. */
+    public ImageRecord content(String name) throws IOException {
+        return ready(name);
+    }
+
+    /** Remembers that the image now holds {@code filesystem}: it will never be formatted again. */
+    public void recordFilesystem(String name, String filesystem) throws IOException {
+        ImageRecord record = ready(name);
+        if (!record.getFilesystem().equals(filesystem)) {
+            records.write(record.toBuilder().setFilesystem(filesystem).build());
+        }
+    }
+
+    /** Remembers that the image was used as a raw block device: it will never be formatted. */
+    public void recordBlockUse(String name) throws IOException {
+        ImageRecord record = ready(name);
+        if (!record.getUsedAsBlock()) {
+            records.write(record.toBuilder().setUsedAsBlock(true).build());
+        }
+    }
+
     /** Capacity a new image can safely get: free space less what sparse images may still claim. */
     public PoolStatus status() throws IOException {
         ImageFiles.Space space = files.space(dir);
@@ -185,29 +213,11 @@ public final class ImagePool {
             log.info("removed temporary record files of interrupted writes", "count", temporaries);
         }
         for (ImageRecord record : records.all()) {
-            Path image = imagePath(record.getName());
-            Optional<LoopDevice> device = loops.find(image);
-            switch (record.getState()) {
-                case READY -> {
-                    if (record.getAttached()) {
-                        if (device.isEmpty()) {
-                            LoopDevice attached = loops.attach(image);
-                            log.info("reattached image", "volume", record.getName(), "device", attached.device());
-                        }
-                    } else if (device.isPresent() && inUse(device.get()).isEmpty()) {
-                        loops.detach(device.get().device());
-                        log.info("detached image nothing wants attached", "volume", record.getName());
-                    }
-                }
-                case DELETING -> {
-                    finishDelete(record);
-                    log.info("finished interrupted delete", "volume", record.getName());
-                }
-                default -> {
-                    Files.deleteIfExists(image);
-                    records.delete(record.getName());
-                    log.info("removed interrupted create", "volume", record.getName());
-                }
+            try {
+                reconcile(record);
+            } catch (Exception e) {
+                // One volume in trouble must not keep the node from serving every other volume.
+                log.error("cannot reconcile volume; left as it is", "volume", record.getName(), "error", e.getMessage());
             }
         }
         for (LoopDevice device : loops.list()) {
@@ -215,10 +225,41 @@ public final class ImagePool {
             if (backing.getParent() != null && backing.getParent().equals(dir)) {
                 String fileName = backing.getFileName().toString();
                 String name = fileName.endsWith(IMAGE_SUFFIX) ? fileName.substring(0, fileName.length() - IMAGE_SUFFIX.length()) : fileName;
-                if (records.read(name).isEmpty() && inUse(device).isEmpty()) {
-                    loops.detach(device.device());
-                    log.warn("detached loop device of an image without a record", "device", device.device(), "file", backing);
+                try {
+                    if (records.read(name).isEmpty() && inUse(device).isEmpty()) {
+                        loops.detach(device.device());
+                        log.warn("detached loop device of an image without a record", "device", device.device(), "file", backing);
+                    }
+                } catch (Exception e) {
+                    log.error("cannot reconcile loop device; left as it is", "device", device.device(), "error", e.getMessage());
                 }
+            }
+        }
+    }
+
+    private void reconcile(ImageRecord record) throws IOException, DeviceException, MountException {
+        Path image = imagePath(record.getName());
+        Optional<LoopDevice> device = loops.find(image);
+        switch (record.getState()) {
+            case READY -> {
+                if (record.getAttached()) {
+                    if (device.isEmpty()) {
+                        LoopDevice attached = loops.attach(image);
+                        log.info("reattached image", "volume", record.getName(), "device", attached.device());
+                    }
+                } else if (device.isPresent() && inUse(device.get()).isEmpty()) {
+                    loops.detach(device.get().device());
+                    log.info("detached image nothing wants attached", "volume", record.getName());
+                }
+            }
+            case DELETING -> {
+                finishDelete(record);
+                log.info("finished interrupted delete", "volume", record.getName());
+            }
+            default -> {
+                Files.deleteIfExists(image);
+                records.delete(record.getName());
+                log.info("removed interrupted create", "volume", record.getName());
             }
         }
     }
@@ -256,8 +297,10 @@ public final class ImagePool {
         return mounts.table().all().stream().filter(device::backs).toList();
     }
 
+    /** Space the image may still take from the pool: what it has not allocated yet. */
     private long reservedBy(ImageRecord record) {
-        if (record.getAllocation() != Allocation.SPARSE || record.getState() == ImageRecord.State.DELETING) {
+        boolean allocatedInFull = record.getAllocation() == Allocation.FULL && record.getState() == ImageRecord.State.READY;
+        if (allocatedInFull || record.getState() == ImageRecord.State.DELETING) {
             return 0;
         }
         try {

@@ -2,6 +2,7 @@ package dev.strata.csi.backend.local;
 
 import com.google.protobuf.TextFormat;
 import dev.strata.csi.agent.api.ImageRecord;
+import dev.strata.csi.log.Log;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
@@ -27,9 +28,11 @@ final class RecordStore {
     private static final String TEMP_SUFFIX = ".tmp";
 
     private final Path dir;
+    private final Log log;
 
-    RecordStore(Path dir) {
+    RecordStore(Path dir, Log log) {
         this.dir = dir;
+        this.log = log;
     }
 
     Optional<ImageRecord> read(String name) throws IOException {
@@ -63,12 +66,17 @@ final class RecordStore {
         }
     }
 
+    /** Every readable record; one that cannot be parsed is logged and left for a person, never acted on. */
     List<ImageRecord> all() throws IOException {
         List<ImageRecord> records = new ArrayList<>();
         try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, "*" + SUFFIX)) {
             for (Path file : files) {
                 String fileName = file.getFileName().toString();
-                read(fileName.substring(0, fileName.length() - SUFFIX.length())).ifPresent(records::add);
+                try {
+                    read(fileName.substring(0, fileName.length() - SUFFIX.length())).ifPresent(records::add);
+                } catch (TextFormat.ParseException e) {
+                    log.error("unreadable image record; its volume is left alone", "file", file, "error", e.getMessage());
+                }
             }
         }
         return records;

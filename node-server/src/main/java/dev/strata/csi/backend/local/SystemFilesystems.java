@@ -22,12 +22,13 @@ public final class SystemFilesystems implements Filesystems {
     private static final int BLKID_NOTHING_FOUND = 2;
 
     /**
-     * The filesystems the driver creates and how. Discard is skipped because a new image file is
+     * The filesystems the driver creates and how. None is forced (no -F/-f): mkfs.xfs and
+     * mkfs.btrfs then refuse a device with a filesystem, mke2fs one that is mounted. Discard is skipped because a new image file is
      * sparse already; ext4 reserves no blocks for root, since the whole volume is the user's, and
      * leaves inode table and journal initialisation to the kernel after mount.
      */
     private static final Map<String, List<String>> MKFS = Map.of(
-            "ext4", List.of("mkfs.ext4", "-F", "-q", "-m", "0", "-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1"),
+            "ext4", List.of("mkfs.ext4", "-q", "-m", "0", "-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1"),
             "xfs", List.of("mkfs.xfs", "-q", "-K"),
             "btrfs", List.of("mkfs.btrfs", "-q", "-K"));
 

@@ -56,7 +56,7 @@ class SystemFilesystemsTest {
     @Test
     void formatsABlankDeviceWithTheToolForItsType() throws DeviceException {
         for (var expected : List.of(
-                List.of("mkfs.ext4", "-F", "-q", "-m", "0", "-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1", "/dev/loop3"),
+                List.of("mkfs.ext4", "-q", "-m", "0", "-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1", "/dev/loop3"),
                 List.of("mkfs.xfs", "-q", "-K", "/dev/loop3"),
                 List.of("mkfs.btrfs", "-q", "-K", "/dev/loop3"))) {
             FakeCommands commands = blkidSays(2, "");
