@@ -1,5 +1,6 @@
 package dev.strata.csi.mount;
 
+import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.CommandException;
 import dev.strata.csi.system.Commands;
 import java.nio.file.Path;
@@ -28,10 +29,10 @@ public final class SystemMounter implements Mounter {
     @Override
     public void mount(String source, Path target, String fsType, List<String> options) throws MountException {
         if (source.isEmpty() || source.chars().anyMatch(Character::isISOControl)) {
-            throw new MountException("mount source \"" + MountOptions.printable(source) + "\" is empty or holds control characters");
+            throw new MountException("mount source \"" + CsiException.printable(source) + "\" is empty or holds control characters");
         }
         if (!FS_TYPE.matcher(fsType).matches()) {
-            throw new MountException("filesystem type \"" + MountOptions.printable(fsType) + "\" is not a plain name");
+            throw new MountException("filesystem type \"" + CsiException.printable(fsType) + "\" is not a plain name");
         }
         List<String> argv = new ArrayList<>(List.of("mount", "-t", fsType));
         if (!options.isEmpty()) {

@@ -68,12 +68,30 @@ public final class LocalVolumes {
                     + mounted.get().source() + ")");
         }
         String fsType = Capabilities.fsType(capability);
-        String holds = holdsFilesystem(id, device, fsType);
+        boolean readOnly = Capabilities.readOnlyMode(capability);
+        String holds = readOnly ? existingFilesystem(id, device) : holdsFilesystem(id, device, fsType);
         if (!holds.equals(fsType)) {
             throw CsiException.failedPrecondition("volume " + id + " holds a " + holds
                     + " filesystem; it cannot be staged as " + fsType + " (the driver never reformats a volume with data)");
         }
-        mounter.mount(device.device().toString(), staging, fsType, capability.getMount().getMountFlagsList());
+        List<String> options = new java.util.ArrayList<>(capability.getMount().getMountFlagsList());
+        if (readOnly) {
+            options.add("ro");
+            if (fsType.equals("ext4")) {
+                options.add("noload"); // no journal replay: a read-only volume is not written at all
+            }
+        }
+        mounter.mount(device.device().toString(), staging, fsType, options);
+    }
+
+    /** The filesystem a read-only stage mounts: one must be there already; nothing is made. */
+    private String existingFilesystem(VolumeId id, LoopDevice device) throws Exception {
+        String recorded = pool.content(id.name()).getFilesystem();
+        if (!recorded.isEmpty()) {
+            return recorded;
+        }
+        return filesystems.probe(device.device()).orElseThrow(() -> CsiException.failedPrecondition(
+                "volume " + id + " has no filesystem yet; it cannot be staged read-only before it was written"));
     }
 
     /**
@@ -155,13 +173,13 @@ public final class LocalVolumes {
     }
 
     NodeGetVolumeStatsResponse stats(VolumeId id, Path path) throws Exception {
-        Optional<Image> image = pool.get(id.name());
-        if (image.isEmpty()) {
-            throw CsiException.notFound("volume " + id + " does not exist on this node");
-        }
-        Optional<LoopDevice> device = loops.find(pool.imagePath(id.name()));
+        Path image = pool.imagePath(id.name());
         Optional<MountPoint> mount = mounter.table().at(path);
-        if (mount.isEmpty() || device.isEmpty() || !device.get().backs(mount.get())) {
+        // The loop devices say which image a mount is of, also when the image file was deleted.
+        Optional<LoopDevice> device = mount.isEmpty() ? Optional.empty() : loops.list().stream()
+                .filter(loop -> loop.backingFile().equals(image) && loop.backs(mount.get()))
+                .findFirst();
+        if (device.isEmpty()) {
             throw CsiException.notFound("volume " + id + " is not mounted at " + path);
         }
         var reply = NodeGetVolumeStatsResponse.newBuilder();
@@ -174,17 +192,17 @@ public final class LocalVolumes {
             reply.addUsage(VolumeUsage.newBuilder().setUnit(VolumeUsage.Unit.INODES)
                     .setTotal(usage.totalInodes()).setAvailable(usage.freeInodes()).setUsed(usage.usedInodes()));
         }
-        return reply.setVolumeCondition(condition(id)).build();
+        return reply.setVolumeCondition(condition(id, image)).build();
     }
 
-    /** Abnormal when the image file or its loop device is gone from under a published volume. */
-    private VolumeCondition condition(VolumeId id) throws DeviceException {
-        Path image = pool.imagePath(id.name());
+    /** Abnormal when the image file or the pool's record of it is gone from under a mounted volume. */
+    private VolumeCondition condition(VolumeId id, Path image) throws Exception {
         if (!Files.exists(image)) {
-            return VolumeCondition.newBuilder().setAbnormal(true).setMessage("image file " + image + " is missing").build();
+            return VolumeCondition.newBuilder().setAbnormal(true)
+                    .setMessage("image file " + image + " is missing; the volume lives on only while it stays mounted").build();
         }
-        if (loops.find(image).isEmpty()) {
-            return VolumeCondition.newBuilder().setAbnormal(true).setMessage("image " + image + " has no loop device").build();
+        if (pool.get(id.name()).isEmpty()) {
+            return VolumeCondition.newBuilder().setAbnormal(true).setMessage("the pool has no record of volume " + id).build();
         }
         return VolumeCondition.newBuilder().setAbnormal(false).setMessage("healthy").build();
     }

@@ -16,6 +16,8 @@ import csi.v1.Csi.NodeUnpublishVolumeResponse;
 import csi.v1.Csi.NodeUnstageVolumeRequest;
 import csi.v1.Csi.NodeUnstageVolumeResponse;
 import csi.v1.NodeGrpc;
+import dev.strata.csi.mount.MountException;
+import dev.strata.csi.mount.MountOptions;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
 import dev.strata.csi.rpc.VolumeLocks;
@@ -63,6 +65,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
                 throw CsiException.missing("volume_capability");
             }
             Capabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
+            checkMountFlags(request.getVolumeCapability());
             VolumeId id = volumeId(request.getVolumeId());
             try (var held = locks.acquire(id.name())) {
                 volumes.stage(id, staging, request.getVolumeCapability());
@@ -153,6 +156,14 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
                 .setMaxVolumesPerNode(maxVolumes)
                 .setAccessibleTopology(topology.of(nodeId))
                 .build());
+    }
+
+    private static void checkMountFlags(csi.v1.Csi.VolumeCapability capability) {
+        try {
+            MountOptions.join(capability.getMount().getMountFlagsList());
+        } catch (MountException e) {
+            throw CsiException.invalidArgument(e.getMessage());
+        }
     }
 
     private static void requireVolumeId(String value) {

@@ -1,13 +1,16 @@
 package dev.strata.csi.node;
 
 import dev.strata.csi.rpc.CsiException;
+import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
 
 /**
- * Staging and target paths from kubelet. They are used as given, so they must be plain absolute
- * paths: no '..', no '.', no NUL, no doubled slashes; anything else is INVALID_ARGUMENT and the
- * driver touches nothing.
+ * Staging and target paths from kubelet. They must be plain absolute paths: no '..', no '.', no
+ * NUL, no doubled slashes, and the path itself not a symlink; anything else is INVALID_ARGUMENT
+ * and the driver touches nothing. The parent directory is resolved through symlinks, since the
+ * mount table names mounts by their resolved path and /var/lib/kubelet is a symlink on some hosts.
  */
 final class RequestPaths {
 
@@ -34,6 +37,14 @@ final class RequestPaths {
             throw CsiException.invalidArgument(field + " must be a plain absolute path without '.', '..' or '//': "
                     + CsiException.printable(value));
         }
-        return path;
+        if (Files.isSymbolicLink(path)) {
+            throw CsiException.invalidArgument(field + " is a symbolic link: " + CsiException.printable(value));
+        }
+        Path parent = path.getParent();
+        try {
+            return parent != null && Files.isDirectory(parent) ? parent.toRealPath().resolve(path.getFileName()) : path;
+        } catch (IOException e) {
+            return path; // the operation itself then reports what is wrong with the path
+        }
     }
 }

@@ -10,6 +10,7 @@ import csi.v1.Csi.DeleteVolumeRequest;
 import csi.v1.Csi.NodePublishVolumeRequest;
 import csi.v1.Csi.NodeStageVolumeRequest;
 import csi.v1.Csi.NodeUnpublishVolumeRequest;
+import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.testing.Root;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -87,6 +88,18 @@ class HostileInputTest {
         assertEquals(List.of(Status.Code.INVALID_ARGUMENT, Status.Code.INVALID_ARGUMENT, Status.Code.INVALID_ARGUMENT),
                 List.of(stage, publish, unpublish));
         assertFalse(Files.exists(Path.of("/etc/strata-escape")));
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"loop", "offset=4096", "helper=evil", "x-mount.mkdir", "bind", "a,b", "-o", "remount"})
+    void mountFlagsThatCouldHideTheDeviceOrRunAProgramAreRefused(String flag) {
+        VolumeCapability capability = VolumeCapability.newBuilder()
+                .setMount(VolumeCapability.MountVolume.newBuilder().setFsType("ext4").addMountFlags(flag))
+                .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER))
+                .build();
+        assertEquals(Status.Code.INVALID_ARGUMENT, code(() -> cluster.node("node-a").node().nodeStageVolume(
+                NodeStageVolumeRequest.newBuilder().setVolumeId("local/node-a/pvc-none").setStagingTargetPath(dir.toString())
+                        .setVolumeCapability(capability).build())));
     }
 
     @Test

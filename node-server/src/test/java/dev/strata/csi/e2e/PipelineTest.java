@@ -291,6 +291,74 @@ class PipelineTest {
     }
 
     @Test
+    void symlinkedKubeletDirectoryAndReadOnlyStagingWork() throws Exception {
+        Volume volume = create("pvc-linked", 32 * MIB, mount("ext4"), "node-a");
+        Cluster.Node node = cluster.node("node-a");
+        Path real = cluster.kubeletDir("node-a", "real-kubelet");
+        Path link = Files.createSymbolicLink(real.resolveSibling("linked-kubelet"), real);
+        Path staging = Files.createDirectory(link.resolve("staging"));
+        Path target = Files.createDirectory(link.resolve("pod")).resolve("mount");
+        VolumeCapability readOnly = VolumeCapability.newBuilder().setMount(VolumeCapability.MountVolume.newBuilder().setFsType("ext4"))
+                .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_READER_ONLY))
+                .build();
+        NodeStageVolumeRequest stageReadOnly = NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                .setStagingTargetPath(staging.toString()).setVolumeCapability(readOnly).build();
+        NodeUnstageVolumeRequest unstage = NodeUnstageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                .setStagingTargetPath(staging.toString()).build();
+        try {
+            cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setNodeId("node-a").setVolumeCapability(mount("ext4")).build());
+            StatusRuntimeException blank = assertThrows(StatusRuntimeException.class, () -> node.node().nodeStageVolume(stageReadOnly));
+            assertEquals(Status.Code.FAILED_PRECONDITION, blank.getStatus().getCode(), "nothing to mount read-only on a new volume");
+
+            node.node().nodeStageVolume(stageReadOnly.toBuilder().setVolumeCapability(mount("ext4")).build());
+            node.node().nodePublishVolume(NodePublishVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                    .setStagingTargetPath(staging.toString()).setTargetPath(target.toString()).setVolumeCapability(mount("ext4")).build());
+            assertTrue(SystemState.mountAt(real.resolve("pod/mount")).isPresent(), "published through the symlinked directory");
+            node.node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                    .setTargetPath(target.toString()).build());
+            assertTrue(SystemState.mountAt(real.resolve("pod/mount")).isEmpty(), "and unpublished through it");
+            node.node().nodeUnstageVolume(unstage);
+            assertTrue(SystemState.mountAt(real.resolve("staging")).isEmpty());
+
+            node.node().nodeStageVolume(stageReadOnly);
+            assertTrue(SystemState.mountAt(real.resolve("staging")).orElseThrow().readOnly(), "reader-only access is mounted ro");
+        } finally {
+            node.node().nodeUnstageVolume(unstage);
+            cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setNodeId("node-a").build());
+            cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).build());
+        }
+    }
+
+    @Test
+    void anImageDeletedUnderAMountedVolumeIsReportedAbnormal() throws Exception {
+        Volume volume = create("pvc-vanishing", 32 * MIB, mount("ext4"), "node-a");
+        Cluster.Node node = cluster.node("node-a");
+        Path image = node.pool().resolve("pvc-vanishing.img");
+        String device = cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
+                .setVolumeId(volume.getVolumeId()).setNodeId("node-a").setVolumeCapability(mount("ext4")).build())
+                .getPublishContextMap().get("devicePath");
+        Path staging = cluster.kubeletDir("node-a", "staging-vanishing");
+        try {
+            node.node().nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                    .setStagingTargetPath(staging.toString()).setVolumeCapability(mount("ext4")).build());
+            NodeGetVolumeStatsRequest statsRequest = NodeGetVolumeStatsRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setVolumePath(staging.toString()).build();
+            assertFalse(node.node().nodeGetVolumeStats(statsRequest).getVolumeCondition().getAbnormal());
+            Files.delete(image);
+            var condition = node.node().nodeGetVolumeStats(statsRequest).getVolumeCondition();
+            assertTrue(condition.getAbnormal(), condition.toString());
+            assertTrue(condition.getMessage().contains("missing"), condition.getMessage());
+        } finally {
+            node.node().nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                    .setStagingTargetPath(staging.toString()).build());
+            SystemState.run("losetup", "--detach", device); // the pool cannot find a device whose image is gone
+            cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).build());
+        }
+    }
+
+    @Test
     void volumeOfOneNodeCannotBeAttachedToAnother() {
         Volume volume = create("pvc-elsewhere", 8 * MIB, mount("ext4"), "node-a");
         try {
