@@ -64,11 +64,12 @@ final class LocalCluster implements AutoCloseable {
         }
         start("controller-server", "controller-server", "--endpoint", "unix://" + socket("controller"),
                 "--agent-token-file", token.toString(), "--agent-registry-address", "127.0.0.1:" + registryPort,
-                "--agent-renew-interval", "1s", "--agent-settle-time", "0s");
+                "--agent-renew-interval", "1s", "--agent-settle-time", "0s", "--agent-plaintext", "true");
         for (String node : nodeIds) {
             start("node-server", node, "--endpoint", "unix://" + socket(node), "--node-id", node,
                     "--pool-dir", pool(node).toString(), "--agent-address", "127.0.0.1:0",
-                    "--controller-address", "127.0.0.1:" + registryPort, "--agent-token-file", token.toString());
+                    "--controller-address", "127.0.0.1:" + registryPort, "--agent-token-file", token.toString(),
+                    "--agent-plaintext", "true");
         }
         awaitSocket(socket("controller"));
         for (String node : nodeIds) {

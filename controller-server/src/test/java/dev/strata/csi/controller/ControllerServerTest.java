@@ -52,7 +52,8 @@ class ControllerServerTest {
             registryPort = free.getLocalPort();
         }
         List<String> args = new ArrayList<>(List.of("--endpoint", "unix://" + socket,
-                "--agent-token-file", token.toString(), "--agent-registry-address", "127.0.0.1:" + registryPort));
+                "--agent-token-file", token.toString(), "--agent-registry-address", "127.0.0.1:" + registryPort,
+                "--agent-plaintext", "true"));
         args.addAll(List.of(extraArgs));
         server = ServerProcess.start(ControllerServer.class, args.toArray(String[]::new)).awaitListening(socket);
         channel = Sockets.channel(socket);
@@ -139,6 +140,16 @@ class ControllerServerTest {
             assertFalse(server.output().contains(TOKEN), "the token never reaches the log");
         } finally {
             tcp.shutdownNow();
+        }
+    }
+
+    @Test
+    void theAgentChannelIsNeverPlaintextUnlessAskedFor() throws Exception {
+        Path token = Files.writeString(dir.resolve("token"), TOKEN);
+        try (ServerProcess noTls = ServerProcess.start(ControllerServer.class,
+                "--endpoint", "unix://" + dir.resolve("c.sock"), "--agent-token-file", token.toString())) {
+            assertEquals(2, noTls.exitCode());
+            assertTrue(noTls.output().contains("the agent channel needs --agent-tls-cert"), noTls.output());
         }
     }
 

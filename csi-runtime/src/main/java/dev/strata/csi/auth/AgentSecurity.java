@@ -15,7 +15,7 @@ import javax.net.ssl.SSLException;
 
 /**
  * How controller-server and the node agents trust each other: the shared token on every call,
- * and, in a cluster, TLS. With TLS, every agent server presents the same certificate, issued for
+ * over TLS unless plaintext is asked for explicitly (one machine, tests). With TLS, every agent server presents the same certificate, issued for
  * the name {@value #SERVER_NAME}, and clients check it against the CA; node IPs need not be in it.
  */
 public record AgentSecurity(AgentToken token, Optional<SslContext> serverTls, Optional<SslContext> clientTls) {
@@ -30,9 +30,11 @@ public record AgentSecurity(AgentToken token, Optional<SslContext> serverTls, Op
             "PEM private key of --agent-tls-cert");
     public static final Flag TLS_CA = new Flag("agent-tls-ca", "AGENT_TLS_CA", "",
             "PEM CA certificate the other side's certificate must chain to");
+    public static final Flag PLAINTEXT = new Flag("agent-plaintext", "AGENT_PLAINTEXT", "false",
+            "true: run the agent channel without TLS (the token then crosses the network in clear); for one machine only");
 
     public static List<Flag> flags() {
-        return List.of(TOKEN_FILE, TLS_CERT, TLS_KEY, TLS_CA);
+        return List.of(TOKEN_FILE, TLS_CERT, TLS_KEY, TLS_CA, PLAINTEXT);
     }
 
     public static AgentSecurity fromFlags(FlagSet.Values flags) throws UsageException {
@@ -40,8 +42,20 @@ public record AgentSecurity(AgentToken token, Optional<SslContext> serverTls, Op
         String cert = flags.get(TLS_CERT);
         String key = flags.get(TLS_KEY);
         String ca = flags.get(TLS_CA);
+        boolean plaintext = switch (flags.get(PLAINTEXT)) {
+            case "true" -> true;
+            case "false" -> false;
+            default -> throw new UsageException("flag --agent-plaintext takes true or false, got '" + flags.get(PLAINTEXT) + "'");
+        };
         if (cert.isEmpty() && key.isEmpty() && ca.isEmpty()) {
+            if (!plaintext) {
+                throw new UsageException("the agent channel needs --agent-tls-cert, --agent-tls-key and --agent-tls-ca "
+                        + "(hack/agent-credentials.sh makes them), or --agent-plaintext=true on a single machine");
+            }
             return new AgentSecurity(token, Optional.empty(), Optional.empty());
+        }
+        if (plaintext) {
+            throw new UsageException("--agent-plaintext=true contradicts the --agent-tls-* flags");
         }
         if (cert.isEmpty() || key.isEmpty() || ca.isEmpty()) {
             throw new UsageException("flags --agent-tls-cert, --agent-tls-key and --agent-tls-ca go together");

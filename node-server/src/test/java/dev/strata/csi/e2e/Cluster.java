@@ -50,10 +50,10 @@ public final class Cluster implements AutoCloseable {
 
     /** Starts the controller and one node-server per id; returns once every agent has registered. */
     public static Cluster start(Path dir, String... nodeIds) throws Exception {
-        return start(dir, List.of(), nodeIds);
+        return start(dir, List.of("--agent-plaintext", "true"), nodeIds);
     }
 
-    /** Like {@link #start(Path, String...)}, with flags given to every server (the agent TLS files, say). */
+    /** Starts with these flags given to every server (the agent TLS files, or --agent-plaintext). */
     public static Cluster start(Path dir, List<String> sharedFlags, String... nodeIds) throws Exception {
         Cluster cluster = new Cluster(dir, sharedFlags);
         try {

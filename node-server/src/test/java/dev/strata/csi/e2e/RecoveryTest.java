@@ -137,7 +137,8 @@ class RecoveryTest {
         try (ServerProcess second = ServerProcess.start(NodeServer.class,
                 "--endpoint", "unix://" + dir.resolve("second.sock"), "--node-id", "node-a2",
                 "--pool-dir", node.pool().toString(), "--controller-address", "127.0.0.1:" + cluster.registryPort(),
-                "--agent-address", "127.0.0.1:0", "--agent-token-file", dir.resolve("agent-token").toString())) {
+                "--agent-address", "127.0.0.1:0", "--agent-token-file", dir.resolve("agent-token").toString(),
+                "--agent-plaintext", "true")) {
             assertEquals(1, second.exitCode(), second.output());
             assertTrue(second.output().contains("another node agent owns pool"), second.output());
         }

@@ -43,6 +43,7 @@ class NodeServerTest {
         all.put("POOL_DIR", dir.resolve("pool").toString());
         all.put("CONTROLLER_ADDRESS", "127.0.0.1:1");
         all.put("AGENT_ADDRESS", "127.0.0.1:0");
+        all.put("AGENT_PLAINTEXT", "true");
         all.put("AGENT_TOKEN_FILE", java.nio.file.Files.writeString(dir.resolve("token"), "node-test-token-0042").toString());
         server = ServerProcess.start(NodeServer.class, all, args).awaitListening(socket);
         channel = Sockets.channel(socket);
