@@ -170,11 +170,6 @@ public final class SystemLoopDevices implements LoopDevices {
         }
     }
 
-    /**
-     * losetup opens {@code /dev/loopN}, which devtmpfs creates when the kernel adds the device. A
-     * container with a /dev of its own may lack it; then, and only then, the node is made here.
-     * {@code losetup --find} names the next free device and has the kernel add it if need be.
-     */
     /** The device {@code file} was attached to, or empty when losetup attached nothing. */
     private String attachTo(String file) throws DeviceException {
         String device = run("losetup", "--find", "--show", "--direct-io=on", file).stdout().strip();
@@ -186,6 +181,11 @@ public final class SystemLoopDevices implements LoopDevices {
         return device;
     }
 
+    /**
+     * losetup opens {@code /dev/loopN}, which devtmpfs creates when the kernel adds the device. A
+     * container with a /dev of its own may lack it; then, and only then, the node is made here.
+     * {@code losetup --find} names the next free device and has the kernel add it if need be.
+     */
     private void ensureNextDeviceNode() throws DeviceException {
         String next = check(run("losetup", "--find"), "losetup --find").stdout().strip();
         String name = name(Path.of(next));
