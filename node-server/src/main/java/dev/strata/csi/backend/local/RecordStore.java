@@ -15,12 +15,16 @@ import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The agent's record of each image, one text-format file beside it. Every write is atomic and
  * durable (write a temporary file, fsync, rename over, fsync the directory): after a crash a
- * record is either the old one or the new one, never half of each.
+ * record is either the old one or the new one, never half of each. The agent owns the pool (it
+ * holds the pool's lock), so after the first full read the records are kept in memory too, and
+ * capacity accounting costs no parsing.
  */
 final class RecordStore {
 
@@ -29,6 +33,9 @@ final class RecordStore {
 
     private final Path dir;
     private final Log log;
+    /** Every readable record on disk, once {@link #all()} has loaded them. */
+    private final Map<String, ImageRecord> cache = new ConcurrentHashMap<>();
+    private volatile boolean loaded;
 
     RecordStore(Path dir, Log log) {
         this.dir = dir;
@@ -36,6 +43,13 @@ final class RecordStore {
     }
 
     Optional<ImageRecord> read(String name) throws IOException {
+        if (loaded) {
+            return Optional.ofNullable(cache.get(name));
+        }
+        return readFile(name);
+    }
+
+    private Optional<ImageRecord> readFile(String name) throws IOException {
         try {
             String text = Files.readString(dir.resolve(name + SUFFIX), StandardCharsets.UTF_8);
             return Optional.of(TextFormat.parse(text, ImageRecord.class));
@@ -58,28 +72,33 @@ final class RecordStore {
         }
         Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
         syncDirectory();
+        cache.put(record.getName(), record);
     }
 
     void delete(String name) throws IOException {
         if (Files.deleteIfExists(dir.resolve(name + SUFFIX))) {
             syncDirectory();
         }
+        cache.remove(name);
     }
 
     /** Every readable record; one that cannot be parsed is logged and left for a person, never acted on. */
-    List<ImageRecord> all() throws IOException {
-        List<ImageRecord> records = new ArrayList<>();
-        try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, "*" + SUFFIX)) {
-            for (Path file : files) {
-                String fileName = file.getFileName().toString();
-                try {
-                    read(fileName.substring(0, fileName.length() - SUFFIX.length())).ifPresent(records::add);
-                } catch (TextFormat.ParseException e) {
-                    log.error("unreadable image record; its volume is left alone", "file", file, "error", e.getMessage());
+    synchronized List<ImageRecord> all() throws IOException {
+        if (!loaded) {
+            try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, "*" + SUFFIX)) {
+                for (Path file : files) {
+                    String fileName = file.getFileName().toString();
+                    String name = fileName.substring(0, fileName.length() - SUFFIX.length());
+                    try {
+                        readFile(name).ifPresent(record -> cache.put(name, record));
+                    } catch (TextFormat.ParseException e) {
+                        log.error("unreadable image record; its volume is left alone", "file", file, "error", e.getMessage());
+                    }
                 }
             }
+            loaded = true;
         }
-        return records;
+        return new ArrayList<>(cache.values());
     }
 
     /** Removes temporary files a crash left mid-write; the record they were replacing is intact. */
