@@ -6,7 +6,7 @@ FROM ${BASE_IMAGE}
 
 COPY controller-server/target/lib/ /opt/strata/lib/
 COPY controller-server/target/controller-server.jar node-server/target/node-server.jar /opt/strata/
+COPY deploy/jvm.options /opt/strata/jvm.options
 
-# Sidecars reach the servers over unix sockets only; nothing listens on the network.
-ENTRYPOINT ["java", "--enable-native-access=ALL-UNNAMED", "-jar"]
+ENTRYPOINT ["java", "@/opt/strata/jvm.options", "-jar"]
 CMD ["/opt/strata/controller-server.jar", "--help"]

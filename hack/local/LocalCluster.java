@@ -150,7 +150,7 @@ final class LocalCluster implements AutoCloseable {
     private void start(String program, String logName, String... flags) throws Exception {
         List<String> command = new ArrayList<>(List.of(
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "--enable-native-access=ALL-UNNAMED",
+                "@" + repo.resolve("deploy/jvm.options"),
                 "-jar", repo.resolve(program + "/target/" + program + ".jar").toString()));
         command.addAll(List.of(flags));
         File log = work.resolve(logName + ".log").toFile();

@@ -31,7 +31,7 @@ public final class ServerProcess implements AutoCloseable {
     public static ServerProcess start(Class<?> mainClass, Map<String, String> env, String... args) throws IOException {
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        command.add("--enable-native-access=ALL-UNNAMED");
+        command.add("@" + jvmOptions());
         command.add("-cp");
         command.add(System.getProperty("java.class.path"));
         command.add(mainClass.getName());
@@ -45,6 +45,17 @@ public final class ServerProcess implements AutoCloseable {
 
     public static ServerProcess start(Class<?> mainClass, String... args) throws IOException {
         return start(mainClass, Map.of(), args);
+    }
+
+    /** The JVM options the servers ship with (deploy/jvm.options), found from the module directory. */
+    private static Path jvmOptions() {
+        for (Path dir = Path.of(System.getProperty("user.dir")).toAbsolutePath(); dir != null; dir = dir.getParent()) {
+            Path options = dir.resolve("deploy/jvm.options");
+            if (Files.isRegularFile(options)) {
+                return options;
+            }
+        }
+        throw new IllegalStateException("deploy/jvm.options not found above " + System.getProperty("user.dir"));
     }
 
     private void readOutput() {
