@@ -26,11 +26,13 @@ if ! command -v mvn >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null
 fi
 
-# The node's system layer drives these tools, and its tests run them for real (as root).
+# The node's system layer drives these tools, and its tests run them for real (as root); the
+# tests also check effects with findmnt and wipefs, and make agent credentials with openssl.
 # On Debian and Ubuntu losetup, mount and umount come in the package "mount", blkid in util-linux.
 missing_packages=()
-for tool_package in losetup:mount mount:mount umount:mount blkid:util-linux \
-    mkfs.ext4:e2fsprogs mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs; do
+for tool_package in losetup:mount mount:mount umount:mount blkid:util-linux fallocate:util-linux \
+    findmnt:util-linux wipefs:util-linux mkfs.ext4:e2fsprogs mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs \
+    openssl:openssl; do
   command -v "${tool_package%%:*}" >/dev/null 2>&1 || missing_packages+=("${tool_package#*:}")
 done
 if [ ${#missing_packages[@]} -gt 0 ]; then
