@@ -121,11 +121,16 @@ public final class ServerProcess implements AutoCloseable {
         return String.join("\n", lines);
     }
 
+    /** Kills the process (SIGKILL: no chance to clean up) and waits for it. */
     @Override
-    public void close() throws InterruptedException {
+    public void close() {
         if (process.isAlive()) {
             process.destroyForcibly();
-            process.waitFor(30, TimeUnit.SECONDS);
+            try {
+                process.waitFor(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
         }
     }
 }
