@@ -353,7 +353,10 @@ class PipelineTest {
         } finally {
             node.node().nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
                     .setStagingTargetPath(staging.toString()).build());
-            SystemState.run("losetup", "--detach", device); // the pool cannot find a device whose image is gone
+            cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setNodeId("node-a").build());
+            assertFalse(SystemState.run("losetup", "--noheadings", "--output", "NAME").contains(device + "\n"),
+                    "the device of the deleted image is detached too");
             cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).build());
         }
     }

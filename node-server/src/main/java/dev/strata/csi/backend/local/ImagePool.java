@@ -279,9 +279,16 @@ public final class ImagePool {
         records.delete(record.getName());
     }
 
-    /** The image's loop device, if it has one; FAILED_PRECONDITION while a mount uses it. */
+    /**
+     * The image's loop device, if it has one; FAILED_PRECONDITION while a mount uses it. Also
+     * found when the image file was deleted under it, so detaching and deleting still free it.
+     */
     private Optional<LoopDevice> unusedDevice(String name) throws DeviceException, MountException {
-        Optional<LoopDevice> device = loops.find(imagePath(name));
+        Path image = imagePath(name);
+        Optional<LoopDevice> device = loops.find(image);
+        if (device.isEmpty() && !Files.exists(image)) {
+            device = loops.list().stream().filter(loop -> loop.backingFile().equals(image)).findFirst();
+        }
         if (device.isPresent()) {
             List<MountPoint> users = inUse(device.get());
             if (!users.isEmpty()) {
