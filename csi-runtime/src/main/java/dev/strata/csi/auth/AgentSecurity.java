@@ -25,7 +25,7 @@ public record AgentSecurity(AgentToken token, Optional<SslContext> serverTls, Op
     public static final Flag TOKEN_FILE = new Flag("agent-token-file", "AGENT_TOKEN_FILE", null,
             "file holding the shared secret controller and node agents authenticate each other with");
     public static final Flag TLS_CERT = new Flag("agent-tls-cert", "AGENT_TLS_CERT", "",
-            "PEM certificate (for the name " + SERVER_NAME + ") the agent channel is served with; empty: plaintext");
+            "PEM certificate (for the name " + SERVER_NAME + ") the agent channel is served with; needed unless --agent-plaintext=true");
     public static final Flag TLS_KEY = new Flag("agent-tls-key", "AGENT_TLS_KEY", "",
             "PEM private key of --agent-tls-cert");
     public static final Flag TLS_CA = new Flag("agent-tls-ca", "AGENT_TLS_CA", "",
