@@ -72,6 +72,11 @@ public final class AgentDirectory implements AutoCloseable {
                 return new Entry(agent, previous.channel());
             }
             if (previous != null) {
+                if (!expired(previous.agent())) {
+                    // Two node-servers with one --node-id would take the node from each other at every renewal.
+                    log.warn("node registered from a new address while its lease from the old one is live",
+                            "node", nodeId, "old_address", previous.agent().address(), "new_address", agent.address());
+                }
                 previous.channel().shutdown();
             }
             log.info("agent registered", "node", nodeId, "address", agent.address(),
