@@ -16,7 +16,7 @@ import csi.v1.Csi.TopologyRequirement;
 import csi.v1.IdentityGrpc;
 import csi.v1.NodeGrpc;
 import dev.strata.csi.e2e.Cluster;
-import dev.strata.csi.e2e.SystemState;
+import dev.strata.csi.testing.SystemState;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.Sockets;
 import io.grpc.Channel;

@@ -56,7 +56,7 @@ import csi.v1.Csi.ValidateVolumeCapabilitiesResponse;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeUsage;
 import dev.strata.csi.conformance.ConformanceTarget.Endpoint;
-import dev.strata.csi.e2e.SystemState;
+import dev.strata.csi.testing.SystemState;
 import io.grpc.Status;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;

@@ -1,5 +1,6 @@
 package dev.strata.csi.e2e;
 
+import dev.strata.csi.testing.SystemState;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;

@@ -1,5 +1,6 @@
 package dev.strata.csi.e2e;
 
+import dev.strata.csi.testing.SystemState;
 import static dev.strata.csi.e2e.PipelineTest.MIB;
 import static dev.strata.csi.e2e.PipelineTest.create;
 import static dev.strata.csi.e2e.PipelineTest.mount;

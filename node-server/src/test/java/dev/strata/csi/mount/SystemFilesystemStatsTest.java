@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.system.Command;
 import dev.strata.csi.testing.Root;
-import dev.strata.csi.testing.SystemCleanup;
+import dev.strata.csi.testing.SystemState;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
@@ -26,7 +26,7 @@ class SystemFilesystemStatsTest {
 
     @AfterEach
     void cleanUp() throws Exception {
-        SystemCleanup.release(dir);
+        SystemState.cleanUp(dir);
     }
 
     @Test

@@ -13,7 +13,7 @@ import dev.strata.csi.mount.SystemFilesystemStats;
 import dev.strata.csi.mount.SystemMounter;
 import dev.strata.csi.system.Command;
 import dev.strata.csi.testing.Root;
-import dev.strata.csi.testing.SystemCleanup;
+import dev.strata.csi.testing.SystemState;
 import java.nio.file.FileSystemException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -45,7 +45,7 @@ class LocalDiskLifecycleTest {
 
     @AfterEach
     void cleanUp() throws Exception {
-        SystemCleanup.release(dir);
+        SystemState.cleanUp(dir);
     }
 
     @ParameterizedTest

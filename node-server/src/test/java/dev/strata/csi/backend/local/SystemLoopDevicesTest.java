@@ -10,7 +10,7 @@ import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.mount.SystemMounter;
 import dev.strata.csi.system.Command;
 import dev.strata.csi.testing.Root;
-import dev.strata.csi.testing.SystemCleanup;
+import dev.strata.csi.testing.SystemState;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -36,7 +36,7 @@ class SystemLoopDevicesTest {
 
     @AfterEach
     void cleanUp() throws Exception {
-        SystemCleanup.release(dir);
+        SystemState.cleanUp(dir);
     }
 
     @Test

@@ -1,4 +1,4 @@
-package dev.strata.csi.e2e;
+package dev.strata.csi.testing;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -54,15 +54,16 @@ public final class SystemState {
     }
 
     /**
-     * Undoes whatever a failed test left below {@code dir}: lazy unmounts, then detaches loop devices
-     * backed by files there. Returns what it had to clean, so a test can assert it was nothing.
+     * Undoes whatever a test left below {@code dir}: lazy unmounts, deepest first, then detaches
+     * loop devices backed by files there. Returns what it had to clean, so a test can assert it was
+     * nothing. Done with util-linux, not with the driver's own mount and loop code.
      */
     public static List<String> cleanUp(Path dir) throws Exception {
+        dir = dir.toRealPath(); // mountinfo and losetup name resolved paths
         List<String> leftovers = new ArrayList<>();
-        for (Path mount : mountsUnder(dir)) {
-            leftovers.add("mount " + mount);
-            run("umount", "--lazy", mount.toString());
-        }
+        // Loop devices first: an image may sit on a mount below dir, and once that is lazily
+        // unmounted the device names its image by a path outside dir. A device still mounted is
+        // detached by the kernel when its last mount goes.
         String all = run("losetup", "--noheadings", "--raw", "--output", "NAME,BACK-FILE");
         for (String line : all.lines().toList()) {
             String[] fields = line.strip().split(" ", 2);
@@ -71,10 +72,14 @@ public final class SystemState {
                 run("losetup", "--detach", fields[0]);
             }
         }
+        for (Path mount : mountsUnder(dir)) {
+            leftovers.add("mount " + mount);
+            run("umount", "--lazy", mount.toString());
+        }
         return leftovers;
     }
 
-    static String run(String... command) throws Exception {
+    public static String run(String... command) throws Exception {
         Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
         String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         if (!process.waitFor(30, TimeUnit.SECONDS)) {
