@@ -244,9 +244,10 @@ public final class SystemLoopDevices implements LoopDevices {
         return matcher.matches() ? Integer.parseInt(matcher.group(1)) : Integer.MAX_VALUE;
     }
 
+    /** Short: the kernel usually lets go within a millisecond or two, and every caller waits for it. */
     private static void pause() throws DeviceException {
         try {
-            Thread.sleep(20);
+            Thread.sleep(2);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new DeviceException("interrupted while waiting for a loop device to detach", e);
