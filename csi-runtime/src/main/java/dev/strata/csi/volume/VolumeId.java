@@ -31,15 +31,6 @@ public record VolumeId(String nodeId, String name) {
         }
     }
 
-    /** The id of a volume named {@code name} on {@code nodeId}; INVALID_ARGUMENT when the name is not allowed. */
-    public static VolumeId of(String nodeId, String name) {
-        checkName(name);
-        if (!NODE_ID.matcher(nodeId).matches()) {
-            throw CsiException.invalidArgument("node id '" + nodeId + "' cannot hold a local volume");
-        }
-        return new VolumeId(nodeId, name);
-    }
-
     /** Whether volumes can live on a node of this id: a Kubernetes node name, which never holds a '/'. */
     public static boolean nodeIdAllowed(String nodeId) {
         return NODE_ID.matcher(nodeId).matches();

@@ -15,7 +15,7 @@ class VolumeIdTest {
 
     @Test
     void roundTrips() {
-        VolumeId id = VolumeId.of("worker-1.example.com", "pvc-0f3e9a4c-1b2d-4e5f-8a9b-0c1d2e3f4a5b");
+        VolumeId id = new VolumeId("worker-1.example.com", "pvc-0f3e9a4c-1b2d-4e5f-8a9b-0c1d2e3f4a5b");
         assertEquals("local/worker-1.example.com/pvc-0f3e9a4c-1b2d-4e5f-8a9b-0c1d2e3f4a5b", id.toString());
         assertEquals(Optional.of(id), VolumeId.parse(id.toString()));
     }

@@ -156,10 +156,16 @@ public final class ImagePool {
     }
 
     public List<Image> list() throws IOException, DeviceException {
+        // One sysfs scan for all images, not one per image: ListVolumes asks for every volume.
+        java.util.Map<Path, LoopDevice> devices = new java.util.HashMap<>();
+        for (LoopDevice device : loops.list()) {
+            devices.putIfAbsent(device.backingFile(), device);
+        }
         List<Image> images = new ArrayList<>();
         for (ImageRecord record : records.all()) {
+            Path image = imagePath(record.getName());
             if (record.getState() == ImageRecord.State.READY) {
-                images.add(image(record));
+                images.add(image(record, Files.exists(image) ? devices.get(image) : null));
             }
         }
         return images;
