@@ -42,11 +42,7 @@ public record AgentSecurity(AgentToken token, Optional<SslContext> serverTls, Op
         String cert = flags.get(TLS_CERT);
         String key = flags.get(TLS_KEY);
         String ca = flags.get(TLS_CA);
-        boolean plaintext = switch (flags.get(PLAINTEXT)) {
-            case "true" -> true;
-            case "false" -> false;
-            default -> throw new UsageException("flag --agent-plaintext takes true or false, got '" + flags.get(PLAINTEXT) + "'");
-        };
+        boolean plaintext = flags.booleanValue(PLAINTEXT);
         if (cert.isEmpty() && key.isEmpty() && ca.isEmpty()) {
             if (!plaintext) {
                 throw new UsageException("the agent channel needs --agent-tls-cert, --agent-tls-key and --agent-tls-ca "

@@ -133,6 +133,14 @@ public final class FlagSet {
             }
         }
 
+        public boolean booleanValue(Flag flag) throws UsageException {
+            return switch (get(flag)) {
+                case "true" -> true;
+                case "false" -> false;
+                default -> throw new UsageException("flag --" + flag.name() + " takes true or false, got '" + get(flag) + "'");
+            };
+        }
+
         /** A duration written as a number with a unit: 500ms, 30s, 5m, 1h. */
         public java.time.Duration durationValue(Flag flag) throws UsageException {
             String raw = get(flag);
