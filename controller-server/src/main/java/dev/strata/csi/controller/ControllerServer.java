@@ -1,15 +1,20 @@
 package dev.strata.csi.controller;
 
 import dev.strata.csi.auth.AgentSecurity;
+import dev.strata.csi.backend.nfs.Exports;
+import dev.strata.csi.backend.nfs.NfsController;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.AgentRegistryService;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.identity.IdentityService;
 import dev.strata.csi.log.CallLog;
+import dev.strata.csi.mount.NfsMounter;
 import dev.strata.csi.server.DriverProgram;
 import dev.strata.csi.server.TcpComponent;
+import dev.strata.csi.system.Command;
 import dev.strata.csi.volume.Topology;
 import java.time.Clock;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 
@@ -26,10 +31,20 @@ public final class ControllerServer {
     static final Flag AGENT_TIMEOUT = new Flag("agent-call-timeout", "AGENT_CALL_TIMEOUT", "120s",
             "deadline for one call to a node agent (creating a fully allocated image takes the longest)");
 
+    static final Flag EXPORT_ROOT = new Flag("nfs-export-root", "NFS_EXPORT_ROOT", "/var/lib/strata/exports",
+            "where controller-server finds NFS exports: server:/share at <root>/<server>/<share>, mounted there by a person "
+                    + "or by the pod spec, or by controller-server itself (--nfs-mount-exports)");
+    static final Flag MOUNT_EXPORTS = new Flag("nfs-mount-exports", "NFS_MOUNT_EXPORTS", "true",
+            "mount an export under --nfs-export-root when nothing is mounted there (needs mount.nfs and CAP_SYS_ADMIN); "
+                    + "false: use only exports mounted there already");
+    static final Flag NFS_TIMEOUT = new Flag("nfs-timeout", "NFS_TIMEOUT", "60s",
+            "deadline for one step on an NFS export (mount, make or remove a directory); past it the call gets UNAVAILABLE");
+
     private ControllerServer() {}
 
     private static List<Flag> flags() {
-        List<Flag> flags = new java.util.ArrayList<>(List.of(REGISTRY_ADDRESS, RENEW, SETTLE, AGENT_TIMEOUT));
+        List<Flag> flags = new java.util.ArrayList<>(List.of(REGISTRY_ADDRESS, RENEW, SETTLE, AGENT_TIMEOUT,
+                EXPORT_ROOT, MOUNT_EXPORTS, NFS_TIMEOUT));
         flags.addAll(AgentSecurity.flags());
         return flags;
     }
@@ -49,9 +64,13 @@ public final class ControllerServer {
                             TcpComponent.address(REGISTRY_ADDRESS.name(), flags.get(REGISTRY_ADDRESS)), security.serverTls(),
                             List.of(new AgentRegistryService(agents)),
                             List.of(new CallLog(context.log()), security.token().verifier()), context.log());
+                    Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
+                    Exports exports = new Exports(Path.of(flags.get(EXPORT_ROOT)), flags.booleanValue(MOUNT_EXPORTS),
+                            new NfsMounter(new Command(), nfsTimeout, context.log()), context.log());
+                    NfsController nfs = new NfsController(exports, nfsTimeout, Clock.systemUTC(), context.log());
                     return new DriverProgram.Plan(List.of(
                             new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, () -> true),
-                            new ControllerService(agents, Topology.forDriver(context.plugin().name()))),
+                            new ControllerService(agents, Topology.forDriver(context.plugin().name()), nfs)),
                             List.of(registry));
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));

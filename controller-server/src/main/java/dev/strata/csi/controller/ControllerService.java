@@ -24,19 +24,26 @@ import dev.strata.csi.agent.api.DeleteImageRequest;
 import dev.strata.csi.agent.api.DetachImageRequest;
 import dev.strata.csi.agent.api.GetImageRequest;
 import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.backend.nfs.NfsController;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
 import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.volume.Capabilities;
+import dev.strata.csi.volume.NfsCapabilities;
+import dev.strata.csi.volume.NfsVolume;
+import dev.strata.csi.volume.NfsVolumeId;
 import dev.strata.csi.volume.Topology;
 import dev.strata.csi.volume.VolumeId;
 import io.grpc.stub.StreamObserver;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 
 /**
- * The CSI Controller service for local volumes. It keeps no state: a volume id names the node
- * whose agent holds the volume, and the agents' registrations say which nodes exist.
+ * The CSI Controller service. It keeps no state: a local volume's id names the node whose agent
+ * holds the volume, and the agents' registrations say which nodes exist; an NFS volume's id (or,
+ * for a static volume, its volume context) names its export, where its record is kept.
  */
 public final class ControllerService extends ControllerGrpc.ControllerImplBase {
 
@@ -53,17 +60,22 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
     private final AgentDirectory agents;
     private final Topology topology;
     private final Placement placement;
+    private final NfsController nfs;
     private final VolumeLocks locks = new VolumeLocks();
 
-    public ControllerService(AgentDirectory agents, Topology topology) {
+    public ControllerService(AgentDirectory agents, Topology topology, NfsController nfs) {
         this.agents = agents;
         this.topology = topology;
         this.placement = new Placement(agents, topology);
+        this.nfs = nfs;
     }
 
     @Override
     public void createVolume(CreateVolumeRequest request, StreamObserver<CreateVolumeResponse> response) {
         Rpc.answer(response, () -> {
+            if (NfsController.wanted(request.getParametersMap())) {
+                return CreateVolumeResponse.newBuilder().setVolume(nfs.create(request)).build();
+            }
             VolumeRequest wanted = VolumeRequest.of(request);
             try (var held = locks.acquire(wanted.name())) {
                 var existing = placement.find(wanted.name(), placement.firstCandidate(request.getAccessibilityRequirements()));
@@ -88,6 +100,10 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             if (request.getVolumeId().isEmpty()) {
                 throw CsiException.missing("volume_id");
             }
+            var nfsId = NfsVolumeId.parse(request.getVolumeId());
+            if (nfsId.isPresent()) {
+                nfs.delete(nfsId.get());
+            }
             var id = VolumeId.parse(request.getVolumeId());
             if (id.isPresent()) { // an id this driver never handed out names nothing to delete
                 try (var held = locks.acquire(id.get().name())) {
@@ -111,10 +127,15 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             if (!request.hasVolumeCapability()) {
                 throw CsiException.missing("volume_capability");
             }
-            Capabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
+            if (isNfs(request.getVolumeId(), request.getVolumeContextMap())) {
+                NfsCapabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
+                requireNode(request.getNodeId());
+                nfs.publish(request.getVolumeId(), request.getVolumeContextMap(), request.getNodeId(), request.getVolumeCapability());
+                return ControllerPublishVolumeResponse.getDefaultInstance();
+            }
             VolumeId id = VolumeId.require(request.getVolumeId());
-            agents.requireKnown(request.getNodeId(),
-                    "node " + CsiException.printable(request.getNodeId()) + " is not known: no node agent registered for it");
+            Capabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
+            requireNode(request.getNodeId());
             try (var held = locks.acquire(id.name())) {
                 if (!id.nodeId().equals(request.getNodeId())) {
                     get(id); // NOT_FOUND comes first for a volume that does not exist
@@ -138,6 +159,9 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
                 throw CsiException.missing("volume_id");
             }
             var id = VolumeId.parse(request.getVolumeId());
+            if (id.isEmpty()) { // an NFS volume, dynamic or static, or one this driver never knew
+                nfs.unpublish(request.getVolumeId(), request.getNodeId());
+            }
             // Unknown volume, or a node it never lived on: it is not published there.
             if (id.isPresent() && (request.getNodeId().isEmpty() || request.getNodeId().equals(id.get().nodeId()))) {
                 try (var held = locks.acquire(id.get().name())) {
@@ -159,13 +183,18 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             if (request.getVolumeCapabilitiesCount() == 0) {
                 throw CsiException.missing("volume_capabilities");
             }
-            get(VolumeId.require(request.getVolumeId()));
-            var parameterProblem = VolumeRequest.parameterProblem(request.getParametersMap());
-            if (parameterProblem.isPresent()) {
-                return ValidateVolumeCapabilitiesResponse.newBuilder().setMessage(parameterProblem.get()).build();
+            boolean isNfs = isNfs(request.getVolumeId(), request.getVolumeContextMap());
+            if (isNfs) {
+                nfs.requireExists(request.getVolumeId(), request.getVolumeContextMap());
+            } else {
+                get(VolumeId.require(request.getVolumeId()));
+                var parameterProblem = VolumeRequest.parameterProblem(request.getParametersMap());
+                if (parameterProblem.isPresent()) {
+                    return ValidateVolumeCapabilitiesResponse.newBuilder().setMessage(parameterProblem.get()).build();
+                }
             }
             for (var capability : request.getVolumeCapabilitiesList()) {
-                var reason = Capabilities.unsupported(capability);
+                var reason = isNfs ? NfsCapabilities.unsupported(capability) : Capabilities.unsupported(capability);
                 if (reason.isPresent()) {
                     return ValidateVolumeCapabilitiesResponse.newBuilder().setMessage(reason.get()).build();
                 }
@@ -181,21 +210,28 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
 
     @Override
     public void listVolumes(ListVolumesRequest request, StreamObserver<ListVolumesResponse> response) {
-        Rpc.answer(response, () -> new VolumeListing(agents, topology).page(request));
+        Rpc.answer(response, () -> {
+            VolumeListing listing = new VolumeListing(agents, topology);
+            listing.checkToken(request);
+            List<ListVolumesResponse.Entry> entries = new ArrayList<>(listing.localEntries());
+            entries.addAll(nfs.entries());
+            return VolumeListing.page(request, entries);
+        });
     }
 
     @Override
     public void getCapacity(GetCapacityRequest request, StreamObserver<GetCapacityResponse> response) {
         Rpc.answer(response, () -> {
-            if (!request.getVolumeCapabilitiesList().isEmpty()) {
-                for (var capability : request.getVolumeCapabilitiesList()) {
-                    if (Capabilities.unsupported(capability).isPresent()) {
-                        return GetCapacityResponse.getDefaultInstance();
-                    }
+            boolean isNfs = NfsController.wanted(request.getParametersMap());
+            for (var capability : request.getVolumeCapabilitiesList()) {
+                if ((isNfs ? NfsCapabilities.unsupported(capability) : Capabilities.unsupported(capability)).isPresent()) {
+                    return GetCapacityResponse.getDefaultInstance();
                 }
             }
             long available;
-            if (request.hasAccessibleTopology()) {
+            if (isNfs) {
+                available = nfs.availableBytes(request.getParametersMap()); // an export is reachable from every node
+            } else if (request.hasAccessibleTopology()) {
                 available = topology.nodeOf(request.getAccessibleTopology())
                         .flatMap(agents::live)
                         .map(agent -> agent.pool().getAvailableBytes())
@@ -221,6 +257,16 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             }
             return reply.build();
         });
+    }
+
+    /** A volume id of the NFS form, or any other id that comes with an NFS volume context (a static volume). */
+    private static boolean isNfs(String volumeId, Map<String, String> context) {
+        return NfsVolumeId.parse(volumeId).isPresent()
+                || (VolumeId.parse(volumeId).isEmpty() && NfsVolume.fromContext(context).isPresent());
+    }
+
+    private void requireNode(String nodeId) {
+        agents.requireKnown(nodeId, "node " + CsiException.printable(nodeId) + " is not known: no node agent registered for it");
     }
 
     /** The volume's image; NOT_FOUND when its node never registered or its agent does not have it. */

@@ -13,6 +13,7 @@ import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.identity.IdentityService;
 import dev.strata.csi.log.CallLog;
 import dev.strata.csi.mount.SystemFilesystemStats;
+import dev.strata.csi.mount.NfsMounter;
 import dev.strata.csi.mount.SystemMounter;
 import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.server.DriverProgram;
@@ -23,6 +24,7 @@ import dev.strata.csi.volume.VolumeId;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 
 /**
@@ -44,10 +46,13 @@ public final class NodeServer {
     static final Flag MAX_VOLUMES = new Flag("max-volumes", "MAX_VOLUMES", "0",
             "most volumes the scheduler may place on this node (0: no limit)");
 
+    static final Flag NFS_TIMEOUT = new Flag("nfs-timeout", "NFS_TIMEOUT", "60s",
+            "deadline for one NFS mount or unmount attempt and for reading a share's usage; an unmount past it is forced, then made lazy");
+
     private NodeServer() {}
 
     private static List<Flag> flags() {
-        List<Flag> flags = new java.util.ArrayList<>(List.of(NODE_ID, POOL_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, MAX_VOLUMES));
+        List<Flag> flags = new java.util.ArrayList<>(List.of(NODE_ID, POOL_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, MAX_VOLUMES, NFS_TIMEOUT));
         flags.addAll(AgentSecurity.flags());
         return flags;
     }
@@ -77,9 +82,11 @@ public final class NodeServer {
                     Registration registration = new Registration(flags.get(CONTROLLER_ADDRESS), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, security, log);
                     LocalVolumes volumes = new LocalVolumes(pool, loops, new SystemFilesystems(commands), mounter, stats, log);
+                    Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
+                    NfsVolumes shares = new NfsVolumes(mounter, new NfsMounter(commands, nfsTimeout, log), stats, nfsTimeout, log);
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),
-                                    new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), volumes, locks)),
+                                    new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), volumes, shares, locks)),
                             List.of(ownership, agent, registration));
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));

@@ -22,17 +22,24 @@ import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
 import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.volume.Capabilities;
+import dev.strata.csi.volume.NfsCapabilities;
+import dev.strata.csi.volume.NfsVolume;
+import dev.strata.csi.volume.NfsVolumeId;
 import dev.strata.csi.volume.Topology;
 import dev.strata.csi.volume.VolumeId;
 import io.grpc.stub.StreamObserver;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Map;
+import java.util.Optional;
 
 /**
- * The CSI Node service for local volumes: stage (make a filesystem if blank, mount at the staging
- * path) and publish (bind into the pod). Which device a volume uses is asked of this node's pool,
+ * The CSI Node service. Local volumes: stage (make a filesystem if blank, mount at the staging
+ * path) and publish (bind into the pod); which device a volume uses is asked of this node's pool,
  * never taken from the publish context alone: after a reboot the loop device number may differ
- * from the one the attacher recorded.
+ * from the one the attacher recorded. NFS volumes: stage mounts the share, publish binds it; a
+ * volume is NFS when its id says so, or, for a static volume, when its volume context names a
+ * server and a share. Unstage and unpublish of any id that is not a local one go by the mount table.
  */
 public final class NodeService extends NodeGrpc.NodeImplBase {
 
@@ -42,17 +49,23 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
             NodeServiceCapability.RPC.Type.VOLUME_CONDITION,
             NodeServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER);
 
+    /** NFS volumes are locked by id, which for a static volume may be any string: kept apart from the pool's image names. */
+    private static final String NFS_LOCK = "nfs ";
+
     private final String nodeId;
     private final Topology topology;
     private final long maxVolumes;
     private final LocalVolumes volumes;
+    private final NfsVolumes shares;
     private final VolumeLocks locks;
 
-    public NodeService(String nodeId, Topology topology, long maxVolumes, LocalVolumes volumes, VolumeLocks locks) {
+    public NodeService(String nodeId, Topology topology, long maxVolumes, LocalVolumes volumes, NfsVolumes shares,
+            VolumeLocks locks) {
         this.nodeId = nodeId;
         this.topology = topology;
         this.maxVolumes = maxVolumes;
         this.volumes = volumes;
+        this.shares = shares;
         this.locks = locks;
     }
 
@@ -63,6 +76,15 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
             Path staging = RequestPaths.require("staging_target_path", request.getStagingTargetPath());
             if (!request.hasVolumeCapability()) {
                 throw CsiException.missing("volume_capability");
+            }
+            Optional<NfsVolume> share = share(request.getVolumeId(), request.getVolumeContextMap());
+            if (share.isPresent()) {
+                NfsCapabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
+                checkMountFlags(request.getVolumeCapability());
+                try (var held = locks.acquire(NFS_LOCK + request.getVolumeId())) {
+                    shares.stage(share.get(), staging, request.getVolumeCapability(), request.getVolumeContextMap());
+                    return NodeStageVolumeResponse.getDefaultInstance();
+                }
             }
             Capabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
             checkMountFlags(request.getVolumeCapability());
@@ -79,6 +101,12 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
         Rpc.answer(response, () -> {
             requireVolumeId(request.getVolumeId());
             Path staging = RequestPaths.require("staging_target_path", request.getStagingTargetPath());
+            if (VolumeId.parse(request.getVolumeId()).isEmpty()) {
+                try (var held = locks.acquire(NFS_LOCK + request.getVolumeId())) {
+                    shares.unstage(staging);
+                    return NodeUnstageVolumeResponse.getDefaultInstance();
+                }
+            }
             VolumeId id = volumeId(request.getVolumeId());
             try (var held = locks.acquire(id.name())) {
                 volumes.unstage(staging);
@@ -96,6 +124,15 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
             if (!request.hasVolumeCapability()) {
                 throw CsiException.missing("volume_capability");
             }
+            Optional<NfsVolume> share = share(request.getVolumeId(), request.getVolumeContextMap());
+            if (share.isPresent()) {
+                NfsCapabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
+                boolean readOnly = request.getReadonly() || NfsCapabilities.readOnlyMode(request.getVolumeCapability());
+                try (var held = locks.acquire(NFS_LOCK + request.getVolumeId())) {
+                    shares.publish(share.get(), staging, target, readOnly);
+                    return NodePublishVolumeResponse.getDefaultInstance();
+                }
+            }
             Capabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
             VolumeId id = volumeId(request.getVolumeId());
             boolean readOnly = request.getReadonly() || Capabilities.readOnlyMode(request.getVolumeCapability());
@@ -111,6 +148,12 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
         Rpc.answer(response, () -> {
             requireVolumeId(request.getVolumeId());
             Path target = RequestPaths.require("target_path", request.getTargetPath());
+            if (VolumeId.parse(request.getVolumeId()).isEmpty()) {
+                try (var held = locks.acquire(NFS_LOCK + request.getVolumeId())) {
+                    shares.unpublish(target);
+                    return NodeUnpublishVolumeResponse.getDefaultInstance();
+                }
+            }
             VolumeId id = volumeId(request.getVolumeId());
             try (var held = locks.acquire(id.name())) {
                 volumes.unpublish(target);
@@ -126,15 +169,18 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
             if (request.getVolumePath().isEmpty()) {
                 throw CsiException.missing("volume_path");
             }
-            VolumeId id = volumeId(request.getVolumeId());
             // A path that is not even absolute cannot be where the volume is mounted.
             Path path;
             try {
                 path = RequestPaths.require("volume_path", request.getVolumePath());
             } catch (CsiException e) {
-                throw CsiException.notFound("volume " + id + " is not mounted at " + CsiException.printable(request.getVolumePath()));
+                throw CsiException.notFound("volume " + CsiException.printable(request.getVolumeId()) + " is not mounted at "
+                        + CsiException.printable(request.getVolumePath()));
             }
-            return volumes.stats(id, path);
+            if (VolumeId.parse(request.getVolumeId()).isEmpty()) {
+                return shares.stats(request.getVolumeId(), path);
+            }
+            return volumes.stats(volumeId(request.getVolumeId()), path);
         });
     }
 
@@ -164,6 +210,12 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
         } catch (MountException e) {
             throw CsiException.invalidArgument(e.getMessage());
         }
+    }
+
+    /** The share of an NFS volume: named by its id, or (a static volume) by its volume context. */
+    private static Optional<NfsVolume> share(String volumeId, Map<String, String> context) {
+        Optional<NfsVolume> byId = NfsVolumeId.parse(volumeId).map(NfsVolumeId::volume);
+        return byId.isPresent() || VolumeId.parse(volumeId).isPresent() ? byId : NfsVolume.fromContext(context);
     }
 
     private static void requireVolumeId(String value) {

@@ -41,7 +41,13 @@ public final class Cluster implements AutoCloseable {
     private ServerProcess controller;
     private ManagedChannel controllerChannel;
 
-    private Cluster(Path dir, List<String> sharedFlags) throws IOException {
+    private final List<String> controllerFlags;
+    private final Map<String, String> nodeEnvironment;
+
+    private Cluster(Path dir, List<String> sharedFlags, List<String> controllerFlags, Map<String, String> nodeEnvironment)
+            throws IOException {
+        this.controllerFlags = List.copyOf(controllerFlags);
+        this.nodeEnvironment = Map.copyOf(nodeEnvironment);
         this.dir = Files.createDirectories(dir);
         this.tokenFile = Files.writeString(dir.resolve("agent-token"), TOKEN + "\n");
         this.sharedFlags = List.copyOf(sharedFlags);
@@ -55,7 +61,13 @@ public final class Cluster implements AutoCloseable {
 
     /** Starts with these flags given to every server (the agent TLS files, or --agent-plaintext). */
     public static Cluster start(Path dir, List<String> sharedFlags, String... nodeIds) throws Exception {
-        Cluster cluster = new Cluster(dir, sharedFlags);
+        return start(dir, sharedFlags, List.of(), Map.of(), nodeIds);
+    }
+
+    /** Starts with flags of the controller's own too, and the node-servers run with extra environment variables. */
+    public static Cluster start(Path dir, List<String> sharedFlags, List<String> controllerFlags, Map<String, String> nodeEnvironment,
+            String... nodeIds) throws Exception {
+        Cluster cluster = new Cluster(dir, sharedFlags, controllerFlags, nodeEnvironment);
         try {
             cluster.startController();
             for (String nodeId : nodeIds) {
@@ -70,13 +82,15 @@ public final class Cluster implements AutoCloseable {
 
     private void startController() throws Exception {
         Path socket = dir.resolve("controller/csi.sock");
-        controller = ServerProcess.start(ControllerServer.class, withShared(
+        List<String> args = new java.util.ArrayList<>(List.of(withShared(
                 "--endpoint", "unix://" + socket,
                 "--agent-registry-address", "127.0.0.1:" + registryPort,
                 "--agent-token-file", tokenFile.toString(),
                 "--agent-renew-interval", "2s",
                 // Every agent starts after the controller here; nothing can be on its way back.
-                "--agent-settle-time", "0s")).awaitListening(socket);
+                "--agent-settle-time", "0s")));
+        args.addAll(controllerFlags);
+        controller = ServerProcess.start(ControllerServer.class, args.toArray(String[]::new)).awaitListening(socket);
         controllerChannel = channel(socket);
     }
 
@@ -84,7 +98,7 @@ public final class Cluster implements AutoCloseable {
     public Node startNode(String nodeId) throws Exception {
         Path socket = dir.resolve(nodeId + "/csi.sock");
         Path pool = dir.resolve(nodeId + "/pool");
-        ServerProcess process = ServerProcess.start(NodeServer.class, withShared(
+        ServerProcess process = ServerProcess.start(NodeServer.class, nodeEnvironment, withShared(
                 "--endpoint", "unix://" + socket,
                 "--node-id", nodeId,
                 "--pool-dir", pool.toString(),

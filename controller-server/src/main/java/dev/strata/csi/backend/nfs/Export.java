@@ -1,0 +1,168 @@
+package dev.strata.csi.backend.nfs;
+
+import dev.strata.csi.mount.MountPoint;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.DurableFiles;
+import dev.strata.csi.volume.FileMode;
+import dev.strata.csi.volume.NfsVolume;
+import java.io.IOException;
+import java.nio.file.FileVisitResult;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
+
+/**
+ * An export as controller-server sees it: mounted at {@code dir}. Volume directories are reached
+ * one component at a time and a symbolic link on the way is refused, so a link that a pod made in
+ * a directory it can write never leads the controller outside the export.
+ */
+final class Export {
+
+    private static final DateTimeFormatter ARCHIVE_TIME = DateTimeFormatter.ofPattern("yyyyMMdd'T'HHmmss'Z'").withZone(ZoneOffset.UTC);
+
+    private final NfsVolume export;
+    private final Path dir;
+    private final MountPoint mount;
+
+    Export(NfsVolume export, Path dir, MountPoint mount) {
+        this.export = export;
+        this.dir = dir;
+        this.mount = mount;
+    }
+
+    NfsVolume export() {
+        return export;
+    }
+
+    /** The driver's own directory in the export. */
+    Path driverDir() {
+        return dir.resolve(NfsVolume.RESERVED);
+    }
+
+    VolumeRecords records() {
+        return new VolumeRecords(driverDir().resolve("volumes"));
+    }
+
+    /** Whether the filesystem under the export root can limit a directory's space with project quotas. */
+    boolean projectQuotas() {
+        return (mount.fsType().equals("xfs") && (mount.superOptions().contains("prjquota") || mount.superOptions().contains("pquota")))
+                || (mount.fsType().equals("ext4") && mount.superOptions().contains("prjquota"));
+    }
+
+    Path mountPoint() {
+        return dir;
+    }
+
+    long availableBytes() throws IOException {
+        return Files.getFileStore(dir).getUsableSpace();
+    }
+
+    /** Whether the volume's directory is there. */
+    boolean exists(String subDir) throws IOException {
+        return Files.isDirectory(walk(subDir, false), LinkOption.NOFOLLOW_LINKS);
+    }
+
+    /** Makes the volume's directory and any missing parents; sets its mode when one is given. Returns it. */
+    Path make(String subDir, java.util.Optional<Integer> mode) throws IOException {
+        Path path = walk(subDir, true);
+        if (mode.isPresent()) {
+            Files.setPosixFilePermissions(path, FileMode.permissions(mode.get()));
+        }
+        return path;
+    }
+
+    /**
+     * Moves the volume's directory into the driver's trash in one rename, so the volume is gone
+     * at once and removing its files can take as long as it takes (and be resumed). Returns
+     * false when there was no directory.
+     */
+    boolean moveToTrash(String subDir, String key) throws IOException {
+        Path path = walk(subDir, false);
+        if (!Files.isDirectory(path, LinkOption.NOFOLLOW_LINKS)) {
+            return false;
+        }
+        Path trash = driverDir().resolve("trash");
+        Files.createDirectories(trash);
+        Files.move(path, trash.resolve(key), StandardCopyOption.ATOMIC_MOVE);
+        DurableFiles.syncDirectory(path.getParent());
+        return true;
+    }
+
+    /** Removes what {@link #moveToTrash} put there under {@code key}; links are removed, never followed. */
+    void emptyTrash(String key) throws IOException {
+        Path path = driverDir().resolve("trash").resolve(key);
+        if (!Files.exists(path, LinkOption.NOFOLLOW_LINKS)) {
+            return;
+        }
+        Files.walkFileTree(path, new SimpleFileVisitor<>() {
+            @Override
+            public FileVisitResult visitFile(Path file, BasicFileAttributes attributes) throws IOException {
+                Files.deleteIfExists(file);
+                return FileVisitResult.CONTINUE;
+            }
+
+            @Override
+            public FileVisitResult visitFileFailed(Path file, IOException e) throws IOException {
+                if (e instanceof NoSuchFileException) {
+                    return FileVisitResult.CONTINUE;
+                }
+                throw e;
+            }
+
+            @Override
+            public FileVisitResult postVisitDirectory(Path directory, IOException e) throws IOException {
+                if (e != null && !(e instanceof NoSuchFileException)) {
+                    throw e;
+                }
+                Files.deleteIfExists(directory);
+                return FileVisitResult.CONTINUE;
+            }
+        });
+    }
+
+    /** Renames the volume's directory to {@code archived-<name>-<UTC time>} beside it; the new path, or null if there was no directory. */
+    Path archive(String subDir, Instant now) throws IOException {
+        Path path = walk(subDir, false);
+        if (!Files.isDirectory(path, LinkOption.NOFOLLOW_LINKS)) {
+            return null;
+        }
+        Path archived = path.resolveSibling("archived-" + path.getFileName() + "-" + ARCHIVE_TIME.format(now));
+        Files.move(path, archived, StandardCopyOption.ATOMIC_MOVE);
+        DurableFiles.syncDirectory(path.getParent());
+        return archived;
+    }
+
+    /**
+     * The path of {@code subDir} in the export, checking each component on the way: a symbolic
+     * link is refused; with {@code create}, a missing directory is made.
+     */
+    private Path walk(String subDir, boolean create) throws IOException {
+        Path path = dir;
+        for (String component : subDir.split("/")) {
+            path = path.resolve(component);
+            if (Files.isSymbolicLink(path)) {
+                throw CsiException.failedPrecondition("subDir " + subDir + " passes through a symbolic link (" + dir.relativize(path)
+                        + "); the driver does not follow links in an export");
+            }
+            if (create && !Files.exists(path, LinkOption.NOFOLLOW_LINKS)) {
+                try {
+                    Files.createDirectory(path);
+                    DurableFiles.syncDirectory(path.getParent());
+                } catch (java.nio.file.FileAlreadyExistsException raced) {
+                    // made meanwhile by another call; checked again below
+                }
+            }
+            if (create && !Files.isDirectory(path, LinkOption.NOFOLLOW_LINKS)) {
+                throw CsiException.failedPrecondition("subDir " + subDir + ": " + dir.relativize(path) + " exists and is not a directory");
+            }
+        }
+        return path;
+    }
+}

@@ -1,0 +1,265 @@
+package dev.strata.csi.backend.nfs;
+
+import csi.v1.Csi.CreateVolumeRequest;
+import csi.v1.Csi.ListVolumesResponse;
+import csi.v1.Csi.Volume;
+import csi.v1.Csi.VolumeCapability;
+import dev.strata.csi.log.Log;
+import dev.strata.csi.nfs.api.NfsVolumeRecord;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.rpc.VolumeLocks;
+import dev.strata.csi.system.Bounded;
+import dev.strata.csi.volume.FileMode;
+import dev.strata.csi.volume.NfsVolume;
+import dev.strata.csi.volume.NfsVolumeId;
+import dev.strata.csi.volume.OnDelete;
+import java.time.Clock;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * The Controller service's work for NFS volumes. A volume is a directory of an export; its record
+ * (name, capacity, the nodes it is published to) lives in the export too, so the controller keeps
+ * nothing of its own. Publishing touches no storage: it checks the volume and keeps the record of
+ * nodes for ListVolumes. Every step on an export runs with a deadline (see {@link Bounded}).
+ */
+public final class NfsController {
+
+    /** Volume context keys the controller adds for NodeStageVolume and for people reading the PV. */
+    public static final String MOUNT_PERMISSIONS = NfsRequest.MOUNT_PERMISSIONS;
+    public static final String CAPACITY_ENFORCED = "capacityEnforced";
+
+    private final Exports exports;
+    private final Duration deadline;
+    private final Clock clock;
+    private final Log log;
+    private final VolumeLocks locks = new VolumeLocks();
+
+    public NfsController(Exports exports, Duration deadline, Clock clock, Log log) {
+        this.exports = exports;
+        this.deadline = deadline;
+        this.clock = clock;
+        this.log = log;
+    }
+
+    /** Whether CreateVolume's StorageClass parameters ask for an NFS volume. */
+    public static boolean wanted(Map<String, String> parameters) {
+        return NfsRequest.isNfs(parameters);
+    }
+
+    public Volume create(CreateVolumeRequest request) throws Exception {
+        NfsRequest wanted = NfsRequest.of(request);
+        NfsVolume volume = wanted.volume();
+        NfsVolumeId id = new NfsVolumeId(volume, wanted.onDelete());
+        try (var held = locks.acquire(lockKey(volume))) {
+            return Bounded.call(deadline, "CreateVolume on " + volume.source(), () -> {
+                Export export = exports.open(volume.export(), wanted.mountFlags());
+                VolumeRecords records = export.records();
+                Optional<NfsVolumeRecord> existing = records.read(volume.subDir());
+                if (existing.isPresent()) {
+                    NfsVolumeRecord record = existing.get();
+                    if (!record.getName().equals(wanted.name())) {
+                        throw CsiException.alreadyExists("subDir " + volume.subDir() + " of " + volume.export().source()
+                                + " already belongs to volume " + record.getName() + "; volume " + wanted.name() + " needs another");
+                    }
+                    if (record.getCapacityBytes() != wanted.capacityBytes() || !record.getVolumeId().equals(id.toString())) {
+                        throw CsiException.alreadyExists("volume " + wanted.name() + " exists as " + record.getVolumeId() + " with "
+                                + record.getCapacityBytes() + " bytes; asked for " + id + " with " + wanted.capacityBytes() + " bytes");
+                    }
+                } else {
+                    refuseNesting(records.all(log), volume.subDir());
+                    if (export.exists(volume.subDir())) {
+                        log.info("volume takes over an existing directory", "volume", wanted.name(), "dir", volume.source());
+                    }
+                    // The record first: a crash before the directory is made leaves a record the retry completes.
+                    records.write(volume.subDir(), NfsVolumeRecord.newBuilder()
+                            .setVolumeId(id.toString()).setName(wanted.name()).setSubDir(volume.subDir())
+                            .setCapacityBytes(wanted.capacityBytes()).build());
+                }
+                export.make(volume.subDir(), wanted.mode());
+                Volume.Builder reply = Volume.newBuilder()
+                        .setVolumeId(id.toString())
+                        .setCapacityBytes(wanted.capacityBytes())
+                        .putVolumeContext(NfsVolume.SERVER, volume.server())
+                        .putVolumeContext(NfsVolume.SHARE, volume.share())
+                        .putVolumeContext(NfsVolume.SUB_DIR, volume.subDir())
+                        .putVolumeContext(CAPACITY_ENFORCED, "false");
+                wanted.mode().ifPresent(mode -> reply.putVolumeContext(MOUNT_PERMISSIONS, FileMode.format(mode)));
+                return reply.build();
+            });
+        }
+    }
+
+    /** Frees the volume as its onDelete says. An id of a volume already gone succeeds. */
+    public void delete(NfsVolumeId id) throws Exception {
+        NfsVolume volume = id.volume();
+        try (var held = locks.acquire(lockKey(volume))) {
+            Bounded.call(deadline, "DeleteVolume on " + volume.source(), () -> {
+                Export export = exports.open(volume.export(), List.of());
+                VolumeRecords records = export.records();
+                String key = VolumeRecords.key(volume.subDir());
+                Optional<NfsVolumeRecord> record = records.read(volume.subDir());
+                // A record of another id means the directory was given to another volume since: not ours to touch.
+                if (record.isPresent() && record.get().getVolumeId().equals(id.toString())) {
+                    switch (id.onDelete()) {
+                        case DELETE -> {
+                            export.emptyTrash(key); // what an earlier volume of this directory left there
+                            export.moveToTrash(volume.subDir(), key);
+                        }
+                        case ARCHIVE -> {
+                            var archived = export.archive(volume.subDir(), clock.instant());
+                            log.info("archived volume", "volume", id, "archive", archived);
+                        }
+                        case RETAIN -> log.info("retained volume directory", "volume", id, "dir", volume.source());
+                    }
+                    records.delete(volume.subDir());
+                }
+                if (id.onDelete() == OnDelete.DELETE) {
+                    export.emptyTrash(key); // also finishes a removal a crash or a deadline interrupted
+                }
+                return null;
+            });
+        }
+    }
+
+    /**
+     * Checks that the volume exists and records the node. A static volume (a PersistentVolume
+     * written by hand) is known by its volume context; its record is kept only while it is
+     * published, and only where controller-server reaches the export: attaching it never depends
+     * on that.
+     */
+    public void publish(String volumeId, Map<String, String> context, String nodeId, VolumeCapability capability) throws Exception {
+        Optional<NfsVolumeId> dynamic = NfsVolumeId.parse(volumeId);
+        NfsVolume volume = dynamic.map(NfsVolumeId::volume).or(() -> NfsVolume.fromContext(context)).orElseThrow();
+        String subDir = dynamic.isPresent() ? volume.subDir() : staticKey(volumeId);
+        try (var held = locks.acquire(dynamic.isPresent() ? lockKey(volume) : staticLockKey(volumeId))) {
+            Bounded.call(deadline, "ControllerPublishVolume on " + volume.source(), () -> {
+                Export export;
+                try {
+                    export = exports.open(volume.export(), capability.getMount().getMountFlagsList());
+                } catch (CsiException e) {
+                    if (dynamic.isPresent()) {
+                        throw e;
+                    }
+                    log.warn("static NFS volume published without bookkeeping: export not reachable", "volume", volumeId,
+                            "error", e.getMessage());
+                    return null;
+                }
+                VolumeRecords records = export.records();
+                Optional<NfsVolumeRecord> record = records.read(subDir);
+                if (dynamic.isPresent() && (record.isEmpty() || !record.get().getVolumeId().equals(volumeId)
+                        || !export.exists(volume.subDir()))) {
+                    throw CsiException.notFound("volume " + volumeId + " does not exist");
+                }
+                NfsVolumeRecord current = record.orElseGet(() -> NfsVolumeRecord.newBuilder()
+                        .setVolumeId(volumeId).setSubDir(volume.subDir()).build());
+                if (!current.getPublishedNodeIdsList().contains(nodeId)) {
+                    records.write(subDir, current.toBuilder().addPublishedNodeIds(nodeId).build());
+                }
+                return null;
+            });
+        }
+    }
+
+    /** Forgets the node. For a static volume the record is looked for in the exports mounted now; none found is success. */
+    public void unpublish(String volumeId, String nodeId) throws Exception {
+        Optional<NfsVolumeId> dynamic = NfsVolumeId.parse(volumeId);
+        Bounded.call(deadline, "ControllerUnpublishVolume of " + volumeId, () -> {
+            List<Export> candidates = dynamic.isPresent()
+                    ? List.of(exports.open(dynamic.get().volume().export(), List.of()))
+                    : exports.mounted();
+            String subDir = dynamic.map(id -> id.volume().subDir()).orElse(staticKey(volumeId));
+            for (Export export : candidates) {
+                try (var held = locks.acquire(dynamic.isPresent() ? lockKey(dynamic.get().volume()) : staticLockKey(volumeId))) {
+                    VolumeRecords records = export.records();
+                    Optional<NfsVolumeRecord> record = records.read(subDir);
+                    if (record.isEmpty() || !record.get().getVolumeId().equals(volumeId)) {
+                        continue;
+                    }
+                    List<String> nodes = new ArrayList<>(record.get().getPublishedNodeIdsList());
+                    if (nodeId.isEmpty() ? nodes.isEmpty() : !nodes.remove(nodeId)) {
+                        continue;
+                    }
+                    if (nodeId.isEmpty()) {
+                        nodes.clear();
+                    }
+                    if (dynamic.isEmpty() && nodes.isEmpty()) {
+                        records.delete(subDir);
+                    } else {
+                        records.write(subDir, record.get().toBuilder().clearPublishedNodeIds().addAllPublishedNodeIds(nodes).build());
+                    }
+                }
+            }
+            return null;
+        });
+    }
+
+    /** Whether the volume exists: a dynamic one has its record; a static one is taken as its context describes it. */
+    public void requireExists(String volumeId, Map<String, String> context) throws Exception {
+        Optional<NfsVolumeId> dynamic = NfsVolumeId.parse(volumeId);
+        if (dynamic.isEmpty()) {
+            NfsVolume.fromContext(context).orElseThrow(() -> CsiException.notFound("volume " + CsiException.printable(volumeId) + " does not exist"));
+            return;
+        }
+        NfsVolume volume = dynamic.get().volume();
+        Bounded.call(deadline, "looking up " + volume.source(), () -> {
+            Export export = exports.open(volume.export(), List.of());
+            var record = export.records().read(volume.subDir());
+            if (record.isEmpty() || !record.get().getVolumeId().equals(volumeId)) {
+                throw CsiException.notFound("volume " + volumeId + " does not exist");
+            }
+            return null;
+        });
+    }
+
+    /** The NFS volumes of every export mounted now, for ListVolumes. */
+    public List<ListVolumesResponse.Entry> entries() throws Exception {
+        return Bounded.call(deadline, "listing NFS volumes", () -> {
+            List<ListVolumesResponse.Entry> entries = new ArrayList<>();
+            for (Export export : exports.mounted()) {
+                for (NfsVolumeRecord record : export.records().all(log)) {
+                    entries.add(ListVolumesResponse.Entry.newBuilder()
+                            .setVolume(Volume.newBuilder().setVolumeId(record.getVolumeId()).setCapacityBytes(record.getCapacityBytes()))
+                            .setStatus(ListVolumesResponse.VolumeStatus.newBuilder().addAllPublishedNodeIds(record.getPublishedNodeIdsList()))
+                            .build());
+                }
+            }
+            return entries;
+        });
+    }
+
+    /** Free space of the export a StorageClass names, for GetCapacity. */
+    public long availableBytes(Map<String, String> parameters) throws Exception {
+        NfsVolume export = NfsVolume.fromContext(Map.of(
+                NfsVolume.SERVER, parameters.getOrDefault(NfsVolume.SERVER, ""),
+                NfsVolume.SHARE, parameters.getOrDefault(NfsVolume.SHARE, ""))).orElseThrow();
+        return Bounded.call(deadline, "GetCapacity of " + export.source(), () -> exports.open(export, List.of()).availableBytes());
+    }
+
+    /** A directory can hold one volume, and one volume's directory cannot hold another's: deleting one would take the other's data. */
+    private static void refuseNesting(List<NfsVolumeRecord> records, String subDir) {
+        for (NfsVolumeRecord record : records) {
+            String other = record.getSubDir();
+            if (!other.isEmpty() && (other.startsWith(subDir + "/") || subDir.startsWith(other + "/"))) {
+                throw CsiException.failedPrecondition("subDir " + subDir + " would nest with the directory " + other
+                        + " of volume " + record.getVolumeId() + "; deleting one would take the other's data");
+            }
+        }
+    }
+
+    /** Where a static volume's record is kept: a key no directory can have, since a subDir holds no NUL. */
+    private static String staticKey(String volumeId) {
+        return "static\0" + volumeId;
+    }
+
+    private static String lockKey(NfsVolume volume) {
+        return "nfs " + volume.source();
+    }
+
+    private static String staticLockKey(String volumeId) {
+        return "nfs static " + volumeId;
+    }
+}

@@ -1,0 +1,54 @@
+package dev.strata.csi.volume;
+
+import csi.v1.Csi.VolumeCapability;
+import csi.v1.Csi.VolumeCapability.AccessMode;
+import dev.strata.csi.rpc.CsiException;
+import java.util.List;
+import java.util.Optional;
+import java.util.Set;
+
+/**
+ * What an NFS volume can be: a shared directory, so every access mode, many nodes at once, but
+ * only mount access (there is no block device) and no filesystem of the driver's choosing.
+ */
+public final class NfsCapabilities {
+
+    private static final Set<String> FS_TYPES = Set.of("", "nfs", "nfs4");
+
+    private static final Set<AccessMode.Mode> READ_ONLY = Set.of(
+            AccessMode.Mode.SINGLE_NODE_READER_ONLY, AccessMode.Mode.MULTI_NODE_READER_ONLY);
+
+    private NfsCapabilities() {}
+
+    /** Why the capability cannot be served, or empty when it can. */
+    public static Optional<String> unsupported(VolumeCapability capability) {
+        AccessMode.Mode mode = capability.getAccessMode().getMode();
+        if (mode == AccessMode.Mode.UNKNOWN || mode == AccessMode.Mode.UNRECOGNIZED) {
+            return Optional.of("access mode " + mode + " is not supported");
+        }
+        return switch (capability.getAccessTypeCase()) {
+            case BLOCK -> Optional.of("an NFS volume is a directory; block access is not supported");
+            case MOUNT -> FS_TYPES.contains(capability.getMount().getFsType()) ? Optional.empty()
+                    : Optional.of("filesystem type '" + CsiException.printable(capability.getMount().getFsType())
+                            + "' does not fit an NFS volume; leave it empty or use nfs or nfs4");
+            default -> Optional.of("volume capability has no access type (mount or block)");
+        };
+    }
+
+    /** INVALID_ARGUMENT unless every capability can be served; {@code field} names the request field. */
+    public static void require(List<VolumeCapability> capabilities, String field) {
+        if (capabilities.isEmpty()) {
+            throw CsiException.missing(field);
+        }
+        for (VolumeCapability capability : capabilities) {
+            unsupported(capability).ifPresent(reason -> {
+                throw CsiException.invalidArgument(reason);
+            });
+        }
+    }
+
+    /** Whether the access mode lets nobody write: the share is then mounted read-only. */
+    public static boolean readOnlyMode(VolumeCapability capability) {
+        return READ_ONLY.contains(capability.getAccessMode().getMode());
+    }
+}
