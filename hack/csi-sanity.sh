@@ -2,38 +2,54 @@
 # Runs a csi-sanity binary you built yourself (kubernetes-csi/csi-test; it is not part of this
 # repository) against controller-server and one node-server started here, then checks that no
 # loop device or mount is left. Usage (as root):
-#   hack/csi-sanity.sh /path/to/csi-sanity [mount|block] [more csi-sanity flags...]
+#   hack/csi-sanity.sh /path/to/csi-sanity [mount|block|nfs] [more csi-sanity flags...]
+# nfs runs the Controller specs with the NFS StorageClass parameters against a real export
+# directory: one bind-mounted where controller-server looks for the export (this kernel has no NFS
+# client, so the Node specs, which would mount the share, are not run for nfs).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-sanity=${1:?usage: hack/csi-sanity.sh /path/to/csi-sanity [mount|block] [csi-sanity flags...]}
+sanity=${1:?usage: hack/csi-sanity.sh /path/to/csi-sanity [mount|block|nfs] [csi-sanity flags...]}
 access=${2:-mount}
 shift $(( $# >= 2 ? 2 : 1 ))
 
 mvn_run -q package -DskipTests
 work=$(mktemp -d /tmp/strata-sanity-XXXXXX)
 openssl rand -hex 32 > "$work/token"
+controller_flags=()
+sanity_flags=(--csi.testvolumeaccesstype "$access")
+if [ "$access" = nfs ]; then
+  mkdir -p "$work/export-data" "$work/exports/sanity-nfs/srv/export"
+  mount --bind "$work/export-data" "$work/exports/sanity-nfs/srv/export"
+  printf 'server: sanity-nfs\nshare: /srv/export\n' > "$work/nfs-parameters.yaml"
+  controller_flags=(--nfs-export-root "$work/exports" --nfs-mount-exports false)
+  sanity_flags=(--csi.testvolumeaccesstype mount --csi.testvolumeparameters "$work/nfs-parameters.yaml"
+    --ginkgo.focus "Controller Server")
+fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 java @"$REPO_ROOT/deploy/jvm.options" -jar "$REPO_ROOT/controller-server/target/controller-server.jar" \
   --endpoint "unix://$work/controller.sock" --agent-token-file "$work/token" \
   --agent-registry-address "127.0.0.1:$port" --agent-renew-interval 1s --agent-settle-time 0s \
-  --agent-plaintext true > "$work/controller.log" 2>&1 &
+  --agent-plaintext true "${controller_flags[@]}" > "$work/controller.log" 2>&1 &
 controller=$!
 java @"$REPO_ROOT/deploy/jvm.options" -jar "$REPO_ROOT/node-server/target/node-server.jar" \
   --endpoint "unix://$work/node.sock" --node-id sanity-node --pool-dir "$work/pool" \
   --controller-address "127.0.0.1:$port" --agent-address 127.0.0.1:0 --agent-token-file "$work/token" \
   --agent-plaintext true > "$work/node.log" 2>&1 &
 node=$!
-trap 'kill $controller $node 2>/dev/null; wait 2>/dev/null' EXIT
+trap 'kill $controller $node 2>/dev/null; wait 2>/dev/null; umount "$work/exports/sanity-nfs/srv/export" 2>/dev/null || true' EXIT
 for _ in $(seq 150); do grep -q 'agent registered' "$work/controller.log" 2>/dev/null && break; sleep 0.2; done
 
 status=0
 "$sanity" --csi.endpoint "unix://$work/node.sock" --csi.controllerendpoint "unix://$work/controller.sock" \
-  --csi.mountdir "$work/mnt" --csi.stagingdir "$work/staging" --csi.testvolumeaccesstype "$access" \
+  --csi.mountdir "$work/mnt" --csi.stagingdir "$work/staging" "${sanity_flags[@]}" \
   --ginkgo.no-color "$@" || status=$?
 
 loops=$(losetup --noheadings --output BACK-FILE | grep -c "$work" || true)
-mounts=$(grep -c "$work" /proc/self/mountinfo || true)
+mounts=$(grep "$work" /proc/self/mountinfo | grep -vc "$work/exports/" || true)
 echo "left behind: $loops loop devices, $mounts mounts (server logs in $work)"
+if [ "$access" = nfs ]; then
+  echo "left in the export: $(find "$work/export-data" -mindepth 1 -not -path "*/.strata-csi*" | wc -l) entries besides the driver's own directory"
+fi
 [ "$loops" = 0 ] && [ "$mounts" = 0 ] || status=1
 exit $status
