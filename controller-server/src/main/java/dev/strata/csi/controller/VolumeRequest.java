@@ -6,7 +6,6 @@ import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.volume.Capabilities;
-import dev.strata.csi.volume.VolumeId;
 import java.util.Map;
 
 /**
@@ -29,14 +28,8 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation) {
     private static final String PROVISIONER_PREFIX = "csi.storage.k8s.io/";
 
     static VolumeRequest of(CreateVolumeRequest request) {
-        if (request.getName().isEmpty()) {
-            throw CsiException.missing("name");
-        }
-        VolumeId.checkName(request.getName());
+        CreateChecks.nameAndSource(request);
         Capabilities.require(request.getVolumeCapabilitiesList(), "volume_capabilities");
-        if (request.hasVolumeContentSource()) {
-            throw CsiException.invalidArgument("volume_content_source is not supported: this driver cannot clone or restore snapshots");
-        }
         long minimum = MIB;
         for (VolumeCapability capability : request.getVolumeCapabilitiesList()) {
             if (capability.hasMount() && Capabilities.fsType(capability).equals("xfs")) {
@@ -49,14 +42,9 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation) {
 
     /** The size to allocate: the required bytes (or a default) rounded up to whole MiB, at least {@code minimum}. */
     static long size(CapacityRange range, long minimum) {
+        CreateChecks.range(range);
         long required = range.getRequiredBytes();
         long limit = range.getLimitBytes();
-        if (required < 0 || limit < 0) {
-            throw CsiException.outOfRange("capacity_range must not be negative");
-        }
-        if (limit > 0 && required > limit) {
-            throw CsiException.outOfRange("capacity_range required_bytes " + required + " exceeds limit_bytes " + limit);
-        }
         long wanted = required > 0 ? required : (limit > 0 ? Math.min(limit, DEFAULT_BYTES) : DEFAULT_BYTES);
         long size = Math.max(minimum, Math.ceilDiv(wanted, MIB) * MIB);
         if (limit > 0 && size > limit) {

@@ -6,6 +6,7 @@ import dev.strata.csi.rpc.CsiException;
 import java.util.List;
 import java.util.Optional;
 import java.util.Set;
+import java.util.function.Function;
 
 /**
  * What a local volume can be: one node's disk, so only single-node access modes; a filesystem
@@ -43,11 +44,16 @@ public final class Capabilities {
 
     /** INVALID_ARGUMENT unless every capability can be served; {@code field} names the request field. */
     public static void require(List<VolumeCapability> capabilities, String field) {
+        requireEach(capabilities, field, Capabilities::unsupported);
+    }
+
+    /** INVALID_ARGUMENT for an empty list, or the reason {@code unsupported} gives for the first capability it refuses. */
+    static void requireEach(List<VolumeCapability> capabilities, String field, Function<VolumeCapability, Optional<String>> unsupported) {
         if (capabilities.isEmpty()) {
             throw CsiException.missing(field);
         }
         for (VolumeCapability capability : capabilities) {
-            unsupported(capability).ifPresent(reason -> {
+            unsupported.apply(capability).ifPresent(reason -> {
                 throw CsiException.invalidArgument(reason);
             });
         }

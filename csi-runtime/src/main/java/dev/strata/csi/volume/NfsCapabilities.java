@@ -37,14 +37,7 @@ public final class NfsCapabilities {
 
     /** INVALID_ARGUMENT unless every capability can be served; {@code field} names the request field. */
     public static void require(List<VolumeCapability> capabilities, String field) {
-        if (capabilities.isEmpty()) {
-            throw CsiException.missing(field);
-        }
-        for (VolumeCapability capability : capabilities) {
-            unsupported(capability).ifPresent(reason -> {
-                throw CsiException.invalidArgument(reason);
-            });
-        }
+        Capabilities.requireEach(capabilities, field, NfsCapabilities::unsupported);
     }
 
     /** Whether the access mode lets nobody write: the share is then mounted read-only. */

@@ -19,7 +19,6 @@ import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.volume.Capabilities;
 import dev.strata.csi.volume.VolumeId;
-import java.nio.file.DirectoryNotEmptyException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
@@ -145,10 +144,7 @@ public final class LocalVolumes {
                         + others.getFirst().mountPoint());
             }
         }
-        Path parent = target.getParent();
-        if (parent == null || !Files.isDirectory(parent)) {
-            throw CsiException.invalidArgument("target_path " + target + " has no parent directory; kubelet creates it");
-        }
+        RequestPaths.requireParent(target);
         if (block) {
             if (!Files.exists(target, LinkOption.NOFOLLOW_LINKS)) {
                 Files.createFile(target);
@@ -164,12 +160,7 @@ public final class LocalVolumes {
 
     void unpublish(Path target) throws Exception {
         unmountAll(target);
-        try {
-            Files.deleteIfExists(target);
-        } catch (DirectoryNotEmptyException e) {
-            throw CsiException.failedPrecondition("target_path " + target
-                    + " is not mounted but holds files; leaving it for a person to look at");
-        }
+        RequestPaths.removeTarget(target);
     }
 
     NodeGetVolumeStatsResponse stats(VolumeId id, Path path) throws Exception {

@@ -17,7 +17,6 @@ import dev.strata.csi.system.Bounded;
 import dev.strata.csi.volume.FileMode;
 import dev.strata.csi.volume.NfsCapabilities;
 import dev.strata.csi.volume.NfsVolume;
-import java.nio.file.DirectoryNotEmptyException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
@@ -98,10 +97,7 @@ public final class NfsVolumes {
             }
             throw CsiException.alreadyExists("target_path " + target + " is already published with other arguments");
         }
-        Path parent = target.getParent();
-        if (parent == null || !Files.isDirectory(parent)) {
-            throw CsiException.invalidArgument("target_path " + target + " has no parent directory; kubelet creates it");
-        }
+        RequestPaths.requireParent(target);
         if (!Files.exists(target, LinkOption.NOFOLLOW_LINKS)) {
             Files.createDirectory(target);
         }
@@ -110,11 +106,7 @@ public final class NfsVolumes {
 
     void unpublish(Path target) throws Exception {
         unmountAll(target);
-        try {
-            Files.deleteIfExists(target);
-        } catch (DirectoryNotEmptyException e) {
-            throw CsiException.failedPrecondition("target_path " + target + " is not mounted but holds files; leaving it for a person to look at");
-        }
+        RequestPaths.removeTarget(target);
     }
 
     /** Usage of the share mounted at {@code path}; NOT_FOUND when no share is. */

@@ -47,4 +47,21 @@ final class RequestPaths {
             return path; // the operation itself then reports what is wrong with the path
         }
     }
+
+    /** Removes a target path once nothing is mounted there; one that holds files is left for a person. */
+    static void removeTarget(Path target) throws IOException {
+        try {
+            Files.deleteIfExists(target);
+        } catch (java.nio.file.DirectoryNotEmptyException e) {
+            throw CsiException.failedPrecondition("target_path " + target + " is not mounted but holds files; leaving it for a person to look at");
+        }
+    }
+
+    /** INVALID_ARGUMENT unless the target path's parent directory exists: kubelet makes it, the driver makes only the target. */
+    static void requireParent(Path target) {
+        Path parent = target.getParent();
+        if (parent == null || !Files.isDirectory(parent)) {
+            throw CsiException.invalidArgument("target_path " + target + " has no parent directory; kubelet creates it");
+        }
+    }
 }

@@ -8,7 +8,7 @@ import dev.strata.csi.volume.FileMode;
 import dev.strata.csi.volume.NfsCapabilities;
 import dev.strata.csi.volume.NfsVolume;
 import dev.strata.csi.volume.OnDelete;
-import dev.strata.csi.volume.VolumeId;
+import dev.strata.csi.controller.CreateChecks;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -48,14 +48,8 @@ record NfsRequest(String name, NfsVolume volume, OnDelete onDelete, Optional<Int
     }
 
     static NfsRequest of(CreateVolumeRequest request) {
-        if (request.getName().isEmpty()) {
-            throw CsiException.missing("name");
-        }
-        VolumeId.checkName(request.getName());
+        CreateChecks.nameAndSource(request);
         NfsCapabilities.require(request.getVolumeCapabilitiesList(), "volume_capabilities");
-        if (request.hasVolumeContentSource()) {
-            throw CsiException.invalidArgument("volume_content_source is not supported: this driver cannot clone or restore snapshots");
-        }
         Map<String, String> parameters = request.getParametersMap();
         for (String key : parameters.keySet()) {
             if (!KEYS.contains(key) && !key.startsWith(PROVISIONER_PREFIX)) {
@@ -115,14 +109,9 @@ record NfsRequest(String name, NfsVolume volume, OnDelete onDelete, Optional<Int
 
     /** The capacity recorded (and enforced where quotas are): required bytes rounded up to whole MiB; 0 is no limit. */
     private static long capacity(CapacityRange range) {
+        CreateChecks.range(range);
         long required = range.getRequiredBytes();
         long limit = range.getLimitBytes();
-        if (required < 0 || limit < 0) {
-            throw CsiException.outOfRange("capacity_range must not be negative");
-        }
-        if (limit > 0 && required > limit) {
-            throw CsiException.outOfRange("capacity_range required_bytes " + required + " exceeds limit_bytes " + limit);
-        }
         long size = Math.ceilDiv(required, MIB) * MIB;
         return limit > 0 && size > limit ? required : size;
     }
