@@ -11,7 +11,10 @@ import dev.strata.csi.backend.local.SystemLoopDevices;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.identity.IdentityService;
+import dev.strata.csi.linux.Kernel;
+import dev.strata.csi.linux.NativeCalls;
 import dev.strata.csi.log.CallLog;
+import dev.strata.csi.mount.MountHelpers;
 import dev.strata.csi.mount.SystemFilesystemStats;
 import dev.strata.csi.mount.SystemMounter;
 import dev.strata.csi.rpc.VolumeLocks;
@@ -64,10 +67,12 @@ public final class NodeServer {
                     Topology topology = Topology.forDriver(context.plugin().name());
                     Path poolDir = poolDir(flags.get(POOL_DIR));
                     Command commands = new Command();
-                    SystemLoopDevices loops = new SystemLoopDevices(commands);
-                    SystemMounter mounter = new SystemMounter(commands);
+                    NativeCalls calls = new NativeCalls();
+                    Kernel kernel = new Kernel(calls);
+                    SystemLoopDevices loops = new SystemLoopDevices(kernel);
+                    SystemMounter mounter = new SystemMounter(kernel, commands, MountHelpers.system());
                     SystemFilesystemStats stats = new SystemFilesystemStats();
-                    ImagePool pool = new ImagePool(poolDir, new SystemImageFiles(commands, stats), loops, mounter, log);
+                    ImagePool pool = new ImagePool(poolDir, new SystemImageFiles(kernel, stats), loops, mounter, log);
                     VolumeLocks locks = new VolumeLocks();
                     PoolOwnership ownership = new PoolOwnership(pool);
                     TcpComponent agent = new TcpComponent(
