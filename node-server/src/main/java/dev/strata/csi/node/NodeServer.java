@@ -81,7 +81,7 @@ public final class NodeServer {
                             List.of(new CallLog(log), security.token().verifier()), log);
                     Registration registration = new Registration(flags.get(CONTROLLER_ADDRESS), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, security, log);
-                    LocalVolumes volumes = new LocalVolumes(pool, loops, new SystemFilesystems(commands), mounter, stats, log);
+                    LocalVolumes volumes = new LocalVolumes(pool, loops, new SystemFilesystems(commands, calls), mounter, stats, log);
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),
                                     new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), volumes, locks)),
