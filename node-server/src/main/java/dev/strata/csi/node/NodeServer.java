@@ -11,7 +11,10 @@ import dev.strata.csi.backend.local.SystemLoopDevices;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.identity.IdentityService;
+import dev.strata.csi.linux.Kernel;
+import dev.strata.csi.linux.NativeCalls;
 import dev.strata.csi.log.CallLog;
+import dev.strata.csi.mount.MountHelpers;
 import dev.strata.csi.mount.SystemFilesystemStats;
 import dev.strata.csi.mount.NfsMounter;
 import dev.strata.csi.mount.SystemMounter;
@@ -69,10 +72,12 @@ public final class NodeServer {
                     Topology topology = Topology.forDriver(context.plugin().name());
                     Path poolDir = poolDir(flags.get(POOL_DIR));
                     Command commands = new Command();
-                    SystemLoopDevices loops = new SystemLoopDevices(commands);
-                    SystemMounter mounter = new SystemMounter(commands);
+                    NativeCalls calls = new NativeCalls();
+                    Kernel kernel = new Kernel(calls);
+                    SystemLoopDevices loops = new SystemLoopDevices(kernel);
+                    SystemMounter mounter = new SystemMounter(kernel, commands, MountHelpers.system());
                     SystemFilesystemStats stats = new SystemFilesystemStats();
-                    ImagePool pool = new ImagePool(poolDir, new SystemImageFiles(commands, stats), loops, mounter, log);
+                    ImagePool pool = new ImagePool(poolDir, new SystemImageFiles(kernel, stats), loops, mounter, log);
                     VolumeLocks locks = new VolumeLocks();
                     PoolOwnership ownership = new PoolOwnership(pool);
                     TcpComponent agent = new TcpComponent(
@@ -81,7 +86,7 @@ public final class NodeServer {
                             List.of(new CallLog(log), security.token().verifier()), log);
                     Registration registration = new Registration(flags.get(CONTROLLER_ADDRESS), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, security, log);
-                    LocalVolumes volumes = new LocalVolumes(pool, loops, new SystemFilesystems(commands), mounter, stats, log);
+                    LocalVolumes volumes = new LocalVolumes(pool, loops, new SystemFilesystems(commands, calls), mounter, stats, log);
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     NfsVolumes shares = new NfsVolumes(mounter, new NfsMounter(commands, nfsTimeout, log), stats, nfsTimeout, log);
                     return new DriverProgram.Plan(

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.system.Command;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
@@ -33,7 +34,7 @@ class SystemFilesystemStatsTest {
     void readsAFilesystemOfKnownSizeAsDfDoes() throws Exception {
         Root.require();
         Path mnt = Files.createDirectory(dir.resolve("mnt"));
-        new SystemMounter(new Command()).mount("strata-test", mnt, "tmpfs", List.of("size=64m", "nr_inodes=1000"));
+        new SystemMounter(new Kernel(), new Command(), MountHelpers.none()).mount("strata-test", mnt, "tmpfs", List.of("size=64m", "nr_inodes=1000"));
         Files.write(mnt.resolve("data"), new byte[(int) (3 * MIB)]);
 
         FilesystemUsage usage = Df.assertAgrees(stats, mnt);

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.system.Command;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
@@ -23,7 +24,7 @@ class SystemMounterSystemTest {
     @TempDir
     Path dir;
 
-    private final Mounter mounter = new SystemMounter(new Command());
+    private final Mounter mounter = new SystemMounter(new Kernel(), new Command(), MountHelpers.none());
 
     @BeforeEach
     void root() {
@@ -98,13 +99,95 @@ class SystemMounterSystemTest {
     }
 
     @Test
+    void optionsTakeTheSameEffectAsWithUtilLinuxMount() throws Exception {
+        List<List<String>> cases = List.of(
+                List.of("noexec", "nosuid", "nodev", "noatime"),
+                List.of("ro"),
+                List.of("ro", "rw"),
+                List.of("ro", "defaults"),
+                List.of("user"),
+                List.of("user", "exec"),
+                List.of("owner"),
+                List.of("strictatime"),
+                List.of("nodiratime", "lazytime"),
+                List.of("sync", "dirsync"),
+                List.of("nosymfollow"),
+                List.of("size=2m", "noexec", "mode=0711", "nr_inodes=100"),
+                List.of("noauto", "nofail", "_netdev", "comment=x", "x-foo", "nouser", "auto"),
+                List.of("shared", "noexec"),
+                List.of("private"));
+        for (List<String> options : cases) {
+            Path ours = Files.createDirectory(dir.resolve("ours"));
+            Path theirs = Files.createDirectory(dir.resolve("theirs"));
+            try {
+                mounter.mount("strata-test", ours, "tmpfs", options);
+                String out = SystemState.run("mount", "-t", "tmpfs", "-o", String.join(",", options), "strata-test", theirs.toString());
+                assertEquals(effect(theirs), effect(ours), options + "; mount(8) said: " + out);
+            } finally {
+                SystemState.cleanUp(dir);
+                Files.delete(ours);
+                Files.delete(theirs);
+            }
+        }
+    }
+
+    /** Per-mount and filesystem options and propagation of the mount at {@code path}, as findmnt shows them. */
+    private static String effect(Path path) throws Exception {
+        String shown = SystemState.run("findmnt", "--noheadings", "--raw", "--output", "VFS-OPTIONS,FS-OPTIONS,PROPAGATION",
+                "--mountpoint", path.toString()).strip();
+        assertFalse(shown.isEmpty(), "nothing mounted at " + path);
+        return shown;
+    }
+
+    @Test
+    void aReadOnlyBindKeepsTheFlagsItTookFromItsSourceAsMountDoes() throws Exception {
+        Path staging = Files.createDirectory(dir.resolve("staging"));
+        Path published = Files.createDirectory(dir.resolve("published"));
+        mounter.mount("strata-test", staging, "tmpfs", List.of("nosuid", "nodev", "noexec", "noatime"));
+        mounter.bindMount(staging, published, true);
+        assertEquals("ro,nosuid,nodev,noexec,noatime", SystemState.run("findmnt", "--noheadings", "--raw", "--output",
+                "VFS-OPTIONS", "--mountpoint", published.toString()).strip());
+    }
+
+    @Test
     void aFailedMountSaysWhyOnOneLine() throws Exception {
         Path target = Files.createDirectory(dir.resolve("target"));
         MountException e = assertThrows(MountException.class,
                 () -> mounter.mount("/dev/strata-no-such-device", target, "ext4", List.of()));
-        assertTrue(e.getMessage().startsWith("mount /dev/strata-no-such-device on " + target + ": exit 32: mount: "),
-                e.getMessage());
-        assertFalse(e.getMessage().contains("\n"), e.getMessage());
+        assertEquals("mount /dev/strata-no-such-device on " + target + ": source /dev/strata-no-such-device does not exist: "
+                + "No such file or directory (ENOENT)", e.getMessage());
         assertFalse(mounter.table().isMountPoint(target));
+    }
+
+    @Test
+    void mountErrorsNameTheirCause() throws Exception {
+        Path target = Files.createDirectory(dir.resolve("target"));
+        assertEquals("mount strata-test on " + target + ": unknown filesystem type \"strata-nofs\": No such device (ENODEV)",
+                assertThrows(MountException.class, () -> mounter.mount("strata-test", target, "strata-nofs", List.of())).getMessage());
+        assertEquals("mount strata-test on " + target + ": wrong filesystem type, bad option or bad superblock on strata-test "
+                + "(the kernel log says which): Invalid argument (EINVAL)",
+                assertThrows(MountException.class, () -> mounter.mount("strata-test", target, "tmpfs", List.of("strata_bogus=1")))
+                        .getMessage());
+        Path missing = dir.resolve("missing");
+        assertEquals("mount strata-test on " + missing + ": mount point " + missing + " does not exist: No such file or directory (ENOENT)",
+                assertThrows(MountException.class, () -> mounter.mount("strata-test", missing, "tmpfs", List.of())).getMessage());
+        assertEquals("bind mount " + missing + " on " + target + ": " + missing + " does not exist: No such file or directory (ENOENT)",
+                assertThrows(MountException.class, () -> mounter.bindMount(missing, target, false)).getMessage());
+        assertFalse(mounter.table().isMountPoint(target));
+    }
+
+    @Test
+    void aBusyMountIsNotUnmountedAndSaysSo() throws Exception {
+        Path target = Files.createDirectory(dir.resolve("target"));
+        mounter.mount("strata-test", target, "tmpfs", List.of("size=1m"));
+        try (var open = java.nio.channels.FileChannel.open(target.resolve("held"),
+                java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.WRITE)) {
+            MountException e = assertThrows(MountException.class, () -> mounter.unmount(target));
+            assertEquals("umount " + target + ": target is busy (files open or mounts below it): Device or resource busy (EBUSY)",
+                    e.getMessage());
+            assertTrue(SystemState.mountAt(target).isPresent());
+        }
+        mounter.unmount(target);
+        assertEquals(java.util.Optional.empty(), SystemState.mountAt(target));
     }
 }

@@ -1,5 +1,6 @@
 package dev.strata.csi.backend.local;
 
+import dev.strata.csi.linux.NativeCalls;
 import dev.strata.csi.system.CommandException;
 import dev.strata.csi.system.CommandResult;
 import dev.strata.csi.system.Commands;
@@ -9,17 +10,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.TreeSet;
-import java.util.stream.Collectors;
 import java.util.stream.Stream;
 
-/** {@link Filesystems} with blkid(8) and the mkfs tools. */
+/** {@link Filesystems} with blkid's probe and the mkfs tools. */
 public final class SystemFilesystems implements Filesystems {
 
-    private static final Duration PROBE_TIMEOUT = Duration.ofMinutes(1);
     private static final Duration FORMAT_TIMEOUT = Duration.ofMinutes(10);
-
-    /** blkid's exit code when it recognises nothing. */
-    private static final int BLKID_NOTHING_FOUND = 2;
 
     /**
      * The filesystems the driver creates and how. None is forced (no -F/-f): mkfs.xfs and
@@ -33,27 +29,26 @@ public final class SystemFilesystems implements Filesystems {
             "btrfs", List.of("mkfs.btrfs", "-q", "-K"));
 
     private final Commands commands;
+    private final SignatureProbe signatures;
 
+    /** Probing with the blkid program. */
     public SystemFilesystems(Commands commands) {
+        this(commands, new BlkidCommand(commands));
+    }
+
+    /** Probing with libblkid in the process where it can be loaded, else with the blkid program. */
+    public SystemFilesystems(Commands commands, NativeCalls calls) {
+        this(commands, Libblkid.load(calls).<SignatureProbe>map(probe -> probe).orElseGet(() -> new BlkidCommand(commands)));
+    }
+
+    SystemFilesystems(Commands commands, SignatureProbe signatures) {
         this.commands = commands;
+        this.signatures = signatures;
     }
 
     @Override
     public Optional<String> probe(Path device) throws DeviceException {
-        String path = absolute(device);
-        // -p reads the device itself, not blkid's cache, which can be stale.
-        CommandResult result = run(PROBE_TIMEOUT, "blkid", "-p", "-o", "export", "--", path);
-        if (result.exitCode() == BLKID_NOTHING_FOUND) {
-            return Optional.empty();
-        }
-        check(result, "blkid -p " + path);
-        Map<String, String> found = result.stdout().lines()
-                .filter(line -> line.indexOf('=') > 0)
-                .collect(Collectors.toMap(line -> line.substring(0, line.indexOf('=')),
-                        line -> line.substring(line.indexOf('=') + 1), (first, second) -> first));
-        // blkid succeeded, so something is there even if it has no type name.
-        return Optional.of(Stream.of("TYPE", "PTTYPE").map(found::get).filter(type -> type != null && !type.isEmpty())
-                .findFirst().orElse("unknown"));
+        return signatures.probe(device);
     }
 
     @Override

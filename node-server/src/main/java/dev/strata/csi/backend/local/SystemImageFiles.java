@@ -3,28 +3,28 @@ package dev.strata.csi.backend.local;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.mount.FilesystemStats;
 import dev.strata.csi.mount.FilesystemUsage;
-import dev.strata.csi.system.CommandException;
-import dev.strata.csi.system.Commands;
+import dev.strata.csi.linux.FileDescriptor;
+import dev.strata.csi.linux.Kernel;
+import dev.strata.csi.linux.SyscallException;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
 import jnr.posix.POSIX;
 import jnr.posix.POSIXFactory;
 
-/** Image files made with truncate (sparse) or fallocate(1) (every block reserved at once). */
+/**
+ * Image files made with ftruncate (sparse) and then fallocate(2) (every block reserved at once;
+ * it reserves extents without writing them, so even a large image takes seconds at most).
+ */
 public final class SystemImageFiles implements ImageFiles {
 
-    /** fallocate reserves extents without writing them, so even large images take seconds. */
-    private static final Duration FALLOCATE_TIMEOUT = Duration.ofMinutes(2);
-
-    private final Commands commands;
+    private final Kernel kernel;
     private final FilesystemStats stats;
     private final POSIX posix = POSIXFactory.getNativePOSIX();
 
-    public SystemImageFiles(Commands commands, FilesystemStats stats) {
-        this.commands = commands;
+    public SystemImageFiles(Kernel kernel, FilesystemStats stats) {
+        this.kernel = kernel;
         this.stats = stats;
     }
 
@@ -36,12 +36,12 @@ public final class SystemImageFiles implements ImageFiles {
             file.getFD().sync();
         }
         if (allocation == Allocation.FULL) {
-            try {
-                commands.run(FALLOCATE_TIMEOUT, "fallocate", "--length", Long.toString(bytes), image.toString())
-                        .check("fallocate " + image);
-            } catch (CommandException e) {
+            try (FileDescriptor file = kernel.open(image.toString(), Kernel.O_WRONLY | Kernel.O_CLOEXEC)) {
+                kernel.fallocate(file, 0, bytes);
+                kernel.fsync(file);
+            } catch (SyscallException e) {
                 Files.deleteIfExists(image);
-                throw new IOException(e.getMessage(), e);
+                throw new IOException("cannot allocate " + image + " in full: " + e.getMessage(), e);
             }
         }
     }

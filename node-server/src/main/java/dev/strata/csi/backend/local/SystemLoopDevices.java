@@ -1,9 +1,9 @@
 package dev.strata.csi.backend.local;
 
+import dev.strata.csi.linux.FileDescriptor;
+import dev.strata.csi.linux.Kernel;
+import dev.strata.csi.linux.SyscallException;
 import dev.strata.csi.mount.DeviceNumber;
-import dev.strata.csi.system.CommandException;
-import dev.strata.csi.system.CommandResult;
-import dev.strata.csi.system.Commands;
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
@@ -16,14 +16,30 @@ import java.util.List;
 import java.util.Optional;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import jnr.constants.platform.Errno;
 
 /**
- * {@link LoopDevices} with losetup(8) to attach and detach, and sysfs to look: the kernel's own
- * account in {@code /sys/block/loopN}, rather than losetup's output, which is meant for people.
+ * {@link LoopDevices} with the loop driver's ioctls, as losetup(8) makes them but without a process
+ * per call, and sysfs to look: the kernel's own account in {@code /sys/block/loopN}. Attaching asks
+ * {@code /dev/loop-control} for a free device and configures it in one LOOP_CONFIGURE (kernel 5.8
+ * and later), else with LOOP_SET_FD and LOOP_SET_STATUS64; detaching is LOOP_CLR_FD. No device
+ * gets the autoclear flag: a device stays attached until it is detached, whoever closes it.
  */
 public final class SystemLoopDevices implements LoopDevices {
 
-    private static final Duration TIMEOUT = Duration.ofMinutes(1);
+    // linux/loop.h
+    private static final long LOOP_SET_FD = 0x4C00;
+    private static final long LOOP_CLR_FD = 0x4C01;
+    private static final long LOOP_SET_STATUS64 = 0x4C04;
+    private static final long LOOP_SET_DIRECT_IO = 0x4C08;
+    private static final long LOOP_CONFIGURE = 0x4C0A;
+    private static final long LOOP_CTL_GET_FREE = 0x4C82;
+    private static final int LO_FLAGS_DIRECT_IO = 16;
+
+    /** Another process can take the free device between asking for it and configuring it; then ask again. */
+    private static final int ATTACH_ATTEMPTS = 8;
+    /** LOOP_SET_STATUS64 asks to be retried while the page cache of the device is being dropped. */
+    private static final int SET_STATUS_ATTEMPTS = 16;
     private static final Pattern LOOP = Pattern.compile("loop(\\d+)");
     /** What the kernel appends to a path whose file has been unlinked. */
     private static final String DELETED = " (deleted)";
@@ -34,19 +50,27 @@ public final class SystemLoopDevices implements LoopDevices {
     /** A device as sysfs shows it; {@code deleted} if its image has been unlinked since. */
     private record Attached(LoopDevice device, boolean deleted) {}
 
-    private final Commands commands;
+    /** How a device came out of an attempt to attach an image to it. */
+    private enum Outcome { ATTACHED, TAKEN, REFUSED }
+
+    private final Kernel kernel;
     private final Path sysBlock;
     private final Path dev;
+    private final boolean loopConfigure;
 
-    public SystemLoopDevices(Commands commands) {
-        this(commands, Path.of("/sys/block"), Path.of("/dev"));
+    public SystemLoopDevices(Kernel kernel) {
+        this(kernel, Path.of("/sys/block"), Path.of("/dev"), true);
     }
 
-    /** With {@code sysBlock} and {@code dev} elsewhere, for tests that lay out a sysfs of their own. */
-    SystemLoopDevices(Commands commands, Path sysBlock, Path dev) {
-        this.commands = commands;
+    /**
+     * With {@code sysBlock} and {@code dev} elsewhere, for tests that lay out a sysfs of their own;
+     * without {@code loopConfigure}, attaching takes the path of kernels older than 5.8.
+     */
+    SystemLoopDevices(Kernel kernel, Path sysBlock, Path dev, boolean loopConfigure) {
+        this.kernel = kernel;
         this.sysBlock = sysBlock;
         this.dev = dev;
+        this.loopConfigure = loopConfigure;
     }
 
     @Override
@@ -55,20 +79,15 @@ public final class SystemLoopDevices implements LoopDevices {
         if (!Files.isRegularFile(image)) {
             throw new DeviceException("cannot attach " + file + ": not a regular file");
         }
-        String device = attachTo(file);
-        if (device.isEmpty()) {
-            // In a container with its own /dev the next free device may have no node yet; make it
-            // and try once more. (Should another attach take that device first, losetup moves on.)
-            ensureNextDeviceNode();
-            device = attachTo(file);
+        for (int attempt = 0; attempt < ATTACH_ATTEMPTS; attempt++) {
+            String name = "loop" + freeNumber(file);
+            if (attachTo(name, file)) {
+                return describe(name).map(Attached::device).orElseThrow(() -> new DeviceException(
+                        "attached " + file + " to " + dev.resolve(name) + ", but sysfs shows it detached"));
+            }
         }
-        if (device.isEmpty()) {
-            check(run("losetup", "--find", "--show", file), "losetup --find --show " + file);
-            throw new DeviceException("losetup --find --show " + file + " named no device");
-        }
-        Path node = Path.of(device);
-        return describe(name(node)).map(Attached::device)
-                .orElseThrow(() -> new DeviceException("losetup attached " + file + " to " + node + ", but sysfs shows it detached"));
+        throw new DeviceException("cannot attach " + file + ": other processes took the free loop device "
+                + ATTACH_ATTEMPTS + " times in a row");
     }
 
     @Override
@@ -77,12 +96,16 @@ public final class SystemLoopDevices implements LoopDevices {
         if (describe(name).isEmpty()) {
             return;
         }
-        CommandResult result = run("losetup", "--detach", dev.resolve(name).toString());
-        if (!result.succeeded() && describe(name).isPresent()) {
-            check(result, "losetup --detach " + device);
+        try (FileDescriptor loop = kernel.open(deviceNode(name).toString(), Kernel.O_RDONLY | Kernel.O_CLOEXEC)) {
+            kernel.ioctl(loop, "LOOP_CLR_FD", LOOP_CLR_FD, 0);
+        } catch (SyscallException e) {
+            // ENXIO: nothing is attached any more; someone detached it since we looked.
+            if (!e.is(Errno.ENXIO) && describe(name).isPresent()) {
+                throw new DeviceException("detach " + device + ": " + e.getMessage(), e);
+            }
         }
-        // The kernel defers the detach of a device that is still open or mounted (autoclear);
-        // losetup reports success all the same.
+        // The kernel defers the detach of a device that is still open or mounted (it sets
+        // autoclear), and reports success all the same.
         long deadline = System.nanoTime() + DETACH_SETTLE.toNanos();
         while (describe(name).isPresent()) {
             if (System.nanoTime() > deadline) {
@@ -126,6 +149,15 @@ public final class SystemLoopDevices implements LoopDevices {
     }
 
     private List<Attached> attached() throws DeviceException {
+        List<Attached> attached = new ArrayList<>();
+        for (String name : loopNames()) {
+            describe(name).ifPresent(attached::add);
+        }
+        return attached;
+    }
+
+    /** The loop devices the kernel has, attached or not, by number. */
+    private List<String> loopNames() throws DeviceException {
         List<String> names = new ArrayList<>();
         try (DirectoryStream<Path> entries = Files.newDirectoryStream(sysBlock, "loop*")) {
             for (Path entry : entries) {
@@ -138,11 +170,7 @@ public final class SystemLoopDevices implements LoopDevices {
             throw new DeviceException("cannot list " + sysBlock + ": " + e.getMessage(), e);
         }
         names.sort(Comparator.comparingInt(SystemLoopDevices::number));
-        List<Attached> attached = new ArrayList<>();
-        for (String name : names) {
-            describe(name).ifPresent(attached::add);
-        }
-        return attached;
+        return names;
     }
 
     /** The device {@code loopN} as sysfs shows it, or empty if it is not attached. */
@@ -170,52 +198,161 @@ public final class SystemLoopDevices implements LoopDevices {
         }
     }
 
-    /** The device {@code file} was attached to, or empty when losetup attached nothing. */
-    private String attachTo(String file) throws DeviceException {
-        String device = run("losetup", "--find", "--show", "--direct-io=on", file).stdout().strip();
-        // Direct I/O needs the image's filesystem to support it (ramfs, older tmpfs do not). Newer
-        // losetup then attaches nothing; older ones attach without it, print the device and fail.
-        if (device.isEmpty()) {
-            device = run("losetup", "--find", "--show", file).stdout().strip();
+    /**
+     * The number of a free loop device, which {@code /dev/loop-control} adds if none is left. In a
+     * container whose /dev lacks loop-control, the lowest device sysfs shows unattached.
+     */
+    private int freeNumber(String file) throws DeviceException {
+        try (FileDescriptor control = kernel.open(dev.resolve("loop-control").toString(), Kernel.O_RDWR | Kernel.O_CLOEXEC)) {
+            return kernel.ioctl(control, "LOOP_CTL_GET_FREE", LOOP_CTL_GET_FREE, 0);
+        } catch (SyscallException e) {
+            if (!e.is(Errno.ENOENT)) {
+                throw new DeviceException("cannot attach " + file + ": no free loop device: " + e.getMessage(), e);
+            }
         }
-        return device;
+        for (String name : loopNames()) {
+            if (describe(name).isEmpty()) {
+                return number(name);
+            }
+        }
+        throw new DeviceException("cannot attach " + file + ": every loop device is in use, and there is no "
+                + dev.resolve("loop-control") + " to add one");
+    }
+
+    /** Attaches {@code file} to {@code name}; false when another process attached something to it first. */
+    private boolean attachTo(String name, String file) throws DeviceException {
+        Path node = deviceNode(name);
+        String what = "attach " + file + " to " + node;
+        try (FileDescriptor loop = kernel.open(node.toString(), Kernel.O_RDWR | Kernel.O_CLOEXEC)) {
+            // Direct I/O first (no double caching in the page cache), buffered where the image's
+            // filesystem cannot open files for direct I/O or the kernel refuses it for the device.
+            for (boolean directIo : Kernel.O_DIRECT != 0 ? List.of(true, false) : List.of(false)) {
+                FileDescriptor backing;
+                try {
+                    backing = openBacking(file, directIo);
+                } catch (SyscallException e) {
+                    if (directIo && e.is(Errno.EINVAL)) {
+                        continue;
+                    }
+                    throw new DeviceException(what + ": " + e.getMessage(), e);
+                }
+                try (backing) {
+                    Outcome outcome = loopConfigure ? configure(loop, backing, file, directIo) : Outcome.REFUSED;
+                    if (outcome == Outcome.REFUSED && !directIo) {
+                        outcome = setFd(loop, backing, file); // a kernel before 5.8, which has no LOOP_CONFIGURE
+                    }
+                    if (outcome != Outcome.REFUSED) {
+                        return outcome == Outcome.ATTACHED;
+                    }
+                }
+            }
+            throw new DeviceException(what + ": the kernel refused the image");
+        } catch (SyscallException e) {
+            throw new DeviceException(what + ": " + e.getMessage(), e);
+        }
     }
 
     /**
-     * losetup opens {@code /dev/loopN}, which devtmpfs creates when the kernel adds the device. A
-     * container with a /dev of its own may lack it; then, and only then, the node is made here.
-     * {@code losetup --find} names the next free device and has the kernel add it if need be.
+     * The image, opened for reading and writing, or read-only where it cannot be written (the
+     * device is then read-only too), as losetup opens it.
      */
-    private void ensureNextDeviceNode() throws DeviceException {
-        String next = check(run("losetup", "--find"), "losetup --find").stdout().strip();
-        String name = name(Path.of(next));
+    private FileDescriptor openBacking(String file, boolean directIo) throws SyscallException {
+        int flags = Kernel.O_CLOEXEC | (directIo ? Kernel.O_DIRECT : 0);
+        try {
+            return kernel.open(file, Kernel.O_RDWR | flags);
+        } catch (SyscallException e) {
+            if (e.is(Errno.EROFS) || e.is(Errno.EACCES)) {
+                return kernel.open(file, Kernel.O_RDONLY | flags);
+            }
+            throw e;
+        }
+    }
+
+    /** LOOP_CONFIGURE: the device gets the file, its name and direct I/O in one step. */
+    private Outcome configure(FileDescriptor loop, FileDescriptor backing, String file, boolean directIo) throws SyscallException {
+        LoopConfig config = kernel.allocate(new LoopConfig(kernel.runtime()));
+        config.fd.set(backing.number());
+        config.info.flags.set(directIo ? LO_FLAGS_DIRECT_IO : 0);
+        config.info.fileName(file);
+        try {
+            kernel.ioctl(loop, "LOOP_CONFIGURE", LOOP_CONFIGURE, config);
+            return Outcome.ATTACHED;
+        } catch (SyscallException e) {
+            if (e.is(Errno.EBUSY)) {
+                return Outcome.TAKEN;
+            }
+            // Refused direct I/O for this file, or (EINVAL before 5.8, ENOTTY) no such ioctl.
+            if (e.is(Errno.EINVAL) || e.is(Errno.ENOTTY)) {
+                return Outcome.REFUSED;
+            }
+            throw e;
+        }
+    }
+
+    /**
+     * LOOP_SET_FD, then LOOP_SET_STATUS64 for the name and LOOP_SET_DIRECT_IO, which may be refused
+     * (the device then stays buffered, as losetup leaves it). A device whose status cannot be set
+     * is detached again.
+     */
+    private Outcome setFd(FileDescriptor loop, FileDescriptor backing, String file) throws SyscallException {
+        try {
+            kernel.ioctl(loop, "LOOP_SET_FD", LOOP_SET_FD, backing.number());
+        } catch (SyscallException e) {
+            if (e.is(Errno.EBUSY)) {
+                return Outcome.TAKEN;
+            }
+            throw e;
+        }
+        try {
+            LoopConfig.LoopInfo64 info = kernel.allocate(new LoopConfig.LoopInfo64(kernel.runtime()));
+            info.fileName(file);
+            for (int attempt = 1; ; attempt++) {
+                try {
+                    kernel.ioctl(loop, "LOOP_SET_STATUS64", LOOP_SET_STATUS64, info);
+                    break;
+                } catch (SyscallException e) {
+                    if (!e.is(Errno.EAGAIN) || attempt == SET_STATUS_ATTEMPTS) {
+                        throw e;
+                    }
+                }
+            }
+        } catch (SyscallException e) {
+            try {
+                kernel.ioctl(loop, "LOOP_CLR_FD", LOOP_CLR_FD, 0);
+            } catch (SyscallException undo) {
+                e.addSuppressed(undo);
+            }
+            throw e;
+        }
+        if (Kernel.O_DIRECT != 0) {
+            try {
+                kernel.ioctl(loop, "LOOP_SET_DIRECT_IO", LOOP_SET_DIRECT_IO, 1);
+            } catch (SyscallException e) {
+                // the image's filesystem or its alignment does not allow it: buffered I/O
+            }
+        }
+        return Outcome.ATTACHED;
+    }
+
+    /**
+     * {@code /dev/loopN}, which devtmpfs creates when the kernel adds the device. A container with
+     * a /dev of its own may lack it; then, and only then, the node is made here.
+     */
+    private Path deviceNode(String name) throws DeviceException {
         Path node = dev.resolve(name);
         if (Files.exists(node)) {
-            return;
+            return node;
         }
         DeviceNumber number = read(sysBlock.resolve(name).resolve("dev")).map(DeviceNumber::parse)
-                .orElseThrow(() -> new DeviceException("losetup --find named " + next + ", which sysfs does not know"));
-        CommandResult made = run("mknod", "-m", "0600", node.toString(), "b",
-                Integer.toString(number.major()), Integer.toString(number.minor()));
-        if (!Files.exists(node)) { // someone else may have made it first
-            check(made, "mknod " + node);
-        }
-    }
-
-    private CommandResult run(String... argv) throws DeviceException {
+                .orElseThrow(() -> new DeviceException("no loop device " + name + " in " + sysBlock));
         try {
-            return commands.run(TIMEOUT, argv);
-        } catch (CommandException e) {
-            throw new DeviceException(e.getMessage(), e);
+            kernel.mknodBlock(node.toString(), 0600, number);
+        } catch (SyscallException e) {
+            if (!e.is(Errno.EEXIST)) { // someone else made it first
+                throw new DeviceException("cannot make the device node " + node + ": " + e.getMessage(), e);
+            }
         }
-    }
-
-    private static CommandResult check(CommandResult result, String what) throws DeviceException {
-        try {
-            return result.check(what);
-        } catch (CommandException e) {
-            throw new DeviceException(e.getMessage(), e);
-        }
+        return node;
     }
 
     private static Optional<String> read(Path file) throws DeviceException {

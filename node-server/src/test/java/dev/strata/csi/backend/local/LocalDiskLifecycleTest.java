@@ -5,8 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.mount.Df;
 import dev.strata.csi.mount.FilesystemUsage;
+import dev.strata.csi.mount.MountHelpers;
 import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.mount.SystemFilesystemStats;
@@ -34,9 +36,9 @@ class LocalDiskLifecycleTest {
     @TempDir
     Path dir;
 
-    private final LoopDevices loops = new SystemLoopDevices(new Command());
+    private final LoopDevices loops = new SystemLoopDevices(new Kernel());
     private final Filesystems filesystems = new SystemFilesystems(new Command());
-    private final Mounter mounter = new SystemMounter(new Command());
+    private final Mounter mounter = new SystemMounter(new Kernel(), new Command(), MountHelpers.none());
 
     @BeforeEach
     void root() {

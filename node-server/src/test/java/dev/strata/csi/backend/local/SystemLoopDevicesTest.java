@@ -5,7 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.mount.DeviceNumber;
+import dev.strata.csi.mount.MountHelpers;
 import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.mount.SystemMounter;
 import dev.strata.csi.system.Command;
@@ -26,8 +28,11 @@ class SystemLoopDevicesTest {
     @TempDir
     Path dir;
 
-    private final LoopDevices loops = new SystemLoopDevices(new Command());
-    private final Mounter mounter = new SystemMounter(new Command());
+    private final Kernel kernel = new Kernel();
+    private final LoopDevices loops = new SystemLoopDevices(kernel);
+    /** As on a kernel before 5.8: LOOP_SET_FD and LOOP_SET_STATUS64 instead of LOOP_CONFIGURE. */
+    private final LoopDevices legacyLoops = new SystemLoopDevices(kernel, Path.of("/sys/block"), Path.of("/dev"), false);
+    private final Mounter mounter = new SystemMounter(kernel, new Command(), MountHelpers.none());
 
     @BeforeEach
     void root() {
@@ -58,15 +63,87 @@ class SystemLoopDevicesTest {
     }
 
     @Test
-    void fallsBackToBufferedIoOnAFilesystemWithoutDirectIo() throws Exception {
-        // ramfs cannot do O_DIRECT, so the kernel refuses a direct-I/O loop device on it.
-        Path ramfs = Files.createDirectory(dir.resolve("ramfs"));
-        mounter.mount("strata-test", ramfs, "ramfs", List.of());
-        Path image = Files.createFile(ramfs.resolve("a.img"));
-        Files.write(image, new byte[1024 * 1024]);
+    void attachesWithDirectIoAndNoAutoclearAsLosetupShows() throws Exception {
+        Path image = Images.sparse(dir.resolve("a.img"));
+        LoopDevice device = loops.attach(image);
+
+        assertTrue(device.directIo());
+        assertEquals(List.of(device.device() + " " + image.toRealPath() + " 1 0 0 0 0"),
+                losetup(device.device(), "NAME,BACK-FILE,DIO,AUTOCLEAR,RO,OFFSET,SIZELIMIT"), "offset and size limit 0: the whole file");
+        assertEquals(Images.SIZE, loops.sizeBytes(device.device()));
+        assertEquals(List.of(device.device().toString()), SystemState.loopDevicesOf(image));
+        loops.detach(device.device());
+        assertEquals(List.of(), SystemState.loopDevicesOf(image));
+    }
+
+    @Test
+    void theLegacyIoctlsOfOlderKernelsAttachAlike() throws Exception {
+        Path image = Images.sparse(dir.resolve("a.img"));
+        LoopDevice device = legacyLoops.attach(image);
+
+        assertTrue(device.directIo(), "LOOP_SET_DIRECT_IO after LOOP_SET_FD");
+        assertEquals(List.of(device.device() + " " + image.toRealPath() + " 1 0 0"),
+                losetup(device.device(), "NAME,BACK-FILE,DIO,AUTOCLEAR,RO"));
+        legacyLoops.detach(device.device());
+        assertEquals(List.of(), SystemState.loopDevicesOf(image));
+    }
+
+    @Test
+    void theLegacyIoctlsFallBackToBufferedIoToo() throws Exception {
+        Path image = ramfsImage();
+        LoopDevice device = legacyLoops.attach(image);
+        assertFalse(device.directIo());
+        assertEquals(List.of("0"), losetup(device.device(), "DIO"));
+    }
+
+    @Test
+    void anImageOnAReadOnlyMountIsAttachedReadOnlyAsLosetupDoes() throws Exception {
+        Path tmpfs = Files.createDirectory(dir.resolve("tmpfs"));
+        mounter.mount("strata-test", tmpfs, "tmpfs", List.of("size=4m"));
+        Path image = Files.write(tmpfs.resolve("a.img"), new byte[1024 * 1024]);
+        SystemState.run("mount", "-o", "remount,ro", tmpfs.toString());
 
         LoopDevice device = loops.attach(image);
+        assertEquals(List.of("1"), losetup(device.device(), "RO"));
+    }
+
+    @Test
+    void withoutLoopControlOrDeviceNodesAsInAContainerTheNodeIsMade() throws Exception {
+        // A /dev of the container's own: no loop-control, no loop nodes. The device is the lowest
+        // free one sysfs shows; its node is made with the number sysfs gives.
+        Path containerDev = Files.createDirectory(dir.resolve("dev"));
+        SystemState.run("losetup", "--find"); // has the kernel add a free device if there is none
+        LoopDevices contained = new SystemLoopDevices(kernel, Path.of("/sys/block"), containerDev, true);
+        Path image = Images.sparse(dir.resolve("a.img"));
+
+        LoopDevice device = contained.attach(image);
+        assertEquals(containerDev, device.device().getParent());
+        assertEquals("block special file " + device.number().major() + ":" + device.number().minor() + " 600",
+                SystemState.run("stat", "--format=%F %Hr:%Lr %a", device.device().toString()).strip());
+        Path hostNode = Path.of("/dev").resolve(device.device().getFileName());
+        assertEquals(List.of(hostNode.toString()), SystemState.loopDevicesOf(image));
+
+        contained.detach(device.device());
+        assertEquals(List.of(), SystemState.loopDevicesOf(image));
+    }
+
+    @Test
+    void aFailedAttachSaysWhichCallFailedAndWhy() throws Exception {
+        Path image = Images.sparse(dir.resolve("a.img"));
+        Path noDevices = Files.createDirectory(dir.resolve("empty"));
+        // sysfs with no loop devices at all, and no loop-control: nothing to attach to.
+        LoopDevices none = new SystemLoopDevices(kernel, noDevices, noDevices, true);
+        DeviceException e = assertThrows(DeviceException.class, () -> none.attach(image));
+        assertEquals("cannot attach " + image + ": every loop device is in use, and there is no "
+                + noDevices.resolve("loop-control") + " to add one", e.getMessage());
+    }
+
+    @Test
+    void fallsBackToBufferedIoOnAFilesystemWithoutDirectIo() throws Exception {
+        Path image = ramfsImage();
+        LoopDevice device = loops.attach(image);
         assertFalse(device.directIo());
+        assertEquals(List.of("0"), losetup(device.device(), "DIO"));
         assertEquals(Optional.of(device), loops.find(image));
         assertEquals(1024 * 1024, loops.sizeBytes(device.device()));
     }
@@ -98,13 +175,26 @@ class SystemLoopDevicesTest {
         assertTrue(e.getMessage().contains("still in use"), e.getMessage());
         assertEquals(Optional.of(device), loops.find(image));
 
-        // losetup --detach left the kernel's autoclear flag: the last close detaches it.
+        // LOOP_CLR_FD left the kernel's autoclear flag: the last close detaches it.
         mounter.unmount(mnt);
         long deadline = System.nanoTime() + 5_000_000_000L;
         while (loops.find(image).isPresent() && System.nanoTime() < deadline) {
             Thread.sleep(20);
         }
         assertEquals(Optional.empty(), loops.find(image));
+    }
+
+    /** ramfs cannot open files for direct I/O, so a loop device on it must do without. */
+    private Path ramfsImage() throws Exception {
+        Path ramfs = Files.createDirectory(dir.resolve("ramfs"));
+        mounter.mount("strata-test", ramfs, "ramfs", List.of());
+        return Files.write(ramfs.resolve("a.img"), new byte[1024 * 1024]);
+    }
+
+    /** losetup's view of one device, the given columns, one line per device. */
+    private static List<String> losetup(Path device, String columns) throws Exception {
+        return SystemState.run("losetup", "--list", "--noheadings", "--raw", "--output", columns, device.toString())
+                .lines().map(String::strip).toList();
     }
 
     /** The major:minor a device node stands for, decoded as Linux packs it into a dev_t. */

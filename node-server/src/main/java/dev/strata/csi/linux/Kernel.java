@@ -1,0 +1,138 @@
+package dev.strata.csi.linux;
+
+import dev.strata.csi.mount.DeviceNumber;
+import java.util.function.IntSupplier;
+import jnr.constants.platform.OpenFlags;
+import jnr.ffi.LibraryLoader;
+import jnr.ffi.Memory;
+import jnr.ffi.NativeLong;
+import jnr.ffi.Platform;
+import jnr.ffi.Pointer;
+import jnr.ffi.Runtime;
+import jnr.ffi.Struct;
+
+/**
+ * The system calls of the node's system layer, each failing with a {@link SyscallException} that
+ * names the call and the errno. Every call runs through {@link NativeCalls}.
+ */
+public final class Kernel {
+
+    public static final int O_RDONLY = OpenFlags.O_RDONLY.intValue();
+    public static final int O_WRONLY = OpenFlags.O_WRONLY.intValue();
+    public static final int O_RDWR = OpenFlags.O_RDWR.intValue();
+    public static final int O_CLOEXEC = OpenFlags.O_CLOEXEC.intValue();
+    /**
+     * O_DIRECT, which jnr-constants lacks; its value differs between architectures
+     * (asm-generic/fcntl.h and the arch overrides). 0 where unknown: then nothing asks for direct I/O.
+     */
+    public static final int O_DIRECT = switch (System.getProperty("os.arch")) {
+        case "amd64", "x86_64", "x86", "i386", "i686", "riscv64", "s390x" -> 040000;
+        case "aarch64", "arm" -> 0200000;
+        case "ppc64le", "ppc64" -> 0400000;
+        default -> 0;
+    };
+    /** S_IFBLK from sys/stat.h: the node mknod makes is a block device. */
+    private static final int S_IFBLK = 060000;
+
+    private final LibC libc;
+    private final Runtime runtime;
+    private final NativeCalls calls;
+
+    /** With platform threads of its own for its calls. */
+    public Kernel() {
+        this(new NativeCalls());
+    }
+
+    public Kernel(NativeCalls calls) {
+        this.calls = calls;
+        libc = LibraryLoader.create(LibC.class).load(Platform.getNativePlatform().getStandardCLibraryName());
+        runtime = Runtime.getRuntime(libc);
+    }
+
+    /** mount(2); {@code source}, {@code type} and {@code data} may be null where mount(2) allows NULL. */
+    public void mount(String source, String target, String type, long flags, String data) throws SyscallException {
+        call("mount", () -> libc.mount(source, target, type, NativeLong.valueOf(flags), data));
+    }
+
+    /** umount2(2) without flags: no lazy or forced unmount, ever. */
+    public void umount(String target) throws SyscallException {
+        call("umount", () -> libc.umount2(target, 0));
+    }
+
+    public FileDescriptor open(String path, int flags) throws SyscallException {
+        return open(path, flags, 0);
+    }
+
+    public FileDescriptor open(String path, int flags, int mode) throws SyscallException {
+        return new FileDescriptor(this, call("open " + path, () -> libc.open(path, flags, mode)), path);
+    }
+
+    /** ioctl(2) with an integer argument; {@code name} is the request's name, for messages. */
+    public int ioctl(FileDescriptor fd, String name, long request, long argument) throws SyscallException {
+        return call("ioctl(" + name + ") on " + fd.path(),
+                () -> libc.ioctl(fd.number(), NativeLong.valueOf(request), NativeLong.valueOf(argument)));
+    }
+
+    /** ioctl(2) with a structure, in and out; the structure must live in memory from {@link #allocate}. */
+    public int ioctl(FileDescriptor fd, String name, long request, Struct argument) throws SyscallException {
+        Pointer memory = Struct.getMemory(argument);
+        return call("ioctl(" + name + ") on " + fd.path(),
+                () -> libc.ioctl(fd.number(), NativeLong.valueOf(request), memory));
+    }
+
+    /** Gives {@code struct} zeroed native memory of its own, as ioctl arguments need. */
+    public <T extends Struct> T allocate(T struct) {
+        struct.useMemory(Memory.allocateDirect(runtime, Struct.size(struct), true));
+        return struct;
+    }
+
+    public Runtime runtime() {
+        return runtime;
+    }
+
+    /** fallocate(2) in its default mode: the range is allocated and reads as zeros. */
+    public void fallocate(FileDescriptor fd, long offset, long length) throws SyscallException {
+        call("fallocate " + fd.path(), () -> libc.fallocate(fd.number(), 0, offset, length));
+    }
+
+    public void fsync(FileDescriptor fd) throws SyscallException {
+        call("fsync " + fd.path(), () -> libc.fsync(fd.number()));
+    }
+
+    /** Makes a block device node, mode {@code permissions}, for the device {@code number}. */
+    public void mknodBlock(String path, int permissions, DeviceNumber number) throws SyscallException {
+        call("mknod " + path, () -> libc.mknod(path, S_IFBLK | permissions, makedev(number)));
+    }
+
+    void close(int fd) {
+        try {
+            call("close", () -> libc.close(fd));
+        } catch (SyscallException ignored) {
+            // see FileDescriptor.close
+        }
+    }
+
+    /** dev_t as glibc's makedev(3) packs it: 12 bits of major and 20 of minor, split. */
+    static long makedev(DeviceNumber number) {
+        long major = number.major() & 0xffffffffL;
+        long minor = number.minor() & 0xffffffffL;
+        return ((major & 0xfffff000L) << 32) | ((major & 0xfffL) << 8) | ((minor & 0xffffff00L) << 12) | (minor & 0xffL);
+    }
+
+    private int call(String name, IntSupplier syscall) throws SyscallException {
+        int[] outcome;
+        try {
+            outcome = calls.run(name, () -> {
+                int result = syscall.getAsInt();
+                // errno is per thread: read on the thread that made the call, right after it.
+                return new int[] {result, result == -1 ? runtime.getLastError() : 0};
+            });
+        } catch (NativeCalls.Unfinished e) {
+            throw new SyscallException(name, e.getMessage());
+        }
+        if (outcome[0] == -1) {
+            throw new SyscallException(name, outcome[1]);
+        }
+        return outcome[0];
+    }
+}

@@ -1,0 +1,46 @@
+package dev.strata.csi.linux;
+
+import jnr.ffi.NativeLong;
+import jnr.ffi.Pointer;
+import jnr.ffi.annotations.SaveError;
+import jnr.ffi.types.dev_t;
+import jnr.ffi.types.mode_t;
+import jnr.ffi.types.off_t;
+
+/**
+ * The system calls the node makes itself instead of running mount(8), umount(8), losetup(8) and
+ * fallocate(1): each of those costs a process start, several milliseconds, for one call. Public
+ * because jnr-ffi implements it from outside this package; use it through {@link Kernel}.
+ */
+public interface LibC {
+
+    @SaveError
+    int mount(String source, String target, String filesystemType, NativeLong flags, String data);
+
+    @SaveError
+    int umount2(String target, int flags);
+
+    /** open(2) is variadic; the mode is always passed, as the C library's wrapper reads it only with O_CREAT. */
+    @SaveError
+    int open(String path, int flags, @mode_t int mode);
+
+    @SaveError
+    int close(int fd);
+
+    /** ioctl(2) with an integer argument (or none: the kernel ignores it). */
+    @SaveError
+    int ioctl(int fd, NativeLong request, NativeLong argument);
+
+    /** ioctl(2) with a pointer to a structure. */
+    @SaveError
+    int ioctl(int fd, NativeLong request, Pointer argument);
+
+    @SaveError
+    int fallocate(int fd, int mode, @off_t long offset, @off_t long length);
+
+    @SaveError
+    int fsync(int fd);
+
+    @SaveError
+    int mknod(String path, @mode_t int mode, @dev_t long device);
+}
