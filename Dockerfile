@@ -1,12 +1,25 @@
-# One image with both programs: controller-server and node-server.
-# Build the jars first (hack/demo.sh or `mvn package`), then:
-#   docker build --build-arg BASE_IMAGE=<a Debian-based image with a Java 21+ runtime> -t strata-csi .
+# One image with both programs, controller-server and node-server, and the tools node-server runs.
+# Build the jars first, then the image (hack/image.sh does both):
+#   mvn package -DskipTests
+#   docker build --build-arg BASE_IMAGE=<a Debian- or Ubuntu-based image with a Java 21+ runtime> -t strata-csi:0.1.0 .
+# The default base is a public slim JRE image; CI builds its own base (hack/base-image.sh), as no
+# registry is reachable there.
 ARG BASE_IMAGE=eclipse-temurin:21-jre
 FROM ${BASE_IMAGE}
 
-COPY controller-server/target/lib/ /opt/strata/lib/
-COPY controller-server/target/controller-server.jar node-server/target/node-server.jar /opt/strata/
-COPY deploy/jvm.options /opt/strata/jvm.options
+# Loop devices, mount and findmnt (util-linux, mount), mkfs for each filesystem the driver makes,
+# and mount.nfs for the nfs backend. Rarely changes, so it comes before the jars.
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      util-linux mount e2fsprogs xfsprogs btrfs-progs nfs-common \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
 
+# Both jars name their dependencies in lib/ (their manifests' Class-Path); the two lists are the same.
+COPY node-server/target/lib/ /opt/strata/lib/
+COPY deploy/jvm.options /opt/strata/jvm.options
+COPY controller-server/target/controller-server.jar /opt/strata/controller-server.jar
+COPY node-server/target/node-server.jar /opt/strata/node-server.jar
+
+# The manifests pass the jar as the first argument: java @jvm.options -jar /opt/strata/<server>.jar flags...
 ENTRYPOINT ["java", "@/opt/strata/jvm.options", "-jar"]
 CMD ["/opt/strata/controller-server.jar", "--help"]

@@ -48,6 +48,8 @@ final class ConformanceTarget implements AutoCloseable {
 
     static final String CONTROLLER_PROPERTY = "conformance.controller";
     static final String NODE_PROPERTY = "conformance.node";
+    /** true: run controller-server and node-server in containers of the project's image ({@link DriverContainers}). */
+    static final String CONTAINERS_PROPERTY = "conformance.containers";
 
     /** Endpoints are other drivers too: a slow CreateVolume must not hang the suite forever. */
     private static final long CALL_TIMEOUT_SECONDS = 60;
@@ -71,6 +73,7 @@ final class ConformanceTarget implements AutoCloseable {
     enum Endpoint { CONTROLLER, NODE }
 
     private final Cluster cluster; // null for external endpoints
+    private final AutoCloseable containers; // null unless the servers run in containers
     private final Channel controllerChannel;
     private final Channel nodeChannel;
     private final List<ManagedChannel> ownChannels; // the cluster closes its own
@@ -83,7 +86,13 @@ final class ConformanceTarget implements AutoCloseable {
 
     private ConformanceTarget(Cluster cluster, Channel controllerChannel, Channel nodeChannel, List<ManagedChannel> ownChannels,
             Path stagingRoot, Path mountRoot, List<Path> checkedForLeftovers) {
+        this(cluster, null, controllerChannel, nodeChannel, ownChannels, stagingRoot, mountRoot, checkedForLeftovers);
+    }
+
+    private ConformanceTarget(Cluster cluster, AutoCloseable containers, Channel controllerChannel, Channel nodeChannel,
+            List<ManagedChannel> ownChannels, Path stagingRoot, Path mountRoot, List<Path> checkedForLeftovers) {
         this.cluster = cluster;
+        this.containers = containers;
         this.controllerChannel = controllerChannel;
         this.nodeChannel = nodeChannel;
         this.ownChannels = ownChannels;
@@ -99,7 +108,8 @@ final class ConformanceTarget implements AutoCloseable {
     }
 
     static ConformanceTarget open(Path dir) throws Exception {
-        ConformanceTarget target = external() ? openExternal(dir) : openLocal(dir);
+        ConformanceTarget target = Boolean.getBoolean(CONTAINERS_PROPERTY) ? openContainers(dir)
+                : external() ? openExternal(dir) : openLocal(dir);
         try {
             target.discover();
             return target;
@@ -135,6 +145,23 @@ final class ConformanceTarget implements AutoCloseable {
         ManagedChannel nodeChannel = channel(node);
         return new ConformanceTarget(null, controllerChannel, nodeChannel, List.of(controllerChannel, nodeChannel),
                 staging, mount, List.of(staging, mount));
+    }
+
+    /** Our image's servers in containers; staging and pod directories in the directory they share with this host. */
+    private static ConformanceTarget openContainers(Path dir) throws Exception {
+        DriverContainers driver = DriverContainers.start(dir);
+        try {
+            String run = "conformance-" + randomHex();
+            Path staging = Files.createDirectories(driver.shared().resolve("staging").resolve(run));
+            Path mount = Files.createDirectories(driver.shared().resolve("mnt").resolve(run));
+            ManagedChannel controllerChannel = Sockets.channel(driver.controllerSocket());
+            ManagedChannel nodeChannel = Sockets.channel(driver.nodeSocket());
+            return new ConformanceTarget(null, driver, controllerChannel, nodeChannel, List.of(controllerChannel, nodeChannel),
+                    staging, mount, List.of(staging, mount));
+        } catch (Exception | AssertionError e) {
+            driver.close();
+            throw e;
+        }
     }
 
     /** unix:///path or an absolute path is a unix socket; anything else a gRPC target such as dns:///host:port. */
@@ -251,8 +278,9 @@ final class ConformanceTarget implements AutoCloseable {
         return Files.createDirectory(mountRoot.resolve("unrelated-" + randomHex()));
     }
 
-    boolean local() {
-        return cluster != null;
+    /** Whether the driver's mounts show in this process's mount table: a local cluster, or containers sharing their mounts. */
+    boolean seesDriverMounts() {
+        return cluster != null || containers != null;
     }
 
     /**
@@ -276,6 +304,8 @@ final class ConformanceTarget implements AutoCloseable {
         ownChannels.forEach(ManagedChannel::shutdownNow);
         if (cluster != null) {
             cluster.close();
+        } else if (containers != null) {
+            containers.close(); // removes the whole shared directory's mounts
         } else {
             // The CO's part: the directories it made for staging and pods, once they are empty.
             for (Path dir : checkedForLeftovers) {

@@ -746,7 +746,7 @@ class ConformanceTest {
             for (int i = 2; i <= REPEATS; i++) {
                 assertCode(OK, "NodePublishVolume #" + i, () -> target.node().nodePublishVolume(publish));
             }
-            if (target.local()) {
+            if (target.seesDriverMounts()) {
                 // Same mount namespace as the local driver: one mount, not one per call.
                 assertEquals(List.of(targetPath), SystemState.mountsUnder(targetPath), "mounts at the target_path");
             }
@@ -761,7 +761,7 @@ class ConformanceTest {
             Path stagingPath = stage(volume, type, publishContext);
             Path targetPath = publish(volume, type, stagingPath, publishContext);
             assertTrue(Files.exists(targetPath, LinkOption.NOFOLLOW_LINKS), "no target_path after NodePublishVolume");
-            if (target.local()) {
+            if (target.seesDriverMounts()) {
                 assertTrue(SystemState.mountAt(targetPath).isPresent(), "nothing mounted at the target_path");
             }
 
@@ -769,7 +769,7 @@ class ConformanceTest {
             assertFalse(Files.exists(targetPath, LinkOption.NOFOLLOW_LINKS), "target_path left after NodeUnpublishVolume");
             if (stagingPath != null) {
                 cleanup.undo(Requests.nodeUnstageVolume(volume, stagingPath));
-                if (target.local()) {
+                if (target.seesDriverMounts()) {
                     assertTrue(SystemState.mountAt(stagingPath).isEmpty(), "still mounted at the staging_target_path");
                 }
             }

@@ -1,0 +1,555 @@
+package dev.strata.csi.deploy;
+
+import dev.strata.csi.deploy.PodTemplate.VolumePath;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * The rules that hold the manifests together. Each check returns the problems it finds, as
+ * sentences naming the object, so that a test can show them all and another can make sure a
+ * broken copy of the manifests is caught.
+ */
+final class ManifestChecks {
+
+    static final String NAMESPACE = "strata-system";
+    static final String KUBELET_DIR = "/var/lib/kubelet";
+    private static final Set<String> NAMESPACED_KINDS = Set.of("ServiceAccount", "Role", "RoleBinding", "Service",
+            "Deployment", "DaemonSet", "Secret", "ConfigMap");
+    private static final Pattern VARIABLE = Pattern.compile("\\$\\(([A-Za-z0-9_]+)\\)");
+
+    private final Manifests manifests;
+
+    ManifestChecks(Manifests manifests) {
+        this.manifests = manifests;
+    }
+
+    /** The name of the one CSIDriver object. */
+    String driverName() {
+        List<KubeObject> drivers = manifests.ofKind("CSIDriver");
+        if (drivers.size() != 1) {
+            throw new AssertionError("expected one CSIDriver, found " + drivers.size());
+        }
+        return drivers.getFirst().name();
+    }
+
+    /** Every document is a Kubernetes object, and the kustomization installs every file of deploy/ and nothing missing. */
+    List<String> structure() throws java.io.IOException {
+        List<String> problems = new ArrayList<>();
+        for (KubeObject object : manifests.all()) {
+            for (String field : List.of("apiVersion", "kind")) {
+                if (Tree.string(object.body(), field) == null) {
+                    problems.add(object.file().getFileName() + ": a document has no " + field);
+                }
+            }
+            if (object.name() == null) {
+                problems.add(object.file().getFileName() + ": a " + object.kind() + " has no metadata.name");
+            }
+        }
+        Set<String> resources = new LinkedHashSet<>(Tree.strings(manifests.kustomization(), "resources"));
+        if (resources.isEmpty()) {
+            problems.add(Manifests.KUSTOMIZATION + " lists no resources");
+        }
+        for (String resource : resources) {
+            if (!Files.isRegularFile(manifests.dir().resolve(resource))) {
+                problems.add(Manifests.KUSTOMIZATION + " names " + resource + ", which does not exist");
+            }
+        }
+        for (Path file : Manifests.yamlFiles(manifests.dir())) {
+            String relative = manifests.dir().relativize(file).toString();
+            if (!relative.contains("/") && !relative.equals(Manifests.KUSTOMIZATION) && !resources.contains(relative)) {
+                problems.add(relative + " is in deploy/ but not in " + Manifests.KUSTOMIZATION + "'s resources (examples go in examples/)");
+            }
+        }
+        return problems;
+    }
+
+    /** Namespaced objects that are installed live in one namespace, which the kustomization creates. */
+    List<String> namespaces() {
+        List<String> problems = new ArrayList<>();
+        boolean created = manifests.installed().stream()
+                .anyMatch(object -> "Namespace".equals(object.kind()) && NAMESPACE.equals(object.name()));
+        if (!created) {
+            problems.add("no Namespace " + NAMESPACE + " is installed");
+        }
+        for (KubeObject object : manifests.installed()) {
+            if (NAMESPACED_KINDS.contains(object.kind()) && !NAMESPACE.equals(object.namespace())) {
+                problems.add(object.describe() + " is in namespace " + object.namespace() + ", not " + NAMESPACE);
+            }
+            for (Map<String, Object> subject : Tree.maps(object.body(), "subjects")) {
+                if (!NAMESPACE.equals(Tree.string(subject, "namespace"))) {
+                    problems.add(object.describe() + " binds " + subject.get("name") + " in namespace " + subject.get("namespace"));
+                }
+            }
+        }
+        return problems;
+    }
+
+    /** The driver name of the CSIDriver object is the one every StorageClass, server and kubelet path uses. */
+    List<String> driverNameAgrees() {
+        List<String> problems = new ArrayList<>();
+        String driver = driverName();
+        for (KubeObject storageClass : manifests.ofKind("StorageClass")) {
+            String provisioner = Tree.string(storageClass.body(), "provisioner");
+            if (!driver.equals(provisioner)) {
+                problems.add(storageClass.describe() + " names provisioner " + provisioner + ", not " + driver);
+            }
+        }
+        for (PodTemplate pod : manifests.pods()) {
+            Container server = pod.driver();
+            // Stated, not left to the default, so that renaming the driver cannot miss a server.
+            Optional<String> name = server.flagValue("driver-name");
+            if (!name.equals(Optional.of(driver))) {
+                problems.add(pod.owner().describe() + ": " + server.name() + " runs with --driver-name " + name.orElse("(unset)")
+                        + ", not " + driver);
+            }
+            for (Container sidecar : pod.sidecars()) {
+                sidecar.flagValue("kubelet-registration-path").ifPresent(path -> {
+                    String expected = KUBELET_DIR + "/plugins/" + driver + "/";
+                    if (!path.startsWith(expected)) {
+                        problems.add(pod.owner().describe() + ": " + sidecar.name() + " registers " + path
+                                + ", which is not below " + expected);
+                    }
+                });
+            }
+        }
+        return problems;
+    }
+
+    /**
+     * Each sidecar's --csi-address is the very socket its pod's server listens on (the same volume
+     * and file), and the registrar tells kubelet that socket's path on the host.
+     */
+    List<String> socketsAgree() {
+        List<String> problems = new ArrayList<>();
+        for (PodTemplate pod : manifests.pods()) {
+            Container server = pod.driver();
+            String where = pod.owner().describe() + ": ";
+            String endpoint = server.flagValue("endpoint").orElse("");
+            if (!endpoint.startsWith("unix:///")) {
+                problems.add(where + server.name() + " --endpoint " + endpoint + " is not unix:///<path>");
+                continue;
+            }
+            Optional<VolumePath> socket = pod.resolve(server, endpoint.substring("unix://".length()));
+            if (socket.isEmpty()) {
+                problems.add(where + server.name() + "'s socket " + endpoint + " is on no volume, so no sidecar can reach it");
+                continue;
+            }
+            if (pod.sidecars().stream().noneMatch(sidecar -> sidecar.flag("csi-address").isPresent())) {
+                problems.add(where + "no sidecar talks to " + server.name());
+            }
+            for (Container sidecar : pod.sidecars()) {
+                Optional<String> address = sidecar.flagValue("csi-address");
+                if (address.isEmpty()) {
+                    continue;
+                }
+                String path = address.get().replaceFirst("^unix://", "");
+                Optional<VolumePath> seen = pod.resolve(sidecar, path);
+                if (!seen.equals(socket)) {
+                    problems.add(where + sidecar.name() + " dials " + address.get() + " (" + seen.map(Object::toString).orElse("on no volume")
+                            + ") but " + server.name() + " listens on " + endpoint + " (" + socket.get() + ")");
+                }
+                sidecar.flagValue("kubelet-registration-path").ifPresent(registered -> {
+                    Optional<String> onHost = pod.hostPath(socket.get());
+                    if (!onHost.equals(Optional.of(registered))) {
+                        problems.add(where + sidecar.name() + " registers " + registered + " with kubelet, but the socket is at "
+                                + onHost.orElse("no host path") + " on the host");
+                    }
+                });
+            }
+        }
+        return problems;
+    }
+
+    /**
+     * Every probe names a port its own container declares, and every declared port is one a
+     * container of the pod listens on (from its flags); the Service reaches the controller's
+     * registry and node-server dials that Service.
+     */
+    List<String> portsAgree() {
+        List<String> problems = new ArrayList<>();
+        for (PodTemplate pod : manifests.pods()) {
+            String where = pod.owner().describe() + ": ";
+            Set<Integer> listening = listeningPorts(pod);
+            for (Container container : pod.containers()) {
+                Map<String, Integer> ports = container.ports();
+                for (Container.ProbePort probe : container.probePorts()) {
+                    Integer number = probe.port() instanceof Integer port ? port : ports.get(String.valueOf(probe.port()));
+                    if (number == null || (probe.port() instanceof Integer && !ports.containsValue(number))) {
+                        problems.add(where + container.name() + "'s " + probe.probe() + " points at port " + probe.port()
+                                + ", which the container does not declare");
+                    } else if (!listening.contains(number)) {
+                        problems.add(where + container.name() + "'s " + probe.probe() + " points at port " + number
+                                + ", where no container of the pod listens");
+                    }
+                }
+                ports.forEach((name, number) -> {
+                    if (!listening.contains(number)) {
+                        problems.add(where + container.name() + " declares port " + name + " (" + number + "), where nothing listens");
+                    }
+                });
+            }
+        }
+        problems.addAll(serviceReachesController());
+        return problems;
+    }
+
+    /** Ports the pod's containers serve on, from the flags that set listening addresses. */
+    private static Set<Integer> listeningPorts(PodTemplate pod) {
+        Set<Integer> ports = new HashSet<>();
+        for (Container container : pod.containers()) {
+            for (String flag : List.of("http-endpoint", "agent-registry-address", "agent-address")) {
+                container.flagValue(flag).flatMap(Container::port).ifPresent(ports::add);
+            }
+        }
+        return ports;
+    }
+
+    private List<String> serviceReachesController() {
+        List<String> problems = new ArrayList<>();
+        for (PodTemplate pod : manifests.pods()) {
+            Optional<String> address = pod.driver().flagValue("controller-address");
+            if (address.isEmpty()) {
+                continue;
+            }
+            String value = address.get();
+            int colon = value.lastIndexOf(':');
+            String host = colon < 0 ? value : value.substring(0, colon);
+            Optional<Integer> port = Container.port(value);
+            String[] parts = host.split("\\.");
+            Optional<KubeObject> service = manifests.ofKind("Service").stream()
+                    .filter(candidate -> parts.length >= 2 && candidate.name().equals(parts[0]) && candidate.namespace().equals(parts[1]))
+                    .findFirst();
+            if (service.isEmpty()) {
+                problems.add(pod.owner().describe() + ": --controller-address " + value + " names no Service of the manifests");
+                continue;
+            }
+            Optional<Map<String, Object>> servicePort = Tree.maps(service.get().body(), "spec", "ports").stream()
+                    .filter(candidate -> port.isPresent() && port.get().equals(candidate.get("port"))).findFirst();
+            if (servicePort.isEmpty()) {
+                problems.add(service.get().describe() + " has no port " + port.orElse(null) + " for --controller-address " + value);
+                continue;
+            }
+            Map<String, Object> selector = Tree.map(service.get().body(), "spec", "selector");
+            List<PodTemplate> selected = manifests.pods().stream()
+                    .filter(candidate -> !selector.isEmpty() && candidate.labels().entrySet().containsAll(selector.entrySet())).toList();
+            Object target = servicePort.get().get("targetPort");
+            boolean reaches = selected.stream().anyMatch(candidate -> {
+                Integer number = target instanceof Integer n ? n : candidate.driver().ports().get(String.valueOf(target));
+                return number != null && candidate.driver().flagValue("agent-registry-address").flatMap(Container::port)
+                        .equals(Optional.of(number));
+            });
+            if (!reaches) {
+                problems.add(service.get().describe() + " does not lead to a controller-server's --agent-registry-address");
+            }
+        }
+        return problems;
+    }
+
+    /** Sidecars are pinned releases of our table, with the flags they need, all known to that release. */
+    List<String> sidecarsKnown() {
+        List<String> problems = new ArrayList<>();
+        for (PodTemplate pod : manifests.pods()) {
+            for (Container sidecar : pod.sidecars()) {
+                String where = pod.owner().describe() + ": " + sidecar.name() + ": ";
+                Optional<Sidecar> known = Sidecar.of(sidecar);
+                if (known.isEmpty()) {
+                    problems.add(where + "image " + sidecar.image() + " is not in the sidecar table (Sidecar.ALL)");
+                    continue;
+                }
+                if (!known.get().version().equals(sidecar.imageTag())) {
+                    problems.add(where + "runs " + sidecar.image() + ", but the table describes " + known.get().version());
+                }
+                for (Container.Arg arg : sidecar.flags()) {
+                    if (!known.get().knownFlags().contains(arg.name())) {
+                        problems.add(where + "--" + arg.name() + " is not a flag of " + known.get().image() + ":" + known.get().version());
+                    }
+                }
+                for (String required : known.get().requiredFlags()) {
+                    if (sidecar.flag(required).isEmpty()) {
+                        problems.add(where + "lacks --" + required);
+                    }
+                }
+                problems.addAll(variablesDefined(where, sidecar));
+            }
+        }
+        problems.addAll(capacityOwner());
+        return problems;
+    }
+
+    /** $(VAR) in args expands only if the container defines VAR; Kubernetes would pass "$(VAR)" on silently. */
+    private static List<String> variablesDefined(String where, Container container) {
+        List<String> problems = new ArrayList<>();
+        for (String arg : container.args()) {
+            Matcher variable = VARIABLE.matcher(arg);
+            while (variable.find()) {
+                if (!container.env().containsKey(variable.group(1))) {
+                    problems.add(where + arg + " uses $(" + variable.group(1) + "), which the container does not define");
+                }
+            }
+        }
+        return problems;
+    }
+
+    /**
+     * external-provisioner finds the owner of its CSIStorageCapacity objects from POD_NAME and
+     * NAMESPACE, walking up --capacity-ownerref-level owners: 2 reaches a Deployment.
+     */
+    private List<String> capacityOwner() {
+        List<String> problems = new ArrayList<>();
+        for (PodTemplate pod : manifests.pods()) {
+            for (Container sidecar : pod.sidecars()) {
+                if (sidecar.flag("enable-capacity").isEmpty()) {
+                    continue;
+                }
+                String where = pod.owner().describe() + ": " + sidecar.name() + ": ";
+                Map<String, String> env = sidecar.env();
+                if (!"fieldRef:metadata.name".equals(env.get("POD_NAME")) || !"fieldRef:metadata.namespace".equals(env.get("NAMESPACE"))) {
+                    problems.add(where + "--enable-capacity needs POD_NAME and NAMESPACE from metadata.name and metadata.namespace");
+                }
+                int level = switch (pod.owner().kind()) {
+                    case "Deployment" -> 2;
+                    case "StatefulSet", "DaemonSet" -> 1;
+                    default -> 0;
+                };
+                if (!sidecar.flagValue("capacity-ownerref-level").equals(Optional.of(String.valueOf(level)))) {
+                    problems.add(where + "a " + pod.owner().kind() + " needs --capacity-ownerref-level=" + level);
+                }
+            }
+        }
+        KubeObject driver = manifests.one("CSIDriver", driverName());
+        boolean capacity = manifests.pods().stream().flatMap(pod -> pod.sidecars().stream())
+                .anyMatch(sidecar -> sidecar.flag("enable-capacity").isPresent());
+        if (capacity != Boolean.TRUE.equals(Tree.at(driver.body(), "spec", "storageCapacity"))) {
+            problems.add(driver.describe() + ": storageCapacity must be true exactly when a provisioner has --enable-capacity");
+        }
+        return problems;
+    }
+
+    /**
+     * Each pod's ServiceAccount is granted what its sidecars need (Sidecar.ALL) and nothing more;
+     * a pod whose containers need nothing gets no API token.
+     */
+    List<String> rbac() {
+        List<String> problems = new ArrayList<>();
+        for (PodTemplate pod : manifests.pods()) {
+            String where = pod.owner().describe() + " (ServiceAccount " + pod.serviceAccount() + "): ";
+            Set<Rule> needed = new HashSet<>();
+            pod.sidecars().forEach(sidecar -> Sidecar.of(sidecar).ifPresent(known -> needed.addAll(known.rules())));
+            Set<Rule> granted = granted(pod);
+            for (Rule rule : needed) {
+                // A cluster-wide grant also covers the pod's own namespace.
+                boolean covered = granted.contains(rule)
+                        || (rule.inOwnNamespace() && granted.contains(new Rule(rule.group(), rule.resource(), rule.verb(), false)));
+                if (!covered) {
+                    problems.add(where + "lacks " + rule);
+                }
+            }
+            for (Rule rule : granted) {
+                if (!needed.contains(rule)) {
+                    problems.add(where + "is granted " + rule + ", which none of its sidecars needs");
+                }
+            }
+            if (needed.isEmpty() && !Boolean.FALSE.equals(Tree.at(pod.spec(), "automountServiceAccountToken"))) {
+                problems.add(where + "needs no API access, so automountServiceAccountToken must be false");
+            }
+            boolean accountExists = manifests.ofKind("ServiceAccount").stream()
+                    .anyMatch(account -> account.name().equals(pod.serviceAccount()) && pod.namespace().equals(account.namespace()));
+            if (!accountExists) {
+                problems.add(where + "the ServiceAccount is not in the manifests");
+            }
+        }
+        return problems;
+    }
+
+    /** Every (verb, resource) the pod's ServiceAccount gets, expanded to single verbs. */
+    private Set<Rule> granted(PodTemplate pod) {
+        Set<Rule> granted = new HashSet<>();
+        for (String bindingKind : List.of("ClusterRoleBinding", "RoleBinding")) {
+            for (KubeObject binding : manifests.ofKind(bindingKind)) {
+                boolean bindsPod = Tree.maps(binding.body(), "subjects").stream().anyMatch(subject ->
+                        "ServiceAccount".equals(subject.get("kind")) && pod.serviceAccount().equals(subject.get("name"))
+                                && pod.namespace().equals(subject.get("namespace")));
+                boolean inOwnNamespace = bindingKind.equals("RoleBinding");
+                if (!bindsPod || (inOwnNamespace && !pod.namespace().equals(binding.namespace()))) {
+                    continue;
+                }
+                String roleKind = Tree.string(binding.body(), "roleRef", "kind");
+                String roleName = Tree.string(binding.body(), "roleRef", "name");
+                KubeObject role = manifests.one(roleKind, roleName);
+                for (Map<String, Object> rule : Tree.maps(role.body(), "rules")) {
+                    for (String group : Tree.strings(rule, "apiGroups")) {
+                        for (String resource : Tree.strings(rule, "resources")) {
+                            for (String verb : Tree.strings(rule, "verbs")) {
+                                granted.add(new Rule(group, resource, verb, inOwnNamespace));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return granted;
+    }
+
+    /**
+     * Our servers: every flag and environment variable given is one the program declares, and the
+     * whole command line parses (a repeated flag or a bad one fails it).
+     */
+    List<String> serverFlags() throws java.io.IOException, InterruptedException {
+        List<String> problems = new ArrayList<>();
+        for (PodTemplate pod : manifests.pods()) {
+            Container server = pod.driver();
+            String where = pod.owner().describe() + ": " + server.name() + ": ";
+            Optional<ServerProgram> program = ServerProgram.of(server);
+            if (program.isEmpty()) {
+                problems.add(where + "the first argument " + server.args() + " names none of " + ServerProgram.ALL);
+                continue;
+            }
+            ServerProgram.Usage usage = program.get().usage();
+            for (Container.Arg arg : server.flags()) {
+                if (!usage.flags().contains(arg.name())) {
+                    problems.add(where + "--" + arg.name() + " is not a flag of " + program.get().jar());
+                }
+            }
+            for (String variable : server.env().keySet()) {
+                boolean usedInArgs = server.args().stream().anyMatch(arg -> arg.contains("$(" + variable + ")"));
+                if (!usage.envs().contains(variable) && !usedInArgs) {
+                    problems.add(where + "environment variable " + variable + " is read by neither " + program.get().jar()
+                            + " nor its args");
+                }
+            }
+            problems.addAll(variablesDefined(where, server));
+            List<String> args = server.args().subList(1, server.args().size());
+            ServerProgram.Run run = program.get().parse(args);
+            if (run.exitCode() != 0) {
+                problems.add(where + program.get().jar() + " refuses its arguments: " + run.stderr().strip());
+            }
+            String dockerfile = Files.readString(manifests.dir().getParent().resolve("Dockerfile"));
+            if (!dockerfile.contains(server.args().getFirst())) {
+                problems.add(where + "runs " + server.args().getFirst() + ", which the Dockerfile does not put in the image");
+            }
+        }
+        return problems;
+    }
+
+    /**
+     * The node plugin can do its work: privileged, kubelet's directory with Bidirectional
+     * propagation at the same path, /dev, and the pool on a host path at --pool-dir.
+     */
+    List<String> nodePlugin() {
+        List<String> problems = new ArrayList<>();
+        PodTemplate pod = manifests.pod("DaemonSet", "strata-node");
+        Container server = pod.driver();
+        String where = pod.owner().describe() + ": " + server.name() + ": ";
+        if (!Boolean.TRUE.equals(Tree.at(server.body(), "securityContext", "privileged"))) {
+            problems.add(where + "must be privileged (loop devices, mounts)");
+        }
+        Optional<Container.Mount> kubelet = server.mounts().stream().filter(mount -> mount.path().equals(KUBELET_DIR)).findFirst();
+        if (kubelet.isEmpty() || !"Bidirectional".equals(kubelet.get().propagation())
+                || !pod.hostPath(new VolumePath(kubelet.get().volume(), "")).equals(Optional.of(KUBELET_DIR))) {
+            problems.add(where + "needs host " + KUBELET_DIR + " at " + KUBELET_DIR + " with Bidirectional mount propagation");
+        }
+        if (pod.resolve(server, "/dev/loop0").flatMap(pod::hostPath).filter("/dev/loop0"::equals).isEmpty()) {
+            problems.add(where + "needs the host's /dev");
+        }
+        String poolDir = server.flagValue("pool-dir").orElse("/var/lib/strata/pool");
+        if (pod.resolve(server, poolDir).flatMap(pod::hostPath).isEmpty()) {
+            problems.add(where + "--pool-dir " + poolDir + " is not on a host path: volumes would go with the pod");
+        }
+        Map<String, String> env = server.env();
+        boolean idIsNodeName = "fieldRef:spec.nodeName".equals(env.get("NODE_ID"))
+                && server.flagValue("node-id").map("$(NODE_ID)"::equals).orElse(true);
+        if (!idIsNodeName) {
+            problems.add(where + "the node id must come from spec.nodeName");
+        }
+        if (!env.containsKey("NODE_IP") || !env.get("NODE_IP").startsWith("fieldRef:status.")) {
+            problems.add(where + "NODE_IP (the address the agent advertises) must come from the downward API");
+        }
+        return problems;
+    }
+
+    /** The agent credentials the servers read are the files of the kustomization's Secret, mounted from it. */
+    List<String> credentials() {
+        List<String> problems = new ArrayList<>();
+        Map<String, Object> generator = Tree.maps(manifests.kustomization(), "secretGenerator").stream().findFirst().orElse(Map.of());
+        String secret = Tree.string(generator, "name");
+        Set<String> files = new HashSet<>();
+        Tree.strings(generator, "files").forEach(file -> files.add(Path.of(file.replaceFirst("^[^=]*=", "")).getFileName().toString()));
+        if (files.contains("ca.key")) {
+            problems.add(Manifests.KUSTOMIZATION + ": the CA's key must stay offline, not go into the Secret");
+        }
+        for (PodTemplate pod : manifests.pods()) {
+            Container server = pod.driver();
+            for (String flag : List.of("agent-token-file", "agent-tls-cert", "agent-tls-key", "agent-tls-ca")) {
+                String where = pod.owner().describe() + ": --" + flag + " ";
+                Optional<String> path = server.flagValue(flag);
+                if (path.isEmpty()) {
+                    problems.add(where + "is not given");
+                    continue;
+                }
+                Optional<VolumePath> file = pod.resolve(server, path.get());
+                Optional<String> secretName = file.flatMap(f -> pod.volume(f.volume())).map(v -> Tree.string(v, "secret", "secretName"));
+                if (secretName.isEmpty() || !secretName.get().equals(secret)) {
+                    problems.add(where + path.get() + " is not in a volume of Secret " + secret);
+                } else if (!files.contains(file.get().relative())) {
+                    problems.add(where + path.get() + ": the Secret has no key " + file.get().relative());
+                }
+            }
+        }
+        return problems;
+    }
+
+    /** StorageClasses: parameters the backends accept, no expansion (not implemented), local ones wait for the pod. */
+    List<String> storageClasses() {
+        List<String> problems = new ArrayList<>();
+        Set<String> local = Set.of("allocation", "csi.storage.k8s.io/fstype");
+        Set<String> nfs = Set.of("server", "share", "subDir", "onDelete", "mountPermissions");
+        for (KubeObject storageClass : manifests.ofKind("StorageClass")) {
+            Map<String, Object> parameters = Tree.map(storageClass.body(), "parameters");
+            boolean isNfs = parameters.containsKey("server");
+            Set<String> allowed = isNfs ? nfs : local;
+            for (String parameter : parameters.keySet()) {
+                if (!allowed.contains(parameter)) {
+                    problems.add(storageClass.describe() + ": parameter " + parameter + " is not one the backend takes " + allowed);
+                }
+            }
+            if (!Boolean.FALSE.equals(Tree.at(storageClass.body(), "allowVolumeExpansion"))) {
+                problems.add(storageClass.describe() + ": allowVolumeExpansion must be false, expansion is not implemented");
+            }
+            if (!isNfs && !"WaitForFirstConsumer".equals(Tree.string(storageClass.body(), "volumeBindingMode"))) {
+                problems.add(storageClass.describe() + ": a local volume must wait for its pod's node (WaitForFirstConsumer)");
+            }
+            if (isNfs && !parameters.keySet().equals(nfs)) {
+                problems.add(storageClass.describe() + ": an NFS class gives all of " + nfs);
+            }
+        }
+        return problems;
+    }
+
+    /** Images name a release, never a moving tag. */
+    List<String> imagesPinned() {
+        List<String> problems = new ArrayList<>();
+        for (PodTemplate pod : manifests.pods()) {
+            for (Container container : pod.sidecars()) {
+                if (!container.imageTag().matches("v\\d+\\.\\d+\\.\\d+")) {
+                    problems.add(pod.owner().describe() + ": " + container.name() + " image " + container.image() + " is not pinned to a release");
+                }
+            }
+        }
+        for (Map<String, Object> image : Tree.maps(manifests.kustomization(), "images")) {
+            String tag = Tree.string(image, "newTag");
+            if (tag == null || tag.equals("latest")) {
+                problems.add(Manifests.KUSTOMIZATION + ": image " + image.get("name") + " has no release tag");
+            }
+        }
+        return problems;
+    }
+}

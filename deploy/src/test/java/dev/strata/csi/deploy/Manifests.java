@@ -1,0 +1,126 @@
+package dev.strata.csi.deploy;
+
+import java.io.IOException;
+import java.io.Reader;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.stream.Stream;
+import org.yaml.snakeyaml.LoaderOptions;
+import org.yaml.snakeyaml.Yaml;
+import org.yaml.snakeyaml.constructor.SafeConstructor;
+
+/**
+ * Every manifest under deploy/ (the kustomization's resources and the examples), freshly parsed:
+ * a test that edits the tree to see a check fail changes only its own copy.
+ */
+final class Manifests {
+
+    static final String KUSTOMIZATION = "kustomization.yaml";
+    /** Kinds whose pod template the checks look into. */
+    private static final Set<String> WORKLOADS = Set.of("Deployment", "DaemonSet", "StatefulSet");
+
+    private final Path dir;
+    private final List<KubeObject> objects;
+    private final Map<String, Object> kustomization;
+
+    private Manifests(Path dir, List<KubeObject> objects, Map<String, Object> kustomization) {
+        this.dir = dir;
+        this.objects = objects;
+        this.kustomization = kustomization;
+    }
+
+    static Path defaultDir() {
+        return Path.of(System.getProperty("deploy.dir", "."));
+    }
+
+    static Manifests load(Path dir) throws IOException {
+        List<KubeObject> objects = new ArrayList<>();
+        Map<String, Object> kustomization = Map.of();
+        for (Path file : yamlFiles(dir)) {
+            List<Map<String, Object>> documents = parse(file);
+            if (file.equals(dir.resolve(KUSTOMIZATION))) {
+                kustomization = documents.getFirst();
+            } else {
+                documents.forEach(document -> objects.add(new KubeObject(file, document)));
+            }
+        }
+        return new Manifests(dir, objects, kustomization);
+    }
+
+    /** The YAML files of deploy/ and deploy/examples/, not the build's or the tests' own. */
+    static List<Path> yamlFiles(Path dir) throws IOException {
+        List<Path> files = new ArrayList<>();
+        for (Path sub : List.of(dir, dir.resolve("examples"))) {
+            try (Stream<Path> listing = Files.list(sub)) {
+                listing.filter(path -> path.toString().endsWith(".yaml") || path.toString().endsWith(".yml"))
+                        .sorted().forEach(files::add);
+            }
+        }
+        return files;
+    }
+
+    /** Every document of one file; a YAML error or a document that is not a mapping throws, naming the file. */
+    @SuppressWarnings("unchecked")
+    static List<Map<String, Object>> parse(Path file) throws IOException {
+        // SafeConstructor: plain maps, lists and scalars only, never arbitrary Java types.
+        Yaml yaml = new Yaml(new SafeConstructor(new LoaderOptions()));
+        List<Map<String, Object>> documents = new ArrayList<>();
+        try (Reader reader = Files.newBufferedReader(file)) {
+            for (Object document : yaml.loadAll(reader)) {
+                if (document == null) {
+                    continue; // an empty document between two '---'
+                }
+                if (!(document instanceof Map<?, ?>)) {
+                    throw new IOException(file + ": a document is not a mapping: " + document);
+                }
+                documents.add((Map<String, Object>) document);
+            }
+        } catch (RuntimeException e) {
+            throw new IOException(file + ": " + e.getMessage(), e);
+        }
+        return documents;
+    }
+
+    Path dir() {
+        return dir;
+    }
+
+    List<KubeObject> all() {
+        return objects;
+    }
+
+    Map<String, Object> kustomization() {
+        return kustomization;
+    }
+
+    List<KubeObject> ofKind(String kind) {
+        return objects.stream().filter(object -> kind.equals(object.kind())).toList();
+    }
+
+    /** The objects the kustomization installs (not the examples). */
+    List<KubeObject> installed() {
+        Set<String> resources = Set.copyOf(Tree.strings(kustomization, "resources"));
+        return objects.stream().filter(object -> resources.contains(dir.relativize(object.file()).toString())).toList();
+    }
+
+    KubeObject one(String kind, String name) {
+        return ofKind(kind).stream().filter(object -> name.equals(object.name())).findFirst()
+                .orElseThrow(() -> new AssertionError("no " + kind + "/" + name + " in " + dir));
+    }
+
+    /** The pod templates of the workloads. */
+    List<PodTemplate> pods() {
+        return objects.stream().filter(object -> WORKLOADS.contains(object.kind()))
+                .map(object -> new PodTemplate(object, Tree.map(object.body(), "spec", "template", "spec")))
+                .toList();
+    }
+
+    PodTemplate pod(String kind, String name) {
+        return pods().stream().filter(pod -> pod.owner().kind().equals(kind) && pod.owner().name().equals(name))
+                .findFirst().orElseThrow(() -> new AssertionError("no " + kind + "/" + name));
+    }
+}

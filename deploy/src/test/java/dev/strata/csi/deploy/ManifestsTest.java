@@ -1,0 +1,194 @@
+package dev.strata.csi.deploy;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The manifests of deploy/ as a whole. Each check must find nothing in the real manifests, and
+ * must find the fault in a copy broken the way a careless edit would break it.
+ */
+class ManifestsTest {
+
+    static Manifests manifests() throws IOException {
+        return Manifests.load(Manifests.defaultDir());
+    }
+
+    static ManifestChecks checks() throws IOException {
+        return new ManifestChecks(manifests());
+    }
+
+    /** The checks of a freshly parsed copy after {@code edit}. */
+    static ManifestChecks broken(Consumer<Manifests> edit) throws IOException {
+        Manifests copy = manifests();
+        edit.accept(copy);
+        return new ManifestChecks(copy);
+    }
+
+    @SuppressWarnings("unchecked")
+    static List<Object> args(Manifests manifests, String kind, String name, String container) {
+        Map<String, Object> body = manifests.pod(kind, name).containers().stream()
+                .filter(c -> c.name().equals(container)).findFirst().orElseThrow().body();
+        return (List<Object>) body.get("args");
+    }
+
+    static void replaceArg(Manifests manifests, String kind, String name, String container, String prefix, String replacement) {
+        List<Object> args = args(manifests, kind, name, container);
+        int index = -1;
+        for (int i = 0; i < args.size(); i++) {
+            if (String.valueOf(args.get(i)).startsWith(prefix)) {
+                index = i;
+            }
+        }
+        assertTrue(index >= 0, container + " has no argument starting " + prefix);
+        args.set(index, replacement);
+    }
+
+    @Test
+    void everyFileParsesAndTheKustomizationInstallsEveryFile() throws Exception {
+        Manifests manifests = manifests();
+        assertEquals(List.of(), new ManifestChecks(manifests).structure());
+        // What the install consists of, so that a file dropped from the kustomization shows.
+        List<String> kinds = manifests.installed().stream().map(KubeObject::kind).distinct().sorted().toList();
+        assertEquals(List.of("CSIDriver", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Deployment", "Namespace",
+                "Role", "RoleBinding", "Service", "ServiceAccount", "StorageClass"), kinds);
+    }
+
+    @Test
+    void aFileThatIsNotYamlIsReportedWithItsName(@TempDir Path dir) throws Exception {
+        Path file = Files.writeString(dir.resolve("bad.yaml"), "kind: Pod\nmetadata:\n  name: [unclosed\n");
+        IOException error = assertThrows(IOException.class, () -> Manifests.parse(file));
+        assertTrue(error.getMessage().contains("bad.yaml"), error.getMessage());
+    }
+
+    @Test
+    void namespaces() throws Exception {
+        assertEquals(List.of(), checks().namespaces());
+        List<String> problems = broken(m -> ((Map<String, Object>) m.one("Role", "strata-external-attacher").body()
+                .get("metadata")).put("namespace", "default")).namespaces();
+        assertEquals(1, problems.size(), problems.toString());
+    }
+
+    @Test
+    void driverNameAgreesEverywhere() throws Exception {
+        ManifestChecks checks = checks();
+        assertEquals("strata.csi.dev", checks.driverName());
+        assertEquals(List.of(), checks.driverNameAgrees());
+        assertFalse(broken(m -> m.one("StorageClass", "strata-local-xfs").body().put("provisioner", "strata.example.com"))
+                .driverNameAgrees().isEmpty());
+        assertFalse(broken(m -> replaceArg(m, "Deployment", "strata-controller", "controller-server", "--driver-name",
+                "--driver-name=strata.example.com")).driverNameAgrees().isEmpty());
+        assertFalse(broken(m -> replaceArg(m, "DaemonSet", "strata-node", "node-driver-registrar", "--kubelet-registration-path",
+                "--kubelet-registration-path=/var/lib/kubelet/plugins/other.csi.dev/csi.sock")).driverNameAgrees().isEmpty());
+    }
+
+    @Test
+    void everySidecarDialsTheSocketItsServerListensOn() throws Exception {
+        assertEquals(List.of(), checks().socketsAgree());
+        assertFalse(broken(m -> replaceArg(m, "Deployment", "strata-controller", "csi-attacher", "--csi-address",
+                "--csi-address=/csi/attacher.sock")).socketsAgree().isEmpty());
+        assertFalse(broken(m -> replaceArg(m, "DaemonSet", "strata-node", "node-server", "--endpoint",
+                "--endpoint=unix:///var/run/csi.sock")).socketsAgree().isEmpty());
+        // The registrar's idea of the socket on the host must follow the plugin directory.
+        assertFalse(broken(m -> m.pod("DaemonSet", "strata-node").volume("plugin-dir").ifPresent(volume ->
+                ((Map<String, Object>) volume.get("hostPath")).put("path", "/var/lib/kubelet/plugins/elsewhere")))
+                .socketsAgree().isEmpty());
+    }
+
+    @Test
+    void probesAndServicesPointAtPortsThatAreServed() throws Exception {
+        assertEquals(List.of(), checks().portsAgree());
+        assertFalse(broken(m -> replaceArg(m, "DaemonSet", "strata-node", "liveness-probe", "--http-endpoint",
+                "--http-endpoint=:9808")).portsAgree().isEmpty());
+        assertFalse(broken(m -> replaceArg(m, "Deployment", "strata-controller", "controller-server", "--agent-registry-address",
+                "--agent-registry-address=0.0.0.0:9999")).portsAgree().isEmpty());
+        assertFalse(broken(m -> replaceArg(m, "DaemonSet", "strata-node", "node-server", "--controller-address",
+                "--controller-address=strata-controller.kube-system.svc:9869")).portsAgree().isEmpty());
+    }
+
+    @Test
+    void sidecarsArePinnedReleasesGivenFlagsTheyKnow() throws Exception {
+        ManifestChecks checks = checks();
+        assertEquals(List.of(), checks.sidecarsKnown());
+        assertEquals(List.of(), checks.imagesPinned());
+        assertFalse(broken(m -> args(m, "Deployment", "strata-controller", "csi-provisioner").add("--enable-capacitty"))
+                .sidecarsKnown().isEmpty());
+        assertFalse(broken(m -> replaceArg(m, "Deployment", "strata-controller", "csi-provisioner", "--capacity-ownerref-level",
+                "--capacity-ownerref-level=1")).sidecarsKnown().isEmpty());
+        assertFalse(broken(m -> args(m, "Deployment", "strata-controller", "csi-attacher").removeIf(arg -> arg.equals("--leader-election")))
+                .sidecarsKnown().isEmpty());
+        assertFalse(broken(m -> m.pod("Deployment", "strata-controller").sidecars().getFirst().body()
+                .put("image", "registry.k8s.io/sig-storage/csi-provisioner:latest")).imagesPinned().isEmpty());
+    }
+
+    @Test
+    void rbacGrantsEachSidecarWhatItNeedsAndNoMore() throws Exception {
+        assertEquals(List.of(), checks().rbac());
+        // A verb taken away from the attacher's role, and one more given to the provisioner.
+        List<String> missing = broken(m -> {
+            List<Map<String, Object>> rules = Tree.maps(m.one("ClusterRole", "strata-external-attacher").body(), "rules");
+            ((List<Object>) rules.getLast().get("verbs")).clear();
+        }).rbac();
+        assertTrue(missing.stream().anyMatch(problem -> problem.contains("lacks patch storage.k8s.io/volumeattachments/status")),
+                missing.toString());
+        List<String> excess = broken(m -> Tree.list(m.one("ClusterRole", "strata-external-provisioner").body(), "rules")
+                .add(Map.of("apiGroups", List.of(""), "resources", List.of("secrets"), "verbs", List.of("get")))).rbac();
+        assertTrue(excess.stream().anyMatch(problem -> problem.contains("get secrets")), excess.toString());
+        // The node pod needs nothing from the API, so it must not get a token.
+        assertFalse(broken(m -> m.pod("DaemonSet", "strata-node").spec().remove("automountServiceAccountToken")).rbac().isEmpty());
+    }
+
+    @Test
+    void everyFlagOfOurServersIsOneTheServerKnows() throws Exception {
+        assertEquals(List.of(), checks().serverFlags());
+        assertFalse(broken(m -> args(m, "DaemonSet", "strata-node", "node-server").add("--pool-directory=/x")).serverFlags().isEmpty());
+        // A flag of the controller given to the node, and a flag given twice.
+        assertFalse(broken(m -> args(m, "DaemonSet", "strata-node", "node-server").add("--agent-registry-address=0.0.0.0:1"))
+                .serverFlags().isEmpty());
+        assertFalse(broken(m -> args(m, "Deployment", "strata-controller", "controller-server").add("--driver-name=strata.csi.dev"))
+                .serverFlags().isEmpty());
+    }
+
+    @Test
+    void theNodePluginCanAttachAndMount() throws Exception {
+        assertEquals(List.of(), checks().nodePlugin());
+        assertFalse(broken(m -> Tree.maps(m.pod("DaemonSet", "strata-node").driver().body(), "env").stream()
+                .filter(variable -> "NODE_ID".equals(variable.get("name")))
+                .forEach(variable -> Tree.map(variable, "valueFrom", "fieldRef").put("fieldPath", "metadata.name")))
+                .nodePlugin().isEmpty());
+        assertFalse(broken(m -> Tree.maps(m.pod("DaemonSet", "strata-node").driver().body(), "volumeMounts").stream()
+                .filter(mount -> "/var/lib/kubelet".equals(mount.get("mountPath")))
+                .forEach(mount -> mount.put("mountPropagation", "HostToContainer")))
+                .nodePlugin().isEmpty());
+    }
+
+    @Test
+    void theServersReadTheirCredentialsFromTheGeneratedSecret() throws Exception {
+        assertEquals(List.of(), checks().credentials());
+        assertFalse(broken(m -> replaceArg(m, "DaemonSet", "strata-node", "node-server", "--agent-tls-ca",
+                "--agent-tls-ca=/etc/strata/agent/ca.pem")).credentials().isEmpty());
+    }
+
+    @Test
+    void storageClassesTakeOnlyParametersTheBackendsKnow() throws Exception {
+        assertEquals(List.of(), checks().storageClasses());
+        List<String> names = new ArrayList<>(manifests().ofKind("StorageClass").stream().map(KubeObject::name).toList());
+        names.sort(null);
+        assertEquals(List.of("strata-local-ext4", "strata-local-xfs", "strata-nfs"), names);
+        assertFalse(broken(m -> Tree.map(m.one("StorageClass", "strata-local-ext4").body(), "parameters").put("fsType", "ext4"))
+                .storageClasses().isEmpty());
+        assertFalse(broken(m -> m.one("StorageClass", "strata-nfs").body().put("allowVolumeExpansion", true))
+                .storageClasses().isEmpty());
+    }
+}
