@@ -3,16 +3,13 @@ package dev.strata.csi.backend.local;
 import com.google.protobuf.TextFormat;
 import dev.strata.csi.agent.api.ImageRecord;
 import dev.strata.csi.log.Log;
+import dev.strata.csi.system.DurableFiles;
 import java.io.IOException;
-import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -29,7 +26,6 @@ import java.util.concurrent.ConcurrentHashMap;
 final class RecordStore {
 
     static final String SUFFIX = ".record";
-    private static final String TEMP_SUFFIX = ".tmp";
 
     private final Path dir;
     private final Log log;
@@ -59,26 +55,13 @@ final class RecordStore {
     }
 
     void write(ImageRecord record) throws IOException {
-        Path target = dir.resolve(record.getName() + SUFFIX);
-        Path temp = dir.resolve(record.getName() + SUFFIX + TEMP_SUFFIX);
-        byte[] bytes = TextFormat.printer().printToString(record).getBytes(StandardCharsets.UTF_8);
-        try (FileChannel out = FileChannel.open(temp, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
-                StandardOpenOption.TRUNCATE_EXISTING)) {
-            ByteBuffer buffer = ByteBuffer.wrap(bytes);
-            while (buffer.hasRemaining()) {
-                out.write(buffer);
-            }
-            out.force(true);
-        }
-        Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-        syncDirectory();
+        DurableFiles.write(dir.resolve(record.getName() + SUFFIX),
+                TextFormat.printer().printToString(record).getBytes(StandardCharsets.UTF_8));
         cache.put(record.getName(), record);
     }
 
     void delete(String name) throws IOException {
-        if (Files.deleteIfExists(dir.resolve(name + SUFFIX))) {
-            syncDirectory();
-        }
+        DurableFiles.delete(dir.resolve(name + SUFFIX));
         cache.remove(name);
     }
 
@@ -104,19 +87,12 @@ final class RecordStore {
     /** Removes temporary files a crash left mid-write; the record they were replacing is intact. */
     int removeTemporaries() throws IOException {
         int removed = 0;
-        try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, "*" + SUFFIX + TEMP_SUFFIX)) {
+        try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, "*" + SUFFIX + DurableFiles.TEMP_SUFFIX)) {
             for (Path file : files) {
                 Files.delete(file);
                 removed++;
             }
         }
         return removed;
-    }
-
-    /** Makes a rename or delete in the directory durable. */
-    void syncDirectory() throws IOException {
-        try (FileChannel directory = FileChannel.open(dir, StandardOpenOption.READ)) {
-            directory.force(true);
-        }
     }
 }
