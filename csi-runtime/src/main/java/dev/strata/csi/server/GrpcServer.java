@@ -16,6 +16,7 @@ import io.grpc.netty.shaded.io.netty.handler.ssl.SslContext;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.ExecutorService;
@@ -89,9 +90,11 @@ public final class GrpcServer {
         EventLoopGroup boss = new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory());
         EventLoopGroup workers = new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory());
         ExecutorService handlers = Executors.newVirtualThreadPerTaskExecutor();
-        builder.bossEventLoopGroup(boss).workerEventLoopGroup(workers).executor(handlers);
-        // ServerInterceptors runs the last one given first.
-        List<ServerInterceptor> innermostFirst = interceptors.reversed();
+        builder.bossEventLoopGroup(boss).workerEventLoopGroup(workers).directExecutor();
+        // ServerInterceptors runs the last one given first. HandlerThreads is outermost, so the
+        // handler and every interceptor's part in it run on the handler's virtual thread.
+        List<ServerInterceptor> innermostFirst = new ArrayList<>(interceptors.reversed());
+        innermostFirst.add(new HandlerThreads(handlers));
         for (BindableService service : services) {
             builder.addService(ServerInterceptors.intercept(service, innermostFirst));
         }

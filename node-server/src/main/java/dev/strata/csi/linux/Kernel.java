@@ -1,6 +1,7 @@
 package dev.strata.csi.linux;
 
 import dev.strata.csi.mount.DeviceNumber;
+import java.util.function.Function;
 import java.util.function.IntSupplier;
 import jnr.constants.platform.OpenFlags;
 import jnr.ffi.LibraryLoader;
@@ -86,6 +87,19 @@ public final class Kernel {
         return struct;
     }
 
+    /**
+     * Runs {@code work}, several calls of this kernel, on one platform thread; {@code unfinished}
+     * turns work that did not finish in time into the failure the caller reports.
+     */
+    public <T, E extends Exception> T batch(Class<E> failure, Function<String, E> unfinished,
+            NativeCalls.Work<T, E> work) throws E {
+        try {
+            return calls.run(failure, work);
+        } catch (NativeCalls.Unfinished e) {
+            throw unfinished.apply(e.getMessage());
+        }
+    }
+
     public Runtime runtime() {
         return runtime;
     }
@@ -122,7 +136,7 @@ public final class Kernel {
     private int call(String name, IntSupplier syscall) throws SyscallException {
         int[] outcome;
         try {
-            outcome = calls.run(name, () -> {
+            outcome = calls.run(RuntimeException.class, () -> {
                 int result = syscall.getAsInt();
                 // errno is per thread: read on the thread that made the call, right after it.
                 return new int[] {result, result == -1 ? runtime.getLastError() : 0};

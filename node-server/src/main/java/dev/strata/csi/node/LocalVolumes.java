@@ -199,7 +199,7 @@ public final class LocalVolumes {
     }
 
     private LoopDevice attachedDevice(VolumeId id) throws Exception {
-        if (pool.get(id.name()).isEmpty()) {
+        if (!pool.exists(id.name())) {
             throw CsiException.notFound("volume " + id + " does not exist on this node");
         }
         return loops.find(pool.imagePath(id.name())).orElseThrow(() -> CsiException.failedPrecondition(
@@ -208,11 +208,12 @@ public final class LocalVolumes {
 
     /** Unmounts until nothing is mounted at {@code path}; stacked mounts come off one by one. */
     private void unmountAll(Path path) throws Exception {
-        for (int i = 0; i < 8 && mounter.table().isMountPoint(path); i++) {
-            mounter.unmount(path);
+        for (int i = 0; i < 8; i++) {
+            mounter.unmount(path); // nothing to do when nothing is mounted there
+            if (!mounter.table().isMountPoint(path)) {
+                return;
+            }
         }
-        if (mounter.table().isMountPoint(path)) {
-            throw CsiException.internal(path + " is still mounted after 8 unmounts");
-        }
+        throw CsiException.internal(path + " is still mounted after 8 unmounts");
     }
 }

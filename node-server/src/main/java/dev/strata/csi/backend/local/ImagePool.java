@@ -92,7 +92,7 @@ public final class ImagePool {
         record = record.toBuilder().setState(ImageRecord.State.READY).build();
         records.write(record);
         log.info("image created", "volume", name, "bytes", capacityBytes, "allocation", allocation);
-        return image(record);
+        return image(record, null); // a file made just now has no loop device
     }
 
     /** Deletes the image and its record; succeeds when already gone. */
@@ -101,10 +101,10 @@ public final class ImagePool {
         if (record.isEmpty()) {
             return;
         }
-        unusedDevice(name);
+        Optional<LoopDevice> device = unusedDevice(name);
         ImageRecord deleting = record.get().toBuilder().setState(ImageRecord.State.DELETING).setAttached(false).build();
         records.write(deleting);
-        finishDelete(deleting);
+        finishDelete(deleting, device); // the device was found unused just now, under the volume's lock
         log.info("image deleted", "volume", name);
     }
 
@@ -145,6 +145,11 @@ public final class ImagePool {
             loops.detach(device.get().device());
             log.info("image detached", "volume", name, "device", device.get().device());
         }
+    }
+
+    /** Whether the image exists and is ready, as its record says; cheaper than {@link #get}, which finds its device. */
+    public boolean exists(String name) throws IOException {
+        return records.read(name).filter(record -> record.getState() == ImageRecord.State.READY).isPresent();
     }
 
     public Optional<Image> get(String name) throws IOException, DeviceException {
@@ -277,7 +282,10 @@ public final class ImagePool {
     }
 
     private void finishDelete(ImageRecord record) throws IOException, DeviceException, MountException {
-        Optional<LoopDevice> device = unusedDevice(record.getName());
+        finishDelete(record, unusedDevice(record.getName()));
+    }
+
+    private void finishDelete(ImageRecord record, Optional<LoopDevice> device) throws IOException, DeviceException {
         if (device.isPresent()) {
             loops.detach(device.get().device());
         }

@@ -81,7 +81,7 @@ final class Libblkid implements SignatureProbe {
         String what = "blkid probe of " + path;
         Outcome outcome;
         try {
-            outcome = calls.run(what, () -> probeHere(path));
+            outcome = calls.run(RuntimeException.class, () -> probeHere(path));
         } catch (NativeCalls.Unfinished e) {
             throw new DeviceException(what + ": " + e.getMessage(), e);
         }
