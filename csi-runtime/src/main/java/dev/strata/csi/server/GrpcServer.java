@@ -27,8 +27,8 @@ import jnr.posix.POSIXFactory;
 
 /**
  * A gRPC server on Netty's native epoll transport: on a unix socket for the CSI services, on TCP
- * for the node agent protocol. Handlers run on virtual threads, since most of the driver's work
- * is waiting for the kernel and for the tools it runs.
+ * for the node agent protocol. Each call's handler runs on a platform thread of its own (see
+ * {@link HandlerThreads}).
  */
 public final class GrpcServer {
 
@@ -89,10 +89,14 @@ public final class GrpcServer {
             List<ServerInterceptor> interceptors, AutoCloseable claim, Log log) throws StartupException {
         EventLoopGroup boss = new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory());
         EventLoopGroup workers = new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory());
-        ExecutorService handlers = Executors.newVirtualThreadPerTaskExecutor();
+        // Platform threads, not virtual ones: handlers spend their time in system calls and native
+        // libraries (mount, loop ioctls, libblkid), where a virtual thread pins its carrier, so each
+        // would need a second hand-over to a platform thread. A CSI server sees tens of concurrent
+        // calls at most (external-provisioner's workers); idle threads end after a minute.
+        ExecutorService handlers = Executors.newCachedThreadPool(Thread.ofPlatform().name("call-", 0).daemon().factory());
         builder.bossEventLoopGroup(boss).workerEventLoopGroup(workers).directExecutor();
         // ServerInterceptors runs the last one given first. HandlerThreads is outermost, so the
-        // handler and every interceptor's part in it run on the handler's virtual thread.
+        // handler and every interceptor's part in it run on the handler's thread.
         List<ServerInterceptor> innermostFirst = new ArrayList<>(interceptors.reversed());
         innermostFirst.add(new HandlerThreads(handlers));
         for (BindableService service : services) {

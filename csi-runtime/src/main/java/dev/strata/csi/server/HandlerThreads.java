@@ -14,9 +14,9 @@ import java.util.concurrent.Executor;
  * Runs each call's handler on a thread of its own, and nothing else off the transport thread.
  * gRPC's callbacks (interceptors, reading the request) run directly on the Netty event loop,
  * which is cheap; only the handler, which waits for the kernel, tools and agents, moves to a
- * virtual thread, with the call's context (deadline, cancellation). gRPC would otherwise hand
- * every callback of a call to the executor one by one, several per unary call, and on a busy
- * node every hand-over is a wait for a core.
+ * thread of the given executor, with the call's context (deadline, cancellation). gRPC would
+ * otherwise hand every callback of a call to the executor one by one, several per unary call,
+ * and on a busy node every hand-over is a wait for a core.
  *
  * <p>Callbacks that arrive while the handler runs (cancellation, completion) are queued and
  * delivered after it, in order, so a listener never sees two callbacks at once, as gRPC promises.

@@ -10,10 +10,8 @@ import java.util.concurrent.TimeoutException;
 
 /**
  * Runs file system work on a network mount with a deadline. A server that does not answer blocks
- * the calling thread in the kernel, uninterruptibly; the work therefore runs on a platform thread
- * of its own (a virtual thread stuck in a system call would hold one of the few carrier threads
- * every call shares), and the caller gets UNAVAILABLE when the deadline passes while that thread
- * waits on.
+ * the calling thread in the kernel, uninterruptibly; the work therefore runs on a thread of its
+ * own, and the caller gets UNAVAILABLE when the deadline passes while that thread waits on.
  */
 public final class Bounded {
 

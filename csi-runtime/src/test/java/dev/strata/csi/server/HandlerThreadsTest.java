@@ -27,18 +27,18 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** Handlers run on virtual threads of their own, with their call's context, and never hold up the transport. */
+/** Handlers run on platform threads of their own, off the event loop, with their call's context, and never hold up the transport. */
 class HandlerThreadsTest {
 
     @TempDir
     Path dir;
 
     @Test
-    void aHandlerRunsOnAVirtualThreadWithItsDeadlineWhileOtherCallsAreAnswered() throws Exception {
+    void aHandlerRunsOnAPlatformThreadOfItsOwnWithItsDeadlineWhileOtherCallsAreAnswered() throws Exception {
         CountDownLatch release = new CountDownLatch(1);
         CompletableFuture<String> seen = new CompletableFuture<>();
         IdentityService identity = new IdentityService(new PluginInfo("strata.csi.dev", "test"), List.of(), () -> {
-            seen.complete("virtual=" + Thread.currentThread().isVirtual() + " deadline=" + (Context.current().getDeadline() != null));
+            seen.complete("virtual=" + Thread.currentThread().isVirtual() + " thread=" + Thread.currentThread().getName().replaceAll("[0-9]+$", "") + " deadline=" + (Context.current().getDeadline() != null));
             try {
                 return release.await(30, TimeUnit.SECONDS);
             } catch (InterruptedException e) {
@@ -54,7 +54,7 @@ class HandlerThreadsTest {
         try {
             var slow = CompletableFuture.supplyAsync(() -> IdentityGrpc.newBlockingStub(channel)
                     .withDeadlineAfter(30, TimeUnit.SECONDS).probe(ProbeRequest.getDefaultInstance()).getReady().getValue());
-            assertEquals("virtual=true deadline=true", seen.get(30, TimeUnit.SECONDS));
+            assertEquals("virtual=false thread=call- deadline=true", seen.get(30, TimeUnit.SECONDS));
             // The probe is still running; another call is answered meanwhile.
             assertEquals("strata.csi.dev", IdentityGrpc.newBlockingStub(channel).withDeadlineAfter(10, TimeUnit.SECONDS)
                     .getPluginInfo(GetPluginInfoRequest.getDefaultInstance()).getName());

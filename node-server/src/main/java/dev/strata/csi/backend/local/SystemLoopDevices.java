@@ -188,6 +188,11 @@ public final class SystemLoopDevices implements LoopDevices {
     /** The device {@code loopN} as sysfs shows it, or empty if it is not attached. */
     private Optional<Attached> describe(String name) throws DeviceException {
         Path sys = sysBlock.resolve(name);
+        // sysfs has loopN/loop only while a file is attached; a scan meets mostly free devices,
+        // which this answers without the exception a failed read costs.
+        if (!Files.isDirectory(sys.resolve("loop"))) {
+            return Optional.empty();
+        }
         Optional<String> backing = read(sys.resolve("loop/backing_file"));
         if (backing.isEmpty()) {
             return Optional.empty();
