@@ -13,8 +13,9 @@ import jnr.ffi.Runtime;
 import jnr.ffi.Struct;
 
 /**
- * The system calls of the node's system layer, each failing with a {@link SyscallException} that
- * names the call and the errno. Every call runs through {@link NativeCalls}.
+ * The system calls the servers make in the process (the node's mounts, loop devices and image
+ * files; the controller's project quotas), each failing with a {@link SyscallException} that names
+ * the call and the errno. Every call runs through {@link NativeCalls}.
  */
 public final class Kernel {
 

@@ -8,8 +8,9 @@ import jnr.ffi.types.mode_t;
 import jnr.ffi.types.off_t;
 
 /**
- * The system calls the node makes itself instead of running mount(8), umount(8), losetup(8) and
- * fallocate(1): each of those costs a process start, several milliseconds, for one call. Public
+ * The system calls the servers make themselves: the node instead of running mount(8), umount(8),
+ * losetup(8) and fallocate(1), each of which costs a process start, several milliseconds, for one
+ * call; the controller for project quotas on an export's filesystem. Public
  * because jnr-ffi implements it from outside this package; use it through {@link Kernel}.
  */
 public interface LibC {
