@@ -42,6 +42,14 @@ public interface LibC {
     @SaveError
     int fsync(int fd);
 
+    /**
+     * syscall(2) for a call the C library has no wrapper for (quotactl_fd): the number, a
+     * descriptor, two integers and a pointer. syscall is variadic; integers and pointers are passed
+     * as for a fixed parameter list on the architectures this driver runs on.
+     */
+    @SaveError
+    long syscall(NativeLong number, int fd, int command, int id, Pointer argument);
+
     @SaveError
     int mknod(String path, @mode_t int mode, @dev_t long device);
 }
