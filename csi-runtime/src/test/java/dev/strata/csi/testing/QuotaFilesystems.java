@@ -68,6 +68,23 @@ public final class QuotaFilesystems {
         return 0;
     }
 
+    /**
+     * Writes {@code mib} MiB of zeros to {@code file} with dd, as root in a container does: without
+     * CAP_SYS_RESOURCE, which would let it past the limits of quotas on ext4 (xfs holds root too).
+     */
+    public static Result writeAsPod(Path file, int mib) throws Exception {
+        return execute("setpriv", "--bounding-set", "-sys_resource", "--inh-caps", "-sys_resource",
+                "dd", "if=/dev/zero", "of=" + file, "bs=1M", "count=" + mib, "conv=fsync");
+    }
+
+    /**
+     * What a write past a project's hard limit fails with: EDQUOT on ext4; xfs reports a full
+     * project as ENOSPC, as a full filesystem, so that df inside the directory tells the truth.
+     */
+    public static String limitReached(String type) {
+        return type.equals("xfs") ? "No space left on device" : "Disk quota exceeded";
+    }
+
     /** The output of a command that must succeed. */
     public static String run(String... command) throws Exception {
         Result result = execute(command);

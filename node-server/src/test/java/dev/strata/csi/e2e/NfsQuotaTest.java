@@ -88,9 +88,9 @@ class NfsQuotaTest {
         assertEquals(8 * 1024, QuotaFilesystems.hardLimitKiB(export, otherId));
 
         Files.createDirectories(data.resolve("app"));
-        var written = QuotaFilesystems.execute("dd", "if=/dev/zero", "of=" + data.resolve("app/fill"), "bs=1M", "count=32", "conv=fsync");
+        var written = QuotaFilesystems.writeAsPod(data.resolve("app/fill"), 32);
         assertNotEquals(0, written.status(), "dd wrote 32 MiB into a 16 MiB volume: " + written.output());
-        assertTrue(written.output().contains("Disk quota exceeded"), written.output());
+        assertTrue(written.output().contains(QuotaFilesystems.limitReached(type)), written.output());
         assertEquals(project.id(), QuotaFilesystems.projectOf(data.resolve("app/fill")).id(), "files made inside carry the id");
 
         delete(volume);

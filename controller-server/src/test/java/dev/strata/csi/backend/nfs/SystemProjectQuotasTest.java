@@ -1,7 +1,6 @@
 package dev.strata.csi.backend.nfs;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -10,12 +9,8 @@ import dev.strata.csi.linux.SyscallException;
 import dev.strata.csi.testing.QuotaFilesystems;
 import dev.strata.csi.testing.QuotaFilesystems.Project;
 import dev.strata.csi.testing.Root;
-import java.io.IOException;
-import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.util.OptionalLong;
 import jnr.constants.platform.Errno;
 import jnr.ffi.Runtime;
@@ -130,15 +125,13 @@ class SystemProjectQuotasTest {
         assertEquals(OptionalLong.of(ID), quotas.nextInUse(mountPoint, VolumeQuotas.FIRST_ID));
         assertEquals(OptionalLong.empty(), quotas.nextInUse(mountPoint, ID + 1));
 
-        IOException e = assertThrows(IOException.class, () -> fill(volume.resolve("big"), 32 * MIB));
-        assertTrue(String.valueOf(e.getMessage()).contains("Disk quota exceeded"), e.toString());
+        QuotaFilesystems.Result written = QuotaFilesystems.writeAsPod(volume.resolve("big"), 32);
+        assertTrue(written.status() != 0 && written.output().contains(QuotaFilesystems.limitReached(type)), written.output());
 
         quotas.limit(mountPoint, ID, 0);
         assertEquals(0, QuotaFilesystems.hardLimitKiB(mountPoint, ID));
-        fill(volume.resolve("big"), 32 * MIB);
-        Files.delete(volume.resolve("big"));
-        Files.delete(volume);
-        assertFalse(quotas.nextInUse(mountPoint, ID).isPresent(), "an id without usage or limit is free again");
+        written = QuotaFilesystems.writeAsPod(volume.resolve("big"), 32);
+        assertEquals(0, written.status(), "without the limit the write passes: " + written.output());
     }
 
     private void mount(String type, boolean projectQuotas) throws Exception {
@@ -150,15 +143,5 @@ class SystemProjectQuotasTest {
             return;
         }
         QuotaFilesystems.mount(type, dir.resolve("image"), mountPoint, projectQuotas);
-    }
-
-    /** Writes {@code bytes} of zeros to {@code file} and syncs them. */
-    private static void fill(Path file, long bytes) throws IOException {
-        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE)) {
-            for (long written = 0; written < bytes; written += MIB) {
-                channel.write(ByteBuffer.allocate((int) MIB));
-            }
-            channel.force(true);
-        }
     }
 }
