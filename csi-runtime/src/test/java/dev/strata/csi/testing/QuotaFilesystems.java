@@ -1,9 +1,8 @@
 package dev.strata.csi.testing;
 
-import java.nio.charset.StandardCharsets;
+import dev.strata.csi.testing.Programs.Result;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
 
 /**
@@ -26,16 +25,16 @@ public final class QuotaFilesystems {
     public static void mount(String type, Path image, Path mountPoint, boolean projectQuotas) throws Exception {
         switch (type) {
             // 300 MiB is the least mkfs.xfs makes; the file stays sparse.
-            case "xfs" -> run("sh", "-c", "truncate -s 320M '" + image + "' && mkfs.xfs -q -f '" + image + "'");
+            case "xfs" -> Programs.run("sh", "-c", "truncate -s 320M '" + image + "' && mkfs.xfs -q -f '" + image + "'");
             // Project ids live in the large inode: 256 bytes, whatever mke2fs.conf says for small filesystems.
-            case "ext4" -> run("sh", "-c", "truncate -s 64M '" + image + "' && mkfs.ext4 -q -F -I 256 -O quota,project '" + image + "'");
+            case "ext4" -> Programs.run("sh", "-c", "truncate -s 64M '" + image + "' && mkfs.ext4 -q -F -I 256 -O quota,project '" + image + "'");
             default -> throw new IllegalArgumentException(type);
         }
-        run("mkdir", "-p", mountPoint.toString());
-        Result mounted = execute("mount", "-t", type, "-o", projectQuotas ? "loop,prjquota" : "loop", image.toString(), mountPoint.toString());
+        Programs.run("mkdir", "-p", mountPoint.toString());
+        Result mounted = Programs.execute("mount", "-t", type, "-o", projectQuotas ? "loop,prjquota" : "loop", image.toString(), mountPoint.toString());
         if (mounted.status() != 0 && projectQuotas) {
             Assumptions.abort("SKIPPED: this kernel cannot mount " + type + " with project quotas (" + mounted.output().strip()
-                    + "; " + execute("sh", "-c", "dmesg 2>/dev/null | tail -n 1").output().strip()
+                    + "; " + Programs.execute("sh", "-c", "dmesg 2>/dev/null | tail -n 1").output().strip()
                     + "); quota enforcement is tested on a kernel with CONFIG_QUOTA, CONFIG_QFMT_V2 and CONFIG_XFS_QUOTA");
         }
         if (mounted.status() != 0) {
@@ -45,20 +44,20 @@ public final class QuotaFilesystems {
 
     /** Unmounts what {@link #mount} mounted (lazily if it is busy), which also detaches its loop device. */
     public static void unmount(Path mountPoint) throws Exception {
-        if (execute("mountpoint", "-q", mountPoint.toString()).status() == 0 && execute("umount", mountPoint.toString()).status() != 0) {
-            execute("umount", "--lazy", mountPoint.toString());
+        if (Programs.execute("mountpoint", "-q", mountPoint.toString()).status() == 0 && Programs.execute("umount", mountPoint.toString()).status() != 0) {
+            Programs.execute("umount", "--lazy", mountPoint.toString());
         }
     }
 
     /** The project id and P flag of {@code path}, as {@code lsattr -p -d} shows them. */
     public static Project projectOf(Path path) throws Exception {
-        String[] fields = run("lsattr", "-p", "-d", path.toString()).strip().split("\\s+");
+        String[] fields = Programs.run("lsattr", "-p", "-d", path.toString()).strip().split("\\s+");
         return new Project(Long.parseLong(fields[0]), fields[1].contains("P"));
     }
 
     /** The block hard limit of project {@code id} in KiB, from xfs_quota's report (foreign mode for ext4); 0 when none is set. */
     public static long hardLimitKiB(Path mountPoint, long id) throws Exception {
-        String report = run("xfs_quota", "-f", "-x", "-c", "report -p -b -n -N", mountPoint.toString());
+        String report = Programs.run("xfs_quota", "-f", "-x", "-c", "report -p -b -n -N", mountPoint.toString());
         for (String line : report.lines().toList()) {
             List<String> fields = List.of(line.strip().split("\\s+"));
             if (fields.size() >= 4 && fields.get(0).equals("#" + id)) {
@@ -73,7 +72,7 @@ public final class QuotaFilesystems {
      * CAP_SYS_RESOURCE, which would let it past the limits of quotas on ext4 (xfs holds root too).
      */
     public static Result writeAsPod(Path file, int mib) throws Exception {
-        return execute("setpriv", "--bounding-set", "-sys_resource", "--inh-caps", "-sys_resource",
+        return Programs.execute("setpriv", "--bounding-set", "-sys_resource", "--inh-caps", "-sys_resource",
                 "dd", "if=/dev/zero", "of=" + file, "bs=1M", "count=" + mib, "conv=fsync");
     }
 
@@ -83,27 +82,5 @@ public final class QuotaFilesystems {
      */
     public static String limitReached(String type) {
         return type.equals("xfs") ? "No space left on device" : "Disk quota exceeded";
-    }
-
-    /** The output of a command that must succeed. */
-    public static String run(String... command) throws Exception {
-        Result result = execute(command);
-        if (result.status() != 0) {
-            throw new IllegalStateException(String.join(" ", command) + " exited with " + result.status() + ": " + result.output());
-        }
-        return result.output();
-    }
-
-    /** Exit status and output (stdout and stderr together) of a command. */
-    public record Result(int status, String output) {}
-
-    public static Result execute(String... command) throws Exception {
-        Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
-        String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        if (!process.waitFor(60, TimeUnit.SECONDS)) {
-            process.destroyForcibly();
-            throw new IllegalStateException(String.join(" ", command) + " did not finish");
-        }
-        return new Result(process.exitValue(), out);
     }
 }

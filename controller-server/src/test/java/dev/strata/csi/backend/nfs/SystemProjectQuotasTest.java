@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.linux.SyscallException;
+import dev.strata.csi.testing.Programs;
 import dev.strata.csi.testing.QuotaFilesystems;
 import dev.strata.csi.testing.QuotaFilesystems.Project;
 import dev.strata.csi.testing.Root;
@@ -76,7 +77,7 @@ class SystemProjectQuotasTest {
         Files.writeString(mountPoint.resolve("volume/sub/inner"), "before");
         Path outside = Files.writeString(mountPoint.resolve("outside"), "not the volume's");
         Files.createSymbolicLink(mountPoint.resolve("volume/link"), outside);
-        QuotaFilesystems.run("mkfifo", mountPoint.resolve("volume/fifo").toString());
+        Programs.run("mkfifo", mountPoint.resolve("volume/fifo").toString());
         volume = volume.getParent();
 
         quotas.assign(volume, ID);
@@ -125,7 +126,7 @@ class SystemProjectQuotasTest {
         assertEquals(OptionalLong.of(ID), quotas.nextInUse(mountPoint, VolumeQuotas.FIRST_ID));
         assertEquals(OptionalLong.empty(), quotas.nextInUse(mountPoint, ID + 1));
 
-        QuotaFilesystems.Result written = QuotaFilesystems.writeAsPod(volume.resolve("big"), 32);
+        Programs.Result written = QuotaFilesystems.writeAsPod(volume.resolve("big"), 32);
         assertTrue(written.status() != 0 && written.output().contains(QuotaFilesystems.limitReached(type)), written.output());
 
         quotas.limit(mountPoint, ID, 0);
@@ -138,7 +139,7 @@ class SystemProjectQuotasTest {
         Root.require();
         mountPoint = dir.resolve("mnt");
         if (type.equals("ext4-plain")) {
-            QuotaFilesystems.run("sh", "-c", "truncate -s 64M '" + dir.resolve("image") + "' && mkfs.ext4 -q -F -O ^project,^quota '"
+            Programs.run("sh", "-c", "truncate -s 64M '" + dir.resolve("image") + "' && mkfs.ext4 -q -F -O ^project,^quota '"
                     + dir.resolve("image") + "' && mkdir -p '" + mountPoint + "' && mount -o loop '" + dir.resolve("image") + "' '" + mountPoint + "'");
             return;
         }
