@@ -3,11 +3,13 @@ package dev.strata.csi.controller;
 import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.backend.nfs.Exports;
 import dev.strata.csi.backend.nfs.NfsController;
+import dev.strata.csi.backend.nfs.SystemProjectQuotas;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.AgentRegistryService;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.identity.IdentityService;
 import dev.strata.csi.log.CallLog;
+import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.mount.NfsMounter;
 import dev.strata.csi.server.DriverProgram;
 import dev.strata.csi.server.TcpComponent;
@@ -67,7 +69,8 @@ public final class ControllerServer {
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     Exports exports = new Exports(Path.of(flags.get(EXPORT_ROOT)), flags.booleanValue(MOUNT_EXPORTS),
                             new NfsMounter(new Command(), nfsTimeout, context.log()), context.log());
-                    NfsController nfs = new NfsController(exports, nfsTimeout, Clock.systemUTC(), context.log());
+                    NfsController nfs = new NfsController(exports, new SystemProjectQuotas(new Kernel()), nfsTimeout,
+                            Clock.systemUTC(), context.log());
                     return new DriverProgram.Plan(List.of(
                             new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, () -> true),
                             new ControllerService(agents, Topology.forDriver(context.plugin().name()), nfs)),

@@ -19,6 +19,7 @@ import csi.v1.Csi.NodeUnpublishVolumeRequest;
 import csi.v1.Csi.NodeUnstageVolumeRequest;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
+import dev.strata.csi.testing.Programs;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
 import io.grpc.Status;
@@ -29,7 +30,6 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -368,8 +368,6 @@ class NfsTest {
     }
 
     static void run(String... argv) throws Exception {
-        Process process = new ProcessBuilder(argv).redirectErrorStream(true).start();
-        String out = new String(process.getInputStream().readAllBytes());
-        assertTrue(process.waitFor(30, TimeUnit.SECONDS) && process.exitValue() == 0, String.join(" ", argv) + ": " + out);
+        Programs.run(argv);
     }
 }

@@ -7,7 +7,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
-import java.util.concurrent.TimeUnit;
 
 /**
  * What the system says, asked of util-linux's own tools rather than of the driver's code, so a
@@ -79,13 +78,8 @@ public final class SystemState {
         return leftovers;
     }
 
+    /** The output of {@code command}, whatever its exit status. */
     public static String run(String... command) throws Exception {
-        Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
-        String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        if (!process.waitFor(30, TimeUnit.SECONDS)) {
-            process.destroyForcibly();
-            throw new IllegalStateException(String.join(" ", command) + " did not finish");
-        }
-        return out;
+        return Programs.execute(command).output();
     }
 }

@@ -29,19 +29,30 @@ public final class Exports {
     private final boolean mountOnDemand;
     private final NfsMounter mounter;
     private final Log log;
+    private final MountSource mounts;
     private final ConcurrentMap<Path, Object> mounting = new ConcurrentHashMap<>();
 
+    /** Where the mount table comes from: the kernel, or a test that describes the exports' filesystems. */
+    interface MountSource {
+        MountTable read() throws MountException;
+    }
+
     public Exports(Path root, boolean mountOnDemand, NfsMounter mounter, Log log) {
+        this(root, mountOnDemand, mounter, log, MountTable::read);
+    }
+
+    Exports(Path root, boolean mountOnDemand, NfsMounter mounter, Log log, MountSource mounts) {
         this.root = root.toAbsolutePath().normalize();
         this.mountOnDemand = mountOnDemand;
         this.mounter = mounter;
         this.log = log;
+        this.mounts = mounts;
     }
 
     /** The export, mounted now if needed (with the StorageClass's mount options). */
     Export open(NfsVolume export, List<String> mountFlags) throws IOException, MountException {
         Path dir = pathOf(export);
-        Optional<MountPoint> mounted = MountTable.read().at(dir);
+        Optional<MountPoint> mounted = mounts.read().at(dir);
         if (mounted.isPresent()) {
             return new Export(export, dir, mounted.get());
         }
@@ -50,7 +61,7 @@ public final class Exports {
                     + " on controller-server; mount it there, or run with --nfs-mount-exports=true");
         }
         synchronized (mounting.computeIfAbsent(dir, d -> new Object())) {
-            mounted = MountTable.read().at(dir);
+            mounted = mounts.read().at(dir);
             if (mounted.isEmpty()) {
                 Files.createDirectories(dir);
                 try {
@@ -58,7 +69,7 @@ public final class Exports {
                 } catch (MountException e) {
                     throw CsiException.unavailable("cannot mount export " + export.source() + " on controller-server: " + e.getMessage());
                 }
-                mounted = MountTable.read().at(dir);
+                mounted = mounts.read().at(dir);
                 if (mounted.isEmpty()) {
                     throw CsiException.internal("mount of " + export.source() + " at " + dir + " succeeded but nothing is mounted there");
                 }
@@ -71,7 +82,7 @@ public final class Exports {
     /** The exports mounted under the export root now, for the calls that name no export (ListVolumes, unpublishing a static volume). */
     List<Export> mounted() throws MountException {
         List<Export> exports = new ArrayList<>();
-        for (MountPoint mount : MountTable.read().under(root)) {
+        for (MountPoint mount : mounts.read().under(root)) {
             Path relative = root.relativize(mount.mountPoint());
             if (relative.getNameCount() < 1 || relative.toString().isEmpty()) {
                 continue;

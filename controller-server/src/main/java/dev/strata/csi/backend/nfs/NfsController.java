@@ -22,8 +22,9 @@ import java.util.Optional;
 
 /**
  * The Controller service's work for NFS volumes. A volume is a directory of an export; its record
- * (name, capacity, the nodes it is published to) lives in the export too, so the controller keeps
- * nothing of its own. Publishing touches no storage: it checks the volume and keeps the record of
+ * (name, capacity, project quota id, the nodes it is published to) lives in the export too, so the
+ * controller keeps nothing of its own. The capacity is enforced with a project quota where the
+ * export's filesystem has them (see {@link VolumeQuotas}). Publishing touches no storage: it checks the volume and keeps the record of
  * nodes for ListVolumes. Every step on an export runs with a deadline (see {@link Bounded}).
  */
 public final class NfsController {
@@ -33,13 +34,15 @@ public final class NfsController {
     public static final String CAPACITY_ENFORCED = "capacityEnforced";
 
     private final Exports exports;
+    private final VolumeQuotas quotas;
     private final Duration deadline;
     private final Clock clock;
     private final Log log;
     private final VolumeLocks locks = new VolumeLocks();
 
-    public NfsController(Exports exports, Duration deadline, Clock clock, Log log) {
+    public NfsController(Exports exports, ProjectQuotas quotas, Duration deadline, Clock clock, Log log) {
         this.exports = exports;
+        this.quotas = new VolumeQuotas(quotas, log);
         this.deadline = deadline;
         this.clock = clock;
         this.log = log;
@@ -59,8 +62,9 @@ public final class NfsController {
                 Export export = exports.open(volume.export(), wanted.mountFlags());
                 VolumeRecords records = export.records();
                 Optional<NfsVolumeRecord> existing = records.read(volume.subDir());
+                NfsVolumeRecord record;
                 if (existing.isPresent()) {
-                    NfsVolumeRecord record = existing.get();
+                    record = existing.get();
                     if (!record.getName().equals(wanted.name())) {
                         throw CsiException.alreadyExists("subDir " + volume.subDir() + " of " + volume.export().source()
                                 + " already belongs to volume " + record.getName() + "; volume " + wanted.name() + " needs another");
@@ -74,19 +78,29 @@ public final class NfsController {
                     if (export.exists(volume.subDir())) {
                         log.info("volume takes over an existing directory", "volume", wanted.name(), "dir", volume.source());
                     }
-                    // The record first: a crash before the directory is made leaves a record the retry completes.
-                    records.write(volume.subDir(), NfsVolumeRecord.newBuilder()
+                    // The record first, with the project id if the capacity is enforced: a crash before the
+                    // directory is made or limited leaves a record the retry completes.
+                    record = NfsVolumeRecord.newBuilder()
                             .setVolumeId(id.toString()).setName(wanted.name()).setSubDir(volume.subDir())
-                            .setCapacityBytes(wanted.capacityBytes()).build());
+                            .setCapacityBytes(wanted.capacityBytes()).build();
+                    if (VolumeQuotas.wanted(export, wanted.capacityBytes())) {
+                        record = quotas.writeWithNewId(export, volume.subDir(), record);
+                    } else {
+                        records.write(volume.subDir(), record);
+                    }
                 }
-                export.make(volume.subDir(), wanted.mode());
+                var dir = export.make(volume.subDir(), wanted.mode());
+                boolean enforced = record.getProjectId() != 0;
+                if (enforced) {
+                    quotas.enforce(export, dir, record);
+                }
                 Volume.Builder reply = Volume.newBuilder()
                         .setVolumeId(id.toString())
                         .setCapacityBytes(wanted.capacityBytes())
                         .putVolumeContext(NfsVolume.SERVER, volume.server())
                         .putVolumeContext(NfsVolume.SHARE, volume.share())
                         .putVolumeContext(NfsVolume.SUB_DIR, volume.subDir())
-                        .putVolumeContext(CAPACITY_ENFORCED, "false");
+                        .putVolumeContext(CAPACITY_ENFORCED, String.valueOf(enforced));
                 wanted.mode().ifPresent(mode -> reply.putVolumeContext(MOUNT_PERMISSIONS, FileMode.format(mode)));
                 return reply.build();
             });
@@ -104,6 +118,9 @@ public final class NfsController {
                 Optional<NfsVolumeRecord> record = records.read(volume.subDir());
                 // A record of another id means the directory was given to another volume since: not ours to touch.
                 if (record.isPresent() && record.get().getVolumeId().equals(id.toString())) {
+                    // The limit goes first, archived or retained data included (nothing writes there
+                    // any more); the record, which holds the project id, goes last.
+                    quotas.release(export, record.get());
                     switch (id.onDelete()) {
                         case DELETE -> {
                             export.emptyTrash(key); // what an earlier volume of this directory left there

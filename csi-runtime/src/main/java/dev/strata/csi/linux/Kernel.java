@@ -3,6 +3,7 @@ package dev.strata.csi.linux;
 import dev.strata.csi.mount.DeviceNumber;
 import java.util.function.Function;
 import java.util.function.IntSupplier;
+import jnr.constants.platform.Errno;
 import jnr.constants.platform.OpenFlags;
 import jnr.ffi.LibraryLoader;
 import jnr.ffi.Memory;
@@ -13,8 +14,9 @@ import jnr.ffi.Runtime;
 import jnr.ffi.Struct;
 
 /**
- * The system calls of the node's system layer, each failing with a {@link SyscallException} that
- * names the call and the errno. Every call runs through {@link NativeCalls}.
+ * The system calls the servers make in the process (the node's mounts, loop devices and image
+ * files; the controller's project quotas), each failing with a {@link SyscallException} that names
+ * the call and the errno. Every call runs through {@link NativeCalls}.
  */
 public final class Kernel {
 
@@ -22,6 +24,10 @@ public final class Kernel {
     public static final int O_WRONLY = OpenFlags.O_WRONLY.intValue();
     public static final int O_RDWR = OpenFlags.O_RDWR.intValue();
     public static final int O_CLOEXEC = OpenFlags.O_CLOEXEC.intValue();
+    public static final int O_DIRECTORY = OpenFlags.O_DIRECTORY.intValue();
+    public static final int O_NOFOLLOW = OpenFlags.O_NOFOLLOW.intValue();
+    public static final int O_NONBLOCK = OpenFlags.O_NONBLOCK.intValue();
+    public static final int O_NOCTTY = OpenFlags.O_NOCTTY.intValue();
     /**
      * O_DIRECT, which jnr-constants lacks; its value differs between architectures
      * (asm-generic/fcntl.h and the arch overrides). 0 where unknown: then nothing asks for direct I/O.
@@ -32,6 +38,19 @@ public final class Kernel {
         case "ppc64le", "ppc64" -> 0400000;
         default -> 0;
     };
+    /**
+     * The number of quotactl_fd(2) (Linux 5.14): 443 in asm-generic/unistd.h and in the tables of
+     * every architecture listed here; -1 where unknown, and then the call fails with ENOSYS.
+     */
+    static final long SYS_QUOTACTL_FD = switch (System.getProperty("os.arch")) {
+        case "amd64", "x86_64", "x86", "i386", "i686", "aarch64", "arm", "riscv64", "s390x", "ppc64le", "ppc64" -> 443;
+        default -> -1;
+    };
+    /**
+     * The direction bits of an ioctl number (asm-generic/ioctl.h): read is 2 and write 1 with 14
+     * bits of size, except on powerpc, mips and sparc, where read is 2, write 4 and size 13 bits.
+     */
+    private static final boolean THREE_DIRECTION_BITS = System.getProperty("os.arch").matches("ppc.*|mips.*|sparc.*");
     /** S_IFBLK from sys/stat.h: the node mknod makes is a block device. */
     private static final int S_IFBLK = 060000;
 
@@ -79,6 +98,37 @@ public final class Kernel {
         Pointer memory = Struct.getMemory(argument);
         return call("ioctl(" + name + ") on " + fd.path(),
                 () -> libc.ioctl(fd.number(), NativeLong.valueOf(request), memory));
+    }
+
+    /**
+     * quotactl_fd(2): quota command {@code command} (a QCMD value) for {@code id} on the filesystem
+     * {@code fd} lies on; {@code name} names the command, for messages.
+     */
+    public void quotactl(FileDescriptor fd, String name, int command, int id, Struct argument) throws SyscallException {
+        Pointer memory = Struct.getMemory(argument);
+        String what = "quotactl_fd(" + name + ", id " + Integer.toUnsignedString(id) + ") on " + fd.path();
+        if (SYS_QUOTACTL_FD < 0) {
+            throw new SyscallException(what, Errno.ENOSYS.intValue());
+        }
+        call(what, () -> (int) libc.syscall(NativeLong.valueOf(SYS_QUOTACTL_FD), fd.number(), command, id, memory));
+    }
+
+    /** _IOR(type, number, size): an ioctl that reads a structure of {@code size} bytes out of the kernel. */
+    public static long ior(char type, int number, int size) {
+        return ioc(2, type, number, size);
+    }
+
+    /** _IOW(type, number, size): an ioctl that writes a structure of {@code size} bytes into the kernel. */
+    public static long iow(char type, int number, int size) {
+        return ioc(THREE_DIRECTION_BITS ? 4 : 1, type, number, size);
+    }
+
+    private static long ioc(int direction, char type, int number, int size) {
+        int sizeBits = THREE_DIRECTION_BITS ? 13 : 14;
+        if (size >= 1 << sizeBits || number > 0xff || type > 0xff) {
+            throw new IllegalArgumentException("no ioctl number for type " + type + ", number " + number + ", size " + size);
+        }
+        return ((long) direction << (8 + 8 + sizeBits)) | ((long) size << 16) | ((long) type << 8) | number;
     }
 
     /** Gives {@code struct} zeroed native memory of its own, as ioctl arguments need. */

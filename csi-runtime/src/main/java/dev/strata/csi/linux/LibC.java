@@ -8,8 +8,9 @@ import jnr.ffi.types.mode_t;
 import jnr.ffi.types.off_t;
 
 /**
- * The system calls the node makes itself instead of running mount(8), umount(8), losetup(8) and
- * fallocate(1): each of those costs a process start, several milliseconds, for one call. Public
+ * The system calls the servers make themselves: the node instead of running mount(8), umount(8),
+ * losetup(8) and fallocate(1), each of which costs a process start, several milliseconds, for one
+ * call; the controller for project quotas on an export's filesystem. Public
  * because jnr-ffi implements it from outside this package; use it through {@link Kernel}.
  */
 public interface LibC {
@@ -40,6 +41,14 @@ public interface LibC {
 
     @SaveError
     int fsync(int fd);
+
+    /**
+     * syscall(2) for a call the C library has no wrapper for (quotactl_fd): the number, a
+     * descriptor, two integers and a pointer. syscall is variadic; integers and pointers are passed
+     * as for a fixed parameter list on the architectures this driver runs on.
+     */
+    @SaveError
+    long syscall(NativeLong number, int fd, int command, int id, Pointer argument);
 
     @SaveError
     int mknod(String path, @mode_t int mode, @dev_t long device);
