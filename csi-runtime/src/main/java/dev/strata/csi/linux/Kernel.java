@@ -1,7 +1,6 @@
 package dev.strata.csi.linux;
 
 import dev.strata.csi.mount.DeviceNumber;
-import java.util.function.Function;
 import java.util.function.IntSupplier;
 import jnr.constants.platform.Errno;
 import jnr.constants.platform.OpenFlags;
@@ -16,7 +15,8 @@ import jnr.ffi.Struct;
 /**
  * The system calls the servers make in the process (the node's mounts, loop devices and image
  * files; the controller's project quotas), each failing with a {@link SyscallException} that names
- * the call and the errno. Every call runs through {@link NativeCalls}.
+ * the call and the errno. The callers are platform threads (the servers' call handlers): a
+ * virtual thread in native code would pin its carrier.
  */
 public final class Kernel {
 
@@ -56,15 +56,8 @@ public final class Kernel {
 
     private final LibC libc;
     private final Runtime runtime;
-    private final NativeCalls calls;
 
-    /** With platform threads of its own for its calls. */
     public Kernel() {
-        this(new NativeCalls());
-    }
-
-    public Kernel(NativeCalls calls) {
-        this.calls = calls;
         libc = LibraryLoader.create(LibC.class).load(Platform.getNativePlatform().getStandardCLibraryName());
         runtime = Runtime.getRuntime(libc);
     }
@@ -137,19 +130,6 @@ public final class Kernel {
         return struct;
     }
 
-    /**
-     * Runs {@code work}, several calls of this kernel, on one platform thread; {@code unfinished}
-     * turns work that did not finish in time into the failure the caller reports.
-     */
-    public <T, E extends Exception> T batch(Class<E> failure, Function<String, E> unfinished,
-            NativeCalls.Work<T, E> work) throws E {
-        try {
-            return calls.run(failure, work);
-        } catch (NativeCalls.Unfinished e) {
-            throw unfinished.apply(e.getMessage());
-        }
-    }
-
     public Runtime runtime() {
         return runtime;
     }
@@ -184,19 +164,11 @@ public final class Kernel {
     }
 
     private int call(String name, IntSupplier syscall) throws SyscallException {
-        int[] outcome;
-        try {
-            outcome = calls.run(RuntimeException.class, () -> {
-                int result = syscall.getAsInt();
-                // errno is per thread: read on the thread that made the call, right after it.
-                return new int[] {result, result == -1 ? runtime.getLastError() : 0};
-            });
-        } catch (NativeCalls.Unfinished e) {
-            throw new SyscallException(name, e.getMessage());
+        int result = syscall.getAsInt();
+        if (result == -1) {
+            // errno is per thread: read on the thread that made the call, right after it.
+            throw new SyscallException(name, runtime.getLastError());
         }
-        if (outcome[0] == -1) {
-            throw new SyscallException(name, outcome[1]);
-        }
-        return outcome[0];
+        return result;
     }
 }

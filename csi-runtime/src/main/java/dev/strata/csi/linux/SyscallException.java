@@ -10,19 +10,10 @@ public final class SyscallException extends Exception {
     private final String reason;
 
     public SyscallException(String call, int errno) {
-        this(call, errno, describe(errno));
-    }
-
-    /** A call that did not come back (errno 0): {@code detail} says what is known. */
-    public SyscallException(String call, String detail) {
-        this(call, 0, detail);
-    }
-
-    private SyscallException(String call, int errno, String reason) {
-        super(call + ": " + reason);
+        super(call + ": " + describe(errno));
         this.call = call;
         this.errno = errno;
-        this.reason = reason;
+        this.reason = describe(errno);
     }
 
     /** The message without the call's name: "No such file or directory (ENOENT)". */

@@ -42,34 +42,6 @@ public final class SystemMounter implements Mounter {
 
     @Override
     public void mount(String source, Path target, String fsType, List<String> options) throws MountException {
-        onOneThread("mount " + source + " on " + target, () -> mountHere(source, target, fsType, options));
-    }
-
-    @Override
-    public void bindMount(Path source, Path target, boolean readOnly) throws MountException {
-        onOneThread("bind mount " + source + " on " + target, () -> bindMountHere(source, target, readOnly));
-    }
-
-    @Override
-    public void unmount(Path target) throws MountException {
-        onOneThread("umount " + target, () -> unmountHere(target));
-    }
-
-    /** An operation that makes its mount(2) calls and mount table reads on a platform thread. */
-    @FunctionalInterface
-    private interface Operation {
-        void run() throws MountException;
-    }
-
-    /** Hands the whole of {@code operation} to a platform thread at once (see NativeCalls). */
-    private void onOneThread(String what, Operation operation) throws MountException {
-        kernel.batch(MountException.class, reason -> new MountException(what + ": " + reason), () -> {
-            operation.run();
-            return null;
-        });
-    }
-
-    private void mountHere(String source, Path target, String fsType, List<String> options) throws MountException {
         if (source.isEmpty() || source.chars().anyMatch(Character::isISOControl)) {
             throw new MountException("mount source \"" + CsiException.printable(source) + "\" is empty or holds control characters");
         }
@@ -102,7 +74,8 @@ public final class SystemMounter implements Mounter {
         }
     }
 
-    private void bindMountHere(Path source, Path target, boolean readOnly) throws MountException {
+    @Override
+    public void bindMount(Path source, Path target, boolean readOnly) throws MountException {
         String where = absolute(target);
         try {
             kernel.mount(absolute(source), where, null, MountFlags.MS_BIND, null);
@@ -137,7 +110,8 @@ public final class SystemMounter implements Mounter {
         }
     }
 
-    private void unmountHere(Path target) throws MountException {
+    @Override
+    public void unmount(Path target) throws MountException {
         MountPoint top = table().at(target).orElse(null);
         if (top == null) {
             return;

@@ -12,7 +12,6 @@ import dev.strata.csi.flags.Flag;
 import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.identity.IdentityService;
 import dev.strata.csi.linux.Kernel;
-import dev.strata.csi.linux.NativeCalls;
 import dev.strata.csi.log.CallLog;
 import dev.strata.csi.mount.MountHelpers;
 import dev.strata.csi.mount.SystemFilesystemStats;
@@ -72,8 +71,7 @@ public final class NodeServer {
                     Topology topology = Topology.forDriver(context.plugin().name());
                     Path poolDir = poolDir(flags.get(POOL_DIR));
                     Command commands = new Command();
-                    NativeCalls calls = new NativeCalls();
-                    Kernel kernel = new Kernel(calls);
+                    Kernel kernel = new Kernel();
                     SystemLoopDevices loops = new SystemLoopDevices(kernel);
                     SystemMounter mounter = new SystemMounter(kernel, commands, MountHelpers.system());
                     SystemFilesystemStats stats = new SystemFilesystemStats();
@@ -86,7 +84,7 @@ public final class NodeServer {
                             List.of(new CallLog(log), security.token().verifier()), log);
                     Registration registration = new Registration(flags.get(CONTROLLER_ADDRESS), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, security, log);
-                    LocalVolumes volumes = new LocalVolumes(pool, loops, new SystemFilesystems(commands, calls), mounter, stats, log);
+                    LocalVolumes volumes = new LocalVolumes(pool, loops, SystemFilesystems.preferringLibblkid(commands), mounter, stats, log);
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     NfsVolumes shares = new NfsVolumes(mounter, new NfsMounter(commands, nfsTimeout, log), stats, nfsTimeout, log);
                     return new DriverProgram.Plan(

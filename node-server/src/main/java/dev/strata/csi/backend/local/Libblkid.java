@@ -1,6 +1,5 @@
 package dev.strata.csi.backend.local;
 
-import dev.strata.csi.linux.NativeCalls;
 import dev.strata.csi.linux.SyscallException;
 import java.nio.file.Path;
 import java.util.Optional;
@@ -55,18 +54,16 @@ final class Libblkid implements SignatureProbe {
 
     private final Api api;
     private final Runtime runtime;
-    private final NativeCalls calls;
 
-    private Libblkid(Api api, NativeCalls calls) {
+    private Libblkid(Api api) {
         this.api = api;
         this.runtime = Runtime.getRuntime(api);
-        this.calls = calls;
     }
 
     /** libblkid, if the C library loader finds libblkid.so.1 (util-linux's libblkid1 package). */
-    static Optional<Libblkid> load(NativeCalls calls) {
+    static Optional<Libblkid> load() {
         try {
-            return Optional.of(new Libblkid(LibraryLoader.create(Api.class).failImmediately().load("libblkid.so.1"), calls));
+            return Optional.of(new Libblkid(LibraryLoader.create(Api.class).failImmediately().load("libblkid.so.1")));
         } catch (LinkageError e) {
             return Optional.empty();
         }
@@ -79,12 +76,7 @@ final class Libblkid implements SignatureProbe {
     public Optional<String> probe(Path device) throws DeviceException {
         String path = device.toAbsolutePath().normalize().toString();
         String what = "blkid probe of " + path;
-        Outcome outcome;
-        try {
-            outcome = calls.run(RuntimeException.class, () -> probeHere(path));
-        } catch (NativeCalls.Unfinished e) {
-            throw new DeviceException(what + ": " + e.getMessage(), e);
-        }
+        Outcome outcome = safeprobe(path);
         if (outcome.errno() != 0) {
             throw new DeviceException(what + ": cannot open it: " + SyscallException.describe(outcome.errno()));
         }
@@ -98,8 +90,8 @@ final class Libblkid implements SignatureProbe {
         };
     }
 
-    /** The probe itself, on the thread that runs native calls. */
-    private Outcome probeHere(String path) {
+    /** The probe itself; errno is read on the thread that made the calls, right after them. */
+    private Outcome safeprobe(String path) {
         Pointer probe = api.blkid_new_probe_from_filename(path);
         if (probe == null) {
             return new Outcome(-1, Optional.empty(), runtime.getLastError());

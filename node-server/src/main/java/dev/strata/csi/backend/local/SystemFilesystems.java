@@ -1,6 +1,5 @@
 package dev.strata.csi.backend.local;
 
-import dev.strata.csi.linux.NativeCalls;
 import dev.strata.csi.system.CommandException;
 import dev.strata.csi.system.CommandResult;
 import dev.strata.csi.system.Commands;
@@ -37,8 +36,8 @@ public final class SystemFilesystems implements Filesystems {
     }
 
     /** Probing with libblkid in the process where it can be loaded, else with the blkid program. */
-    public SystemFilesystems(Commands commands, NativeCalls calls) {
-        this(commands, Libblkid.load(calls).<SignatureProbe>map(probe -> probe).orElseGet(() -> new BlkidCommand(commands)));
+    public static SystemFilesystems preferringLibblkid(Commands commands) {
+        return new SystemFilesystems(commands, Libblkid.load().<SignatureProbe>map(probe -> probe).orElseGet(() -> new BlkidCommand(commands)));
     }
 
     SystemFilesystems(Commands commands, SignatureProbe signatures) {

@@ -75,11 +75,6 @@ public final class SystemLoopDevices implements LoopDevices {
 
     @Override
     public LoopDevice attach(Path image) throws DeviceException {
-        return kernel.batch(DeviceException.class, reason -> new DeviceException("attach " + image + ": " + reason),
-                () -> attachHere(image));
-    }
-
-    private LoopDevice attachHere(Path image) throws DeviceException {
         String file = image.toAbsolutePath().normalize().toString();
         if (!Files.isRegularFile(image)) {
             throw new DeviceException("cannot attach " + file + ": not a regular file");
@@ -97,13 +92,6 @@ public final class SystemLoopDevices implements LoopDevices {
 
     @Override
     public void detach(Path device) throws DeviceException {
-        kernel.batch(DeviceException.class, reason -> new DeviceException("detach " + device + ": " + reason), () -> {
-            detachHere(device);
-            return null;
-        });
-    }
-
-    private void detachHere(Path device) throws DeviceException {
         String name = name(device);
         if (describe(name).isEmpty()) {
             return;

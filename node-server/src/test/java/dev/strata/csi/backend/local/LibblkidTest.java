@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.strata.csi.linux.NativeCalls;
 import dev.strata.csi.system.Command;
 import dev.strata.csi.testing.SystemState;
 import java.io.RandomAccessFile;
@@ -24,7 +23,7 @@ class LibblkidTest {
     @TempDir
     Path dir;
 
-    private final SignatureProbe library = Libblkid.load(new NativeCalls()).orElseThrow(
+    private final SignatureProbe library = Libblkid.load().orElseThrow(
             () -> new AssertionError("libblkid.so.1 (util-linux) is not loadable"));
     private final SignatureProbe program = new BlkidCommand(new Command());
 
