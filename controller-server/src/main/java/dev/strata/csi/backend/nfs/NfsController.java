@@ -24,8 +24,9 @@ import java.util.Optional;
  * The Controller service's work for NFS volumes. A volume is a directory of an export; its record
  * (name, capacity, project quota id, the nodes it is published to) lives in the export too, so the
  * controller keeps nothing of its own. The capacity is enforced with a project quota where the
- * export's filesystem has them (see {@link VolumeQuotas}). Publishing touches no storage: it checks the volume and keeps the record of
- * nodes for ListVolumes. Every step on an export runs with a deadline (see {@link Bounded}).
+ * export's filesystem has them (see {@link VolumeQuotas}). Publishing touches no storage: it
+ * checks the volume and keeps the record of nodes for ListVolumes. Every step on an export runs
+ * with a deadline (see {@link Bounded}).
  */
 public final class NfsController {
 
