@@ -15,6 +15,7 @@ import csi.v1.Csi.NodeUnpublishVolumeRequest;
 import csi.v1.Csi.NodeUnpublishVolumeResponse;
 import csi.v1.Csi.NodeUnstageVolumeRequest;
 import csi.v1.Csi.NodeUnstageVolumeResponse;
+import csi.v1.Csi.VolumeCapability;
 import csi.v1.NodeGrpc;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.mount.MountOptions;
@@ -78,19 +79,14 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
                 throw CsiException.missing("volume_capability");
             }
             Optional<NfsVolume> share = share(request.getVolumeId(), request.getVolumeContextMap());
-            if (share.isPresent()) {
-                NfsCapabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
-                checkMountFlags(request.getVolumeCapability());
-                try (var held = locks.acquire(NFS_LOCK + request.getVolumeId())) {
-                    shares.stage(share.get(), staging, request.getVolumeCapability(), request.getVolumeContextMap());
-                    return NodeStageVolumeResponse.getDefaultInstance();
-                }
-            }
-            Capabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
+            requireCapability(share, request.getVolumeCapability());
             checkMountFlags(request.getVolumeCapability());
-            VolumeId id = volumeId(request.getVolumeId());
-            try (var held = locks.acquire(id.name())) {
-                volumes.stage(id, staging, request.getVolumeCapability());
+            try (var held = lock(request.getVolumeId())) {
+                if (share.isPresent()) {
+                    shares.stage(share.get(), staging, request.getVolumeCapability(), request.getVolumeContextMap());
+                } else {
+                    volumes.stage(volumeId(request.getVolumeId()), staging, request.getVolumeCapability());
+                }
                 return NodeStageVolumeResponse.getDefaultInstance();
             }
         });
@@ -101,15 +97,13 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
         Rpc.answer(response, () -> {
             requireVolumeId(request.getVolumeId());
             Path staging = RequestPaths.require("staging_target_path", request.getStagingTargetPath());
-            if (VolumeId.parse(request.getVolumeId()).isEmpty()) {
-                try (var held = locks.acquire(NFS_LOCK + request.getVolumeId())) {
+            boolean local = isLocal(request.getVolumeId());
+            try (var held = lock(request.getVolumeId())) {
+                if (local) {
+                    volumes.unstage(staging);
+                } else {
                     shares.unstage(staging);
-                    return NodeUnstageVolumeResponse.getDefaultInstance();
                 }
-            }
-            VolumeId id = volumeId(request.getVolumeId());
-            try (var held = locks.acquire(id.name())) {
-                volumes.unstage(staging);
                 return NodeUnstageVolumeResponse.getDefaultInstance();
             }
         });
@@ -125,19 +119,16 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
                 throw CsiException.missing("volume_capability");
             }
             Optional<NfsVolume> share = share(request.getVolumeId(), request.getVolumeContextMap());
-            if (share.isPresent()) {
-                NfsCapabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
-                boolean readOnly = request.getReadonly() || NfsCapabilities.readOnlyMode(request.getVolumeCapability());
-                try (var held = locks.acquire(NFS_LOCK + request.getVolumeId())) {
+            requireCapability(share, request.getVolumeCapability());
+            boolean readOnly = request.getReadonly() || (share.isPresent()
+                    ? NfsCapabilities.readOnlyMode(request.getVolumeCapability())
+                    : Capabilities.readOnlyMode(request.getVolumeCapability()));
+            try (var held = lock(request.getVolumeId())) {
+                if (share.isPresent()) {
                     shares.publish(share.get(), staging, target, readOnly);
-                    return NodePublishVolumeResponse.getDefaultInstance();
+                } else {
+                    volumes.publish(volumeId(request.getVolumeId()), staging, target, request.getVolumeCapability(), readOnly);
                 }
-            }
-            Capabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
-            VolumeId id = volumeId(request.getVolumeId());
-            boolean readOnly = request.getReadonly() || Capabilities.readOnlyMode(request.getVolumeCapability());
-            try (var held = locks.acquire(id.name())) {
-                volumes.publish(id, staging, target, request.getVolumeCapability(), readOnly);
                 return NodePublishVolumeResponse.getDefaultInstance();
             }
         });
@@ -148,15 +139,13 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
         Rpc.answer(response, () -> {
             requireVolumeId(request.getVolumeId());
             Path target = RequestPaths.require("target_path", request.getTargetPath());
-            if (VolumeId.parse(request.getVolumeId()).isEmpty()) {
-                try (var held = locks.acquire(NFS_LOCK + request.getVolumeId())) {
+            boolean local = isLocal(request.getVolumeId());
+            try (var held = lock(request.getVolumeId())) {
+                if (local) {
+                    volumes.unpublish(target);
+                } else {
                     shares.unpublish(target);
-                    return NodeUnpublishVolumeResponse.getDefaultInstance();
                 }
-            }
-            VolumeId id = volumeId(request.getVolumeId());
-            try (var held = locks.acquire(id.name())) {
-                volumes.unpublish(target);
                 return NodeUnpublishVolumeResponse.getDefaultInstance();
             }
         });
@@ -177,10 +166,9 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
                 throw CsiException.notFound("volume " + CsiException.printable(request.getVolumeId()) + " is not mounted at "
                         + CsiException.printable(request.getVolumePath()));
             }
-            if (VolumeId.parse(request.getVolumeId()).isEmpty()) {
-                return shares.stats(request.getVolumeId(), path);
-            }
-            return volumes.stats(volumeId(request.getVolumeId()), path);
+            return isLocal(request.getVolumeId())
+                    ? volumes.stats(volumeId(request.getVolumeId()), path)
+                    : shares.stats(request.getVolumeId(), path);
         });
     }
 
@@ -204,7 +192,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
                 .build());
     }
 
-    private static void checkMountFlags(csi.v1.Csi.VolumeCapability capability) {
+    private static void checkMountFlags(VolumeCapability capability) {
         try {
             MountOptions.join(capability.getMount().getMountFlagsList());
         } catch (MountException e) {
@@ -216,6 +204,31 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
     private static Optional<NfsVolume> share(String volumeId, Map<String, String> context) {
         Optional<NfsVolume> byId = NfsVolumeId.parse(volumeId).map(NfsVolumeId::volume);
         return byId.isPresent() || VolumeId.parse(volumeId).isPresent() ? byId : NfsVolume.fromContext(context);
+    }
+
+    private static void requireCapability(Optional<NfsVolume> share, VolumeCapability capability) {
+        if (share.isPresent()) {
+            NfsCapabilities.require(List.of(capability), "volume_capability");
+        } else {
+            Capabilities.require(List.of(capability), "volume_capability");
+        }
+    }
+
+    /**
+     * Whether the id names a volume of a local pool, which must then be this node's (NOT_FOUND
+     * otherwise); any other id is an NFS volume's, dynamic or static.
+     */
+    private boolean isLocal(String volumeId) {
+        if (VolumeId.parse(volumeId).isEmpty()) {
+            return false;
+        }
+        volumeId(volumeId);
+        return true;
+    }
+
+    /** One call at a time per volume: a local volume by its name, any other by its id. */
+    private VolumeLocks.Held lock(String volumeId) {
+        return locks.acquire(VolumeId.parse(volumeId).map(VolumeId::name).orElse(NFS_LOCK + volumeId));
     }
 
     private static void requireVolumeId(String value) {
