@@ -20,7 +20,6 @@ import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.volume.Capabilities;
 import dev.strata.csi.volume.VolumeId;
 import java.nio.file.Files;
-import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Optional;
@@ -144,18 +143,8 @@ public final class LocalVolumes {
                         + others.getFirst().mountPoint());
             }
         }
-        RequestPaths.requireParent(target);
-        if (block) {
-            if (!Files.exists(target, LinkOption.NOFOLLOW_LINKS)) {
-                Files.createFile(target);
-            }
-            mounter.bindMount(device.device(), target, readOnly);
-        } else {
-            if (!Files.exists(target, LinkOption.NOFOLLOW_LINKS)) {
-                Files.createDirectory(target);
-            }
-            mounter.bindMount(staging, target, readOnly);
-        }
+        RequestPaths.makeTarget(target, block);
+        mounter.bindMount(block ? device.device() : staging, target, readOnly);
     }
 
     void unpublish(Path target) throws Exception {

@@ -18,7 +18,6 @@ import dev.strata.csi.volume.FileMode;
 import dev.strata.csi.volume.NfsCapabilities;
 import dev.strata.csi.volume.NfsVolume;
 import java.nio.file.Files;
-import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -97,10 +96,7 @@ public final class NfsVolumes {
             }
             throw CsiException.alreadyExists("target_path " + target + " is already published with other arguments");
         }
-        RequestPaths.requireParent(target);
-        if (!Files.exists(target, LinkOption.NOFOLLOW_LINKS)) {
-            Files.createDirectory(target);
-        }
+        RequestPaths.makeTarget(target, false);
         mounter.bindMount(staging, target, readOnly);
     }
 

@@ -4,6 +4,7 @@ import dev.strata.csi.rpc.CsiException;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.InvalidPathException;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 
 /**
@@ -57,11 +58,23 @@ final class RequestPaths {
         }
     }
 
-    /** INVALID_ARGUMENT unless the target path's parent directory exists: kubelet makes it, the driver makes only the target. */
-    static void requireParent(Path target) {
+    /**
+     * Makes the target path a bind mount goes onto, unless it is there: a file for a raw block
+     * device, else a directory. Its parent must exist (INVALID_ARGUMENT otherwise): kubelet makes
+     * it, the driver makes only the target.
+     */
+    static void makeTarget(Path target, boolean file) throws IOException {
         Path parent = target.getParent();
         if (parent == null || !Files.isDirectory(parent)) {
             throw CsiException.invalidArgument("target_path " + target + " has no parent directory; kubelet creates it");
+        }
+        if (Files.exists(target, LinkOption.NOFOLLOW_LINKS)) {
+            return;
+        }
+        if (file) {
+            Files.createFile(target);
+        } else {
+            Files.createDirectory(target);
         }
     }
 }

@@ -37,7 +37,8 @@ public final class SystemFilesystems implements Filesystems {
 
     /** Probing with libblkid in the process where it can be loaded, else with the blkid program. */
     public static SystemFilesystems preferringLibblkid(Commands commands) {
-        return new SystemFilesystems(commands, Libblkid.load().<SignatureProbe>map(probe -> probe).orElseGet(() -> new BlkidCommand(commands)));
+        SignatureProbe probe = Libblkid.load().<SignatureProbe>map(library -> library).orElseGet(() -> new BlkidCommand(commands));
+        return new SystemFilesystems(commands, probe);
     }
 
     SystemFilesystems(Commands commands, SignatureProbe signatures) {
