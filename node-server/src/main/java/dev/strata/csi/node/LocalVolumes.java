@@ -5,6 +5,7 @@ import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeCondition;
 import csi.v1.Csi.VolumeUsage;
 import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.backend.local.BackingIdentity;
 import dev.strata.csi.backend.local.DeviceException;
 import dev.strata.csi.backend.local.Filesystems;
 import dev.strata.csi.backend.local.ImagePool;
@@ -156,8 +157,10 @@ public final class LocalVolumes {
         Path image = pool.imagePath(id.name());
         Optional<MountPoint> mount = mounter.table().at(path);
         // The loop devices say which image a mount is of, also when the image file was deleted.
+        Optional<BackingIdentity> identity = BackingIdentity.ofExisting(image);
         Optional<LoopDevice> device = mount.isEmpty() ? Optional.empty() : loops.list().stream()
-                .filter(loop -> loop.backingFile().equals(image) && loop.backs(mount.get()))
+                .filter(loop -> loop.backs(mount.get()) && identity.map(loop.backing()::equals)
+                        .orElse(loop.deleted() && loop.backingFile().getFileName().equals(image.getFileName())))
                 .findFirst();
         if (device.isEmpty()) {
             throw CsiException.notFound("volume " + id + " is not mounted at " + path);

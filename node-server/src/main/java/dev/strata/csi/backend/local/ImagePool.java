@@ -10,11 +10,16 @@ import dev.strata.csi.mount.MountException;
 import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.volume.VolumeId;
+import dev.strata.csi.mount.DeviceNumber;
 import java.io.IOException;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 
 /**
@@ -23,6 +28,10 @@ import java.util.Optional;
  * operation writes its intent to the record before it acts, so a crash between any two steps
  * leaves a state that the retried call, or {@link #reconcile()} at the next start, completes.
  * Callers serialise operations per image name.
+ *
+ * <p>Two invariants hold whatever was interrupted: an image is held by at most one loop device
+ * (devices are told apart by the identity of their backing file, which survives restarts of the
+ * container that attached them), and an image file is never removed while a loop device holds it.
  */
 public final class ImagePool {
 
@@ -101,10 +110,10 @@ public final class ImagePool {
         if (record.isEmpty()) {
             return;
         }
-        Optional<LoopDevice> device = unusedDevice(name);
+        List<LoopDevice> devices = unusedDevices(name);
         ImageRecord deleting = record.get().toBuilder().setState(ImageRecord.State.DELETING).setAttached(false).build();
         records.write(deleting);
-        finishDelete(deleting, device); // the device was found unused just now, under the volume's lock
+        finishDelete(deleting, devices); // the devices were found unused just now, under the volume's lock
         log.info("image deleted", "volume", name);
     }
 
@@ -119,10 +128,9 @@ public final class ImagePool {
             record = wanted.build();
             records.write(record);
         }
-        Path image = imagePath(name);
-        LoopDevice device = loops.find(image).orElse(null);
+        LoopDevice device = soleDevice(name).orElse(null);
         if (device == null) {
-            device = loops.attach(image);
+            device = loops.attach(imagePath(name));
             log.info("image attached", "volume", name, "device", device.device(), "direct_io", device.directIo());
         }
         return image(record, device);
@@ -134,16 +142,16 @@ public final class ImagePool {
         if (record.isEmpty()) {
             return;
         }
-        Optional<LoopDevice> device = unusedDevice(name);
+        List<LoopDevice> devices = unusedDevices(name);
         ImageRecord current = record.get();
         List<String> published = new ArrayList<>(current.getPublishedNodeIdsList());
         published.remove(nodeId);
         if (current.getAttached() || published.size() != current.getPublishedNodeIdsCount()) {
             records.write(current.toBuilder().setAttached(false).clearPublishedNodeIds().addAllPublishedNodeIds(published).build());
         }
-        if (device.isPresent()) {
-            loops.detach(device.get().device());
-            log.info("image detached", "volume", name, "device", device.get().device());
+        for (LoopDevice device : devices) {
+            loops.detach(device.device());
+            log.info("image detached", "volume", name, "device", device.device());
         }
     }
 
@@ -162,15 +170,14 @@ public final class ImagePool {
 
     public List<Image> list() throws IOException, DeviceException {
         // One sysfs scan for all images, not one per image: ListVolumes asks for every volume.
-        java.util.Map<Path, LoopDevice> devices = new java.util.HashMap<>();
+        Map<BackingIdentity, LoopDevice> devices = new HashMap<>();
         for (LoopDevice device : loops.list()) {
-            devices.putIfAbsent(device.backingFile(), device);
+            devices.putIfAbsent(device.backing(), device);
         }
         List<Image> images = new ArrayList<>();
         for (ImageRecord record : records.all()) {
-            Path image = imagePath(record.getName());
             if (record.getState() == ImageRecord.State.READY) {
-                images.add(image(record, Files.exists(image) ? devices.get(image) : null));
+                images.add(image(record, identity(record.getName()).map(devices::get).orElse(null)));
             }
         }
         return images;
@@ -231,28 +238,70 @@ public final class ImagePool {
                 log.error("cannot reconcile volume; left as it is", "volume", record.getName(), "error", e.getMessage());
             }
         }
+        Map<BackingIdentity, Path> imageFiles = imageFiles();
+        DeviceNumber poolFilesystem = BackingIdentity.of(dir).device();
         for (LoopDevice device : loops.list()) {
-            Path backing = device.backingFile();
-            if (backing.getParent() != null && backing.getParent().equals(dir)) {
-                String fileName = backing.getFileName().toString();
-                String name = fileName.endsWith(IMAGE_SUFFIX) ? fileName.substring(0, fileName.length() - IMAGE_SUFFIX.length()) : fileName;
-                try {
-                    if (records.read(name).isEmpty() && inUse(device).isEmpty()) {
-                        loops.detach(device.device());
-                        log.warn("detached loop device of an image without a record", "device", device.device(), "file", backing);
-                    }
-                } catch (Exception e) {
-                    log.error("cannot reconcile loop device; left as it is", "device", device.device(), "error", e.getMessage());
+            if (!device.backing().device().equals(poolFilesystem)) {
+                continue; // on another filesystem: not a pool image
+            }
+            try {
+                Optional<String> stranger = stranger(device, imageFiles.get(device.backing()));
+                if (stranger.isPresent() && inUse(device).isEmpty()) {
+                    loops.detach(device.device());
+                    log.warn("detached loop device nothing wants", "device", device.device(), "file", device.backingFile(),
+                            "reason", stranger.get());
+                } else if (stranger.isPresent()) {
+                    log.warn("loop device nothing wants is still mounted; left as it is", "device", device.device(),
+                            "file", device.backingFile(), "reason", stranger.get());
                 }
+            } catch (Exception e) {
+                log.error("cannot reconcile loop device; left as it is", "device", device.device(), "error", e.getMessage());
             }
         }
     }
 
+    /**
+     * Why a device on the pool's filesystem is not a volume's, or empty when it is: it holds a pool
+     * image that has no record, or an image file that was unlinked while attached (which releases
+     * before this one could leave behind: its space comes back only once the device lets go).
+     */
+    private Optional<String> stranger(LoopDevice device, Path imageFile) throws IOException {
+        if (imageFile != null) {
+            return records.read(volumeName(imageFile)).isEmpty() ? Optional.of("image without a record") : Optional.empty();
+        }
+        Path shown = device.backingFile();
+        // sysfs names the file relative to the mount namespace that attached it: the pool directory,
+        // or "/" once the container that attached it is gone.
+        boolean poolImage = shown.getParent() != null && (shown.getParent().equals(dir) || shown.getNameCount() == 1)
+                && shown.getFileName().toString().endsWith(IMAGE_SUFFIX);
+        return device.deleted() && poolImage ? Optional.of("image deleted while attached") : Optional.empty();
+    }
+
+    /** The pool's image files by identity. */
+    private Map<BackingIdentity, Path> imageFiles() throws IOException {
+        Map<BackingIdentity, Path> found = new HashMap<>();
+        try (DirectoryStream<Path> images = Files.newDirectoryStream(dir, "*" + IMAGE_SUFFIX)) {
+            for (Path image : images) {
+                try {
+                    found.put(BackingIdentity.of(image), image);
+                } catch (NoSuchFileException e) {
+                    // removed since the listing
+                }
+            }
+        }
+        return found;
+    }
+
+    private static String volumeName(Path image) {
+        String fileName = image.getFileName().toString();
+        return fileName.substring(0, fileName.length() - IMAGE_SUFFIX.length());
+    }
+
     private void reconcile(ImageRecord record) throws IOException, DeviceException, MountException {
         Path image = imagePath(record.getName());
-        Optional<LoopDevice> device = loops.find(image);
         switch (record.getState()) {
             case READY -> {
+                Optional<LoopDevice> device = soleDevice(record.getName());
                 if (record.getAttached()) {
                     if (device.isEmpty()) {
                         LoopDevice attached = loops.attach(image);
@@ -282,35 +331,78 @@ public final class ImagePool {
     }
 
     private void finishDelete(ImageRecord record) throws IOException, DeviceException, MountException {
-        finishDelete(record, unusedDevice(record.getName()));
+        finishDelete(record, unusedDevices(record.getName()));
     }
 
-    private void finishDelete(ImageRecord record, Optional<LoopDevice> device) throws IOException, DeviceException {
-        if (device.isPresent()) {
-            loops.detach(device.get().device());
+    private void finishDelete(ImageRecord record, List<LoopDevice> devices) throws IOException, DeviceException {
+        for (LoopDevice device : devices) {
+            loops.detach(device.device());
+        }
+        List<LoopDevice> holding = devicesOf(record.getName());
+        if (!holding.isEmpty()) { // attached again behind the driver's back since it looked
+            throw CsiException.failedPrecondition("volume " + record.getName() + " is held by " + holding.getFirst().device()
+                    + "; its image is not deleted while attached");
         }
         Files.deleteIfExists(imagePath(record.getName()));
         records.delete(record.getName());
     }
 
-    /**
-     * The image's loop device, if it has one; FAILED_PRECONDITION while a mount uses it. Also
-     * found when the image file was deleted under it, so detaching and deleting still free it.
-     */
-    private Optional<LoopDevice> unusedDevice(String name) throws DeviceException, MountException {
-        Path image = imagePath(name);
-        Optional<LoopDevice> device = loops.find(image);
-        if (device.isEmpty() && !Files.exists(image)) {
-            device = loops.list().stream().filter(loop -> loop.backingFile().equals(image)).findFirst();
-        }
-        if (device.isPresent()) {
-            List<MountPoint> users = inUse(device.get());
+    /** The image's loop devices (normally none or one); FAILED_PRECONDITION while a mount uses any. */
+    private List<LoopDevice> unusedDevices(String name) throws IOException, DeviceException, MountException {
+        List<LoopDevice> devices = devicesOf(name);
+        for (LoopDevice device : devices) {
+            List<MountPoint> users = inUse(device);
             if (!users.isEmpty()) {
-                throw CsiException.failedPrecondition("volume " + name + " is in use: " + device.get().device()
+                throw CsiException.failedPrecondition("volume " + name + " is in use: " + device.device()
                         + " is mounted at " + users.getFirst().mountPoint());
             }
         }
-        return device;
+        return devices;
+    }
+
+    /**
+     * The image's one loop device, if it has one. Should an image be held by several (an older
+     * release attached images again after a container restart), the one in use, else the first, is
+     * kept and the others are detached when nothing uses them.
+     */
+    private Optional<LoopDevice> soleDevice(String name) throws IOException, DeviceException, MountException {
+        List<LoopDevice> devices = devicesOf(name);
+        if (devices.size() <= 1) {
+            return devices.stream().findFirst();
+        }
+        LoopDevice kept = devices.getFirst();
+        for (LoopDevice device : devices) {
+            if (!inUse(device).isEmpty()) {
+                kept = device;
+                break;
+            }
+        }
+        for (LoopDevice device : devices) {
+            if (device.equals(kept)) {
+                continue;
+            }
+            if (inUse(device).isEmpty()) {
+                loops.detach(device.device());
+                log.warn("detached a second loop device of one image", "volume", name, "device", device.device(), "kept", kept.device());
+            } else {
+                log.error("image is mounted through two loop devices; unmount one", "volume", name,
+                        "device", device.device(), "kept", kept.device());
+            }
+        }
+        return Optional.of(kept);
+    }
+
+    /** Every loop device holding the image, told by its backing file's identity; none when the file is gone. */
+    private List<LoopDevice> devicesOf(String name) throws IOException, DeviceException {
+        Optional<BackingIdentity> identity = identity(name);
+        if (identity.isEmpty()) {
+            return List.of();
+        }
+        return loops.list().stream().filter(device -> device.backing().equals(identity.get())).toList();
+    }
+
+    private Optional<BackingIdentity> identity(String name) throws IOException {
+        return BackingIdentity.ofExisting(imagePath(name));
     }
 
     /** The mounts that use the device: while there are any, it is never detached. */
@@ -335,8 +427,8 @@ public final class ImagePool {
         return dir.resolve(name + IMAGE_SUFFIX);
     }
 
-    private Image image(ImageRecord record) throws DeviceException {
-        return image(record, loops.find(imagePath(record.getName())).orElse(null));
+    private Image image(ImageRecord record) throws IOException, DeviceException {
+        return image(record, devicesOf(record.getName()).stream().findFirst().orElse(null));
     }
 
     private static Image image(ImageRecord record, LoopDevice device) {

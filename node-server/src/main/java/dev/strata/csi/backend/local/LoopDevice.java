@@ -7,12 +7,15 @@ import java.nio.file.Path;
 /**
  * A loop device and the image file behind it.
  *
- * @param backingFile the image as the kernel names it, with symlinks resolved; if the image has
- *                    been deleted, the path it had
+ * @param backingFile the image as the kernel names it, for people: relative to the mount namespace
+ *                    that attached the device, so never used to tell which image it is
+ * @param backing     which image it is: the backing file's device and inode numbers
+ * @param deleted     whether the backing file has been unlinked since it was attached
  * @param directIo    whether the device reads and writes the image with direct I/O, bypassing
  *                    the page cache of the filesystem that holds the image (no double caching)
  */
-public record LoopDevice(Path device, Path backingFile, DeviceNumber number, boolean directIo) {
+public record LoopDevice(Path device, Path backingFile, BackingIdentity backing, boolean deleted, DeviceNumber number,
+        boolean directIo) {
 
     /**
      * Whether {@code mount} uses this device: a filesystem on it (its source is the device, or its

@@ -23,7 +23,9 @@ import jnr.constants.platform.Errno;
  * per call, and sysfs to look: the kernel's own account in {@code /sys/block/loopN}. Attaching asks
  * {@code /dev/loop-control} for a free device and configures it in one LOOP_CONFIGURE (kernel 5.8
  * and later), else with LOOP_SET_FD and LOOP_SET_STATUS64; detaching is LOOP_CLR_FD. No device
- * gets the autoclear flag: a device stays attached until it is detached, whoever closes it.
+ * gets the autoclear flag: a device stays attached until it is detached, whoever closes it. Which
+ * image a device holds is told by LOOP_GET_STATUS64's device and inode numbers of the backing
+ * file ({@link BackingIdentity}), never by the path sysfs shows.
  */
 public final class SystemLoopDevices implements LoopDevices {
 
@@ -31,6 +33,7 @@ public final class SystemLoopDevices implements LoopDevices {
     private static final long LOOP_SET_FD = 0x4C00;
     private static final long LOOP_CLR_FD = 0x4C01;
     private static final long LOOP_SET_STATUS64 = 0x4C04;
+    private static final long LOOP_GET_STATUS64 = 0x4C05;
     private static final long LOOP_SET_DIRECT_IO = 0x4C08;
     private static final long LOOP_CONFIGURE = 0x4C0A;
     private static final long LOOP_CTL_GET_FREE = 0x4C82;
@@ -46,9 +49,6 @@ public final class SystemLoopDevices implements LoopDevices {
     private static final long SECTOR_BYTES = 512;
     /** How long a detached device may take to let go of its image. */
     private static final Duration DETACH_SETTLE = Duration.ofSeconds(1);
-
-    /** A device as sysfs shows it; {@code deleted} if its image has been unlinked since. */
-    private record Attached(LoopDevice device, boolean deleted) {}
 
     /** How a device came out of an attempt to attach an image to it. */
     private enum Outcome { ATTACHED, TAKEN, REFUSED }
@@ -82,7 +82,7 @@ public final class SystemLoopDevices implements LoopDevices {
         for (int attempt = 0; attempt < ATTACH_ATTEMPTS; attempt++) {
             String name = "loop" + freeNumber(file);
             if (attachTo(name, file)) {
-                return describe(name).map(Attached::device).orElseThrow(() -> new DeviceException(
+                return describe(name).orElseThrow(() -> new DeviceException(
                         "attached " + file + " to " + dev.resolve(name) + ", but sysfs shows it detached"));
             }
         }
@@ -118,22 +118,25 @@ public final class SystemLoopDevices implements LoopDevices {
 
     @Override
     public Optional<LoopDevice> find(Path image) throws DeviceException {
-        Path file;
+        Optional<BackingIdentity> identity;
         try {
-            file = image.toRealPath();
-        } catch (NoSuchFileException e) {
-            return Optional.empty();
+            identity = BackingIdentity.ofExisting(image);
         } catch (IOException e) {
-            throw new DeviceException("cannot resolve " + image + ": " + e.getMessage(), e);
+            throw new DeviceException("cannot stat " + image + ": " + e.getMessage(), e);
         }
-        // A device whose image was deleted is not attached to a new file at the same path.
-        return attached().stream().filter(a -> !a.deleted() && a.device().backingFile().equals(file))
-                .map(Attached::device).findFirst();
+        if (identity.isEmpty()) {
+            return Optional.empty();
+        }
+        return list().stream().filter(device -> device.backing().equals(identity.get())).findFirst();
     }
 
     @Override
     public List<LoopDevice> list() throws DeviceException {
-        return attached().stream().map(Attached::device).toList();
+        List<LoopDevice> attached = new ArrayList<>();
+        for (String name : loopNames()) {
+            describe(name).ifPresent(attached::add);
+        }
+        return attached;
     }
 
     @Override
@@ -146,14 +149,6 @@ public final class SystemLoopDevices implements LoopDevices {
         } catch (NumberFormatException e) {
             throw new DeviceException("unexpected size of " + device + " in sysfs: " + sectors, e);
         }
-    }
-
-    private List<Attached> attached() throws DeviceException {
-        List<Attached> attached = new ArrayList<>();
-        for (String name : loopNames()) {
-            describe(name).ifPresent(attached::add);
-        }
-        return attached;
     }
 
     /** The loop devices the kernel has, attached or not, by number. */
@@ -173,33 +168,48 @@ public final class SystemLoopDevices implements LoopDevices {
         return names;
     }
 
-    /** The device {@code loopN} as sysfs shows it, or empty if it is not attached. */
-    private Optional<Attached> describe(String name) throws DeviceException {
+    /** The device {@code loopN} as sysfs and LOOP_GET_STATUS64 show it, or empty if it is not attached. */
+    private Optional<LoopDevice> describe(String name) throws DeviceException {
         Path sys = sysBlock.resolve(name);
         // sysfs has loopN/loop only while a file is attached; a scan meets mostly free devices,
         // which this answers without the exception a failed read costs.
         if (!Files.isDirectory(sys.resolve("loop"))) {
             return Optional.empty();
         }
-        Optional<String> backing = read(sys.resolve("loop/backing_file"));
-        if (backing.isEmpty()) {
+        Optional<String> shown = read(sys.resolve("loop/backing_file"));
+        if (shown.isEmpty()) {
             return Optional.empty();
         }
-        String file = backing.get();
+        String file = shown.get();
         boolean deleted = file.endsWith(DELETED);
         if (deleted) {
             file = file.substring(0, file.length() - DELETED.length());
         }
         Optional<String> number = read(sys.resolve("dev"));
         Optional<String> dio = read(sys.resolve("loop/dio"));
-        if (number.isEmpty() || dio.isEmpty()) {
+        Optional<BackingIdentity> backing = backing(name);
+        if (number.isEmpty() || dio.isEmpty() || backing.isEmpty()) {
             return Optional.empty(); // detached while we looked
         }
         try {
-            return Optional.of(new Attached(new LoopDevice(dev.resolve(name), Path.of(file),
-                    DeviceNumber.parse(number.get()), dio.get().equals("1")), deleted));
+            return Optional.of(new LoopDevice(dev.resolve(name), Path.of(file), backing.get(), deleted,
+                    DeviceNumber.parse(number.get()), dio.get().equals("1")));
         } catch (IllegalArgumentException e) {
             throw new DeviceException("unexpected sysfs entry for " + name + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** The backing file's device and inode numbers (LOOP_GET_STATUS64), or empty if nothing is attached. */
+    private Optional<BackingIdentity> backing(String name) throws DeviceException {
+        try (FileDescriptor loop = kernel.open(deviceNode(name).toString(), Kernel.O_RDONLY | Kernel.O_CLOEXEC)) {
+            LoopConfig.LoopInfo64 info = kernel.allocate(new LoopConfig.LoopInfo64(kernel.runtime()));
+            kernel.ioctl(loop, "LOOP_GET_STATUS64", LOOP_GET_STATUS64, info);
+            return Optional.of(new BackingIdentity(BackingIdentity.decode(info.device.get()), info.inode.get()));
+        } catch (SyscallException e) {
+            if (e.is(Errno.ENXIO)) {
+                return Optional.empty();
+            }
+            throw new DeviceException("cannot read the status of " + dev.resolve(name) + ": " + e.getMessage(), e);
         }
     }
 

@@ -4,17 +4,18 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import dev.strata.csi.linux.Kernel;
-import dev.strata.csi.mount.DeviceNumber;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.Optional;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** SystemLoopDevices reading a sysfs laid out by the test; SystemLoopDevicesTest uses the real one. */
+/**
+ * SystemLoopDevices reading a sysfs laid out by the test; SystemLoopDevicesTest uses the real one,
+ * and is where listing and finding are tested: they ask the devices themselves (LOOP_GET_STATUS64).
+ */
 class SystemLoopDevicesSysfsTest {
 
     @TempDir
@@ -43,37 +44,6 @@ class SystemLoopDevicesSysfsTest {
 
     private SystemLoopDevices loops() {
         return new SystemLoopDevices(new Kernel(), sys, dev, true);
-    }
-
-    @Test
-    void listsAttachedDevicesByNumber() throws Exception {
-        attached(10, images + "/b.img", false, 2048);
-        attached(2, images + "/a.img", true, 4096);
-        assertEquals(List.of(
-                new LoopDevice(dev.resolve("loop2"), images.resolve("a.img"), new DeviceNumber(7, 2), true),
-                new LoopDevice(dev.resolve("loop10"), images.resolve("b.img"), new DeviceNumber(7, 10), false)),
-                loops().list());
-    }
-
-    @Test
-    void aDeletedImageIsListedUnderItsOldPathButNeverFound() throws Exception {
-        Files.createFile(images.resolve("a.img"));
-        attached(1, images + "/a.img (deleted)", true, 8);
-        attached(2, images + "/a.img", true, 8);
-        SystemLoopDevices loops = loops();
-        assertEquals(List.of(images.resolve("a.img"), images.resolve("a.img")),
-                loops.list().stream().map(LoopDevice::backingFile).toList());
-        assertEquals(dev.resolve("loop2"), loops.find(images.resolve("a.img")).orElseThrow().device());
-    }
-
-    @Test
-    void findsByTheImagesRealPath() throws Exception {
-        Files.createFile(images.resolve("a.img"));
-        Files.createSymbolicLink(root.resolve("link.img"), images.resolve("a.img"));
-        attached(3, images + "/a.img", true, 8);
-        SystemLoopDevices loops = loops();
-        assertEquals(dev.resolve("loop3"), loops.find(root.resolve("link.img")).orElseThrow().device());
-        assertEquals(Optional.empty(), loops.find(images.resolve("missing.img")));
     }
 
     @Test

@@ -50,6 +50,9 @@ class SystemLoopDevicesTest {
         LoopDevice device = loops.attach(image);
 
         assertEquals(image.toRealPath(), device.backingFile());
+        assertEquals(BackingIdentity.of(image), device.backing());
+        assertEquals(statIdentity(image), device.backing().toString());
+        assertFalse(device.deleted());
         assertEquals(7, device.number().major());
         assertEquals(device.number(), nodeNumber(device.device()));
         assertEquals(Images.SIZE, loops.sizeBytes(device.device()));
@@ -154,13 +157,15 @@ class SystemLoopDevicesTest {
         LoopDevice device = loops.attach(image);
         Files.delete(image);
 
-        assertTrue(loops.list().contains(device), "sysfs now says \"" + image + " (deleted)\"");
+        LoopDevice listed = loops.list().stream().filter(d -> d.device().equals(device.device())).findFirst().orElseThrow();
+        assertTrue(listed.deleted(), "sysfs now says \"" + image + " (deleted)\"");
+        assertEquals(device.backing(), listed.backing());
         assertEquals(Optional.empty(), loops.find(image));
         Images.sparse(image);
         assertEquals(Optional.empty(), loops.find(image), "a new file at the same path is another image");
 
         loops.detach(device.device());
-        assertFalse(loops.list().contains(device));
+        assertFalse(loops.list().contains(listed));
     }
 
     @Test
@@ -182,6 +187,31 @@ class SystemLoopDevicesTest {
             Thread.sleep(20);
         }
         assertEquals(Optional.empty(), loops.find(image));
+    }
+
+    @Test
+    void findsADeviceAttachedInAMountNamespaceThatIsGone() throws Exception {
+        // As a container restart leaves it: the device was attached through a bind mount of the
+        // directory in a namespace that has since died, so sysfs names the image "/a.img".
+        Path image = Images.sparse(dir.resolve("a.img"));
+        Path elsewhere = Files.createDirectory(dir.resolve("elsewhere"));
+        String device = SystemState.run("unshare", "--mount", "--propagation", "private", "sh", "-c",
+                "mount --bind " + dir + " " + elsewhere + " && losetup --find --show " + elsewhere + "/a.img").strip();
+        assertTrue(device.startsWith("/dev/loop"), device);
+        assertEquals(List.of("/a.img"), losetup(Path.of(device), "BACK-FILE"));
+
+        LoopDevice found = loops.find(image).orElseThrow();
+        assertEquals(Path.of(device), found.device());
+        assertEquals(Path.of("/a.img"), found.backingFile());
+        assertEquals(Optional.empty(), loops.find(Images.sparse(dir.resolve("b.img"))));
+        loops.detach(found.device());
+        assertEquals(List.of(), SystemState.loopDevicesOf(image));
+    }
+
+    /** dev:ino of {@code file} as stat(1) prints them, in the form BackingIdentity prints itself. */
+    private static String statIdentity(Path file) throws Exception {
+        String[] fields = SystemState.run("stat", "--format", "%Hd %Ld %i", file.toString()).strip().split(" ");
+        return fields[0] + ":" + fields[1] + "/" + fields[2];
     }
 
     /** ramfs cannot open files for direct I/O, so a loop device on it must do without. */
