@@ -19,11 +19,13 @@ import csi.v1.Csi.ListVolumesResponse;
 import csi.v1.Csi.ValidateVolumeCapabilitiesRequest;
 import csi.v1.Csi.ValidateVolumeCapabilitiesResponse;
 import csi.v1.Csi.Volume;
+import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.agent.api.AttachImageRequest;
 import dev.strata.csi.agent.api.DeleteImageRequest;
 import dev.strata.csi.agent.api.DetachImageRequest;
 import dev.strata.csi.agent.api.GetImageRequest;
 import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.backend.nfs.NfsController;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.rpc.CsiException;
@@ -224,6 +226,12 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
         Rpc.answer(response, () -> {
             boolean isNfs = NfsController.wanted(request.getParametersMap());
             for (var capability : request.getVolumeCapabilitiesList()) {
+                // external-provisioner's capacity controller asks with access mode UNKNOWN, meaning any:
+                // then only the access type (mount or block, the filesystem) is asked about.
+                if (capability.getAccessMode().getMode() == VolumeCapability.AccessMode.Mode.UNKNOWN) {
+                    capability = capability.toBuilder().setAccessMode(VolumeCapability.AccessMode.newBuilder()
+                            .setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER)).build();
+                }
                 if ((isNfs ? NfsCapabilities.unsupported(capability) : Capabilities.unsupported(capability)).isPresent()) {
                     return GetCapacityResponse.getDefaultInstance();
                 }
@@ -233,12 +241,16 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
                 available = nfs.availableBytes(request.getParametersMap()); // an export is reachable from every node
             } else if (request.hasAccessibleTopology()) {
                 available = topology.nodeOf(request.getAccessibleTopology())
-                        .flatMap(agents::live)
-                        .map(agent -> agent.pool().getAvailableBytes())
+                        .flatMap(agents::poolOf) // empty: a segment that names no node with an agent
+                        .map(PoolStatus::getAvailableBytes)
                         .orElse(0L);
             } else {
                 // A volume lives on one node: the most it can get is the emptiest node's space.
-                available = agents.live().stream().mapToLong(agent -> agent.pool().getAvailableBytes()).max().orElse(0);
+                List<Long> free = agents.live().stream().map(agent -> agent.pool().getAvailableBytes()).toList();
+                if (free.isEmpty() && agents.settling()) {
+                    throw CsiException.unavailable("controller-server started recently; no node agent has registered yet");
+                }
+                available = free.stream().mapToLong(Long::longValue).max().orElse(0);
             }
             return GetCapacityResponse.newBuilder()
                     .setAvailableCapacity(available)

@@ -67,10 +67,12 @@ public final class AgentDirectory implements AutoCloseable {
     void register(RegisterRequest request) {
         Agent agent = new Agent(request.getNodeId(), request.getAddress(), request.getPool(),
                 Map.copyOf(request.getTopologyMap()), clock.instant());
+        boolean[] newAddress = {false};
         agents.compute(request.getNodeId(), (nodeId, previous) -> {
             if (previous != null && previous.agent().address().equals(agent.address())) {
                 return new Entry(agent, previous.channel());
             }
+            newAddress[0] = true;
             if (previous != null) {
                 if (!expired(previous.agent())) {
                     // Two node-servers with one --node-id would take the node from each other at every renewal.
@@ -79,16 +81,42 @@ public final class AgentDirectory implements AutoCloseable {
                 }
                 previous.channel().shutdown();
             }
-            log.info("agent registered", "node", nodeId, "address", agent.address(),
-                    "available_bytes", agent.pool().getAvailableBytes());
             return new Entry(agent, security.channel(agent.address()));
         });
+        if (newAddress[0]) { // logged once the directory holds it: calls for the node go there from now on
+            log.info("agent registered", "node", agent.nodeId(), "address", agent.address(),
+                    "available_bytes", agent.pool().getAvailableBytes());
+        }
     }
 
     /** The live agent of {@code nodeId}: registered, lease current. */
     public Optional<Agent> live(String nodeId) {
         Entry entry = agents.get(nodeId);
         return entry == null || expired(entry.agent()) ? Optional.empty() : Optional.of(entry.agent());
+    }
+
+    /**
+     * The pool of {@code nodeId} as its agent last reported it, for GetCapacity; empty for a node
+     * with no agent (none ever registered, or silent so long it was forgotten). UNAVAILABLE while
+     * the answer would be a guess: the agent's lease has expired (it is restarting, as in a
+     * rollout of the node DaemonSet), or none has registered yet since this controller started.
+     * A capacity of 0 there would make every WaitForFirstConsumer pod bound for the node
+     * unschedulable, where an error makes external-provisioner keep the capacity it published.
+     */
+    public Optional<PoolStatus> poolOf(String nodeId) {
+        forgetSilentAgents();
+        Entry entry = agents.get(nodeId);
+        if (entry == null) {
+            if (settling()) {
+                throw CsiException.unavailable("controller-server started recently; waiting for the agent of " + nodeId + " to register");
+            }
+            return Optional.empty();
+        }
+        if (expired(entry.agent())) {
+            throw CsiException.unavailable("the agent of " + nodeId + " has not renewed its lease since " + entry.agent().renewed()
+                    + "; is node-server restarting there?");
+        }
+        return Optional.of(entry.agent().pool());
     }
 
     /**

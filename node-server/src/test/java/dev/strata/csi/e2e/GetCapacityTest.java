@@ -1,0 +1,90 @@
+package dev.strata.csi.e2e;
+
+import static dev.strata.csi.e2e.PipelineTest.on;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import csi.v1.Csi.GetCapacityRequest;
+import csi.v1.Csi.VolumeCapability;
+import csi.v1.Csi.VolumeCapability.AccessMode;
+import dev.strata.csi.testing.Root;
+import dev.strata.csi.testing.SystemState;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * GetCapacity as external-provisioner's capacity controller asks it, and what it answers while
+ * a rollout restarts the controller or a node's agent: never a 0 that would make the scheduler
+ * give up on a node with room.
+ */
+class GetCapacityTest {
+
+    @TempDir
+    Path dir;
+
+    private Cluster cluster;
+
+    @AfterEach
+    void stop() throws Exception {
+        if (cluster != null) {
+            cluster.close();
+        }
+        assertEquals(List.of(), SystemState.cleanUp(dir));
+    }
+
+    @Test
+    void answersThePoolsSpaceWithAnyAccessModeOrNoCapabilityAtAll() throws Exception {
+        Root.require();
+        cluster = Cluster.start(dir, "node-a");
+        long free = Files.getFileStore(cluster.node("node-a").pool()).getUsableSpace();
+        VolumeCapability anyMode = VolumeCapability.newBuilder()
+                .setMount(VolumeCapability.MountVolume.newBuilder().setFsType("ext4"))
+                .setAccessMode(AccessMode.newBuilder().setMode(AccessMode.Mode.UNKNOWN)).build();
+        for (GetCapacityRequest request : List.of(
+                GetCapacityRequest.newBuilder().setAccessibleTopology(on("node-a")).addVolumeCapabilities(anyMode).build(),
+                GetCapacityRequest.newBuilder().setAccessibleTopology(on("node-a")).build(),
+                GetCapacityRequest.newBuilder().addVolumeCapabilities(anyMode).build())) {
+            long available = cluster.controller().getCapacity(request).getAvailableCapacity();
+            assertTrue(Math.abs(available - free) < (256L << 20), request + " answered " + available + ", the pool has " + free);
+        }
+        VolumeCapability manyNodes = anyMode.toBuilder()
+                .setAccessMode(AccessMode.newBuilder().setMode(AccessMode.Mode.MULTI_NODE_MULTI_WRITER)).build();
+        assertEquals(0, cluster.controller().getCapacity(GetCapacityRequest.newBuilder()
+                .setAccessibleTopology(on("node-a")).addVolumeCapabilities(manyNodes).build()).getAvailableCapacity(),
+                "a local volume cannot be shared by nodes: no capacity for that");
+        assertEquals(0, cluster.controller().getCapacity(GetCapacityRequest.newBuilder()
+                .setAccessibleTopology(on("node-without-agent")).build()).getAvailableCapacity());
+    }
+
+    @Test
+    void unavailableRatherThanZeroWhileAgentsComeBack() throws Exception {
+        Root.require();
+        // A controller just rolled out: its agents have not registered yet.
+        cluster = Cluster.start(dir, List.of("--agent-plaintext", "true"), List.of("--agent-settle-time", "60s"), Map.of());
+        GetCapacityRequest nodeA = GetCapacityRequest.newBuilder().setAccessibleTopology(on("node-a")).build();
+        assertEquals(Status.Code.UNAVAILABLE, assertThrows(StatusRuntimeException.class,
+                () -> cluster.controller().getCapacity(nodeA)).getStatus().getCode());
+        assertEquals(Status.Code.UNAVAILABLE, assertThrows(StatusRuntimeException.class,
+                () -> cluster.controller().getCapacity(GetCapacityRequest.getDefaultInstance())).getStatus().getCode());
+
+        cluster.startNode("node-a");
+        assertTrue(cluster.controller().getCapacity(nodeA).getAvailableCapacity() > 0);
+
+        // The node's agent stops renewing (its pod is being replaced): its lease expires after three renewals.
+        cluster.node("node-a").process().close();
+        Thread.sleep(7_000);
+        StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> cluster.controller().getCapacity(nodeA));
+        assertEquals(Status.Code.UNAVAILABLE, e.getStatus().getCode(), e.getStatus().toString());
+
+        cluster.startNode("node-a");
+        assertTrue(cluster.controller().getCapacity(nodeA).getAvailableCapacity() > 0);
+    }
+}
