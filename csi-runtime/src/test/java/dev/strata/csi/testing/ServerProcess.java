@@ -29,7 +29,13 @@ public final class ServerProcess implements AutoCloseable {
     }
 
     public static ServerProcess start(Class<?> mainClass, Map<String, String> env, String... args) throws IOException {
-        List<String> command = new ArrayList<>();
+        return start(List.of(), mainClass, env, args);
+    }
+
+    /** Starts the JVM through {@code launcher}, a command that ends by running the command it is given (unshare, sh -c). */
+    public static ServerProcess start(List<String> launcher, Class<?> mainClass, Map<String, String> env, String... args)
+            throws IOException {
+        List<String> command = new ArrayList<>(launcher);
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.add("@" + jvmOptions());
         command.add("-cp");

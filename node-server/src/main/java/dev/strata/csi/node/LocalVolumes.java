@@ -6,6 +6,8 @@ import csi.v1.Csi.VolumeCondition;
 import csi.v1.Csi.VolumeUsage;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.backend.local.BackingIdentity;
+import dev.strata.csi.backend.local.CrashPoint;
+import dev.strata.csi.backend.local.Crashes;
 import dev.strata.csi.backend.local.DeviceException;
 import dev.strata.csi.backend.local.Filesystems;
 import dev.strata.csi.backend.local.ImagePool;
@@ -37,10 +39,12 @@ public final class LocalVolumes {
     private final Filesystems filesystems;
     private final Mounter mounter;
     private final FilesystemStats stats;
+    private final Crashes crashes;
     private final Log log;
 
     public LocalVolumes(ImagePool pool, LoopDevices loops, Filesystems filesystems, Mounter mounter,
-            FilesystemStats stats, Log log) {
+            FilesystemStats stats, Crashes crashes, Log log) {
+        this.crashes = crashes;
         this.pool = pool;
         this.loops = loops;
         this.filesystems = filesystems;
@@ -81,6 +85,7 @@ public final class LocalVolumes {
             }
         }
         mounter.mount(device.device().toString(), staging, fsType, options);
+        crashes.reach(CrashPoint.STAGE_MOUNTED);
     }
 
     /** The filesystem a read-only stage mounts: one must be there already; nothing is made. */
@@ -112,13 +117,16 @@ public final class LocalVolumes {
         String holds = existing.orElse(fsType);
         if (existing.isEmpty()) {
             log.info("made filesystem", "volume", id, "device", device.device(), "fs_type", fsType);
+            crashes.reach(CrashPoint.STAGE_FORMATTED);
         }
         pool.recordFilesystem(id.name(), holds);
+        crashes.reach(CrashPoint.STAGE_RECORDED);
         return holds;
     }
 
     void unstage(Path staging) throws Exception {
         unmountAll(staging);
+        crashes.reach(CrashPoint.UNSTAGE_UNMOUNTED);
     }
 
     void publish(VolumeId id, Path staging, Path target, VolumeCapability capability, boolean readOnly) throws Exception {
@@ -145,11 +153,14 @@ public final class LocalVolumes {
             }
         }
         RequestPaths.makeTarget(target, block);
+        crashes.reach(CrashPoint.PUBLISH_TARGET_MADE);
         mounter.bindMount(block ? device.device() : staging, target, readOnly);
+        crashes.reach(CrashPoint.PUBLISH_MOUNTED);
     }
 
     void unpublish(Path target) throws Exception {
         unmountAll(target);
+        crashes.reach(CrashPoint.UNPUBLISH_UNMOUNTED);
         RequestPaths.removeTarget(target);
     }
 

@@ -4,6 +4,7 @@ import dev.strata.csi.agent.NodeAgentService;
 import dev.strata.csi.agent.PoolOwnership;
 import dev.strata.csi.agent.Registration;
 import dev.strata.csi.auth.AgentSecurity;
+import dev.strata.csi.backend.local.Crashes;
 import dev.strata.csi.backend.local.ImagePool;
 import dev.strata.csi.backend.local.SystemFilesystems;
 import dev.strata.csi.backend.local.SystemImageFiles;
@@ -75,7 +76,15 @@ public final class NodeServer {
                     SystemLoopDevices loops = new SystemLoopDevices(kernel);
                     SystemMounter mounter = new SystemMounter(kernel, commands, MountHelpers.system());
                     SystemFilesystemStats stats = new SystemFilesystemStats();
-                    ImagePool pool = new ImagePool(poolDir, new SystemImageFiles(kernel, stats), loops, mounter, log);
+                    Crashes crashes;
+                    try {
+                        crashes = Crashes.fromEnvironment();
+                    } catch (IllegalArgumentException e) {
+                        throw new UsageException(Crashes.ENVIRONMENT + " names no crash point: " + e.getMessage());
+                    }
+                    crashes.armed().ifPresent(point -> log.warn("test-only crash point armed: this process halts when it reaches it",
+                            "point", point, "variable", Crashes.ENVIRONMENT));
+                    ImagePool pool = new ImagePool(poolDir, new SystemImageFiles(kernel, stats), loops, mounter, crashes, log);
                     VolumeLocks locks = new VolumeLocks();
                     PoolOwnership ownership = new PoolOwnership(pool);
                     TcpComponent agent = new TcpComponent(
@@ -84,7 +93,7 @@ public final class NodeServer {
                             List.of(new CallLog(log), security.token().verifier()), log);
                     Registration registration = new Registration(flags.get(CONTROLLER_ADDRESS), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, security, log);
-                    LocalVolumes volumes = new LocalVolumes(pool, loops, SystemFilesystems.preferringLibblkid(commands), mounter, stats, log);
+                    LocalVolumes volumes = new LocalVolumes(pool, loops, SystemFilesystems.preferringLibblkid(commands), mounter, stats, crashes, log);
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     NfsVolumes shares = new NfsVolumes(mounter, new NfsMounter(commands, nfsTimeout, log), stats, nfsTimeout, log);
                     return new DriverProgram.Plan(

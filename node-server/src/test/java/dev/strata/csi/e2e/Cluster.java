@@ -6,6 +6,7 @@ import csi.v1.NodeGrpc;
 import dev.strata.csi.controller.ControllerServer;
 import dev.strata.csi.node.NodeServer;
 import dev.strata.csi.testing.ServerProcess;
+import dev.strata.csi.testing.SystemState;
 import dev.strata.csi.testing.Sockets;
 import io.grpc.ManagedChannel;
 import java.io.IOException;
@@ -86,22 +87,65 @@ public final class Cluster implements AutoCloseable {
                 "--endpoint", "unix://" + socket,
                 "--agent-registry-address", "127.0.0.1:" + registryPort,
                 "--agent-token-file", tokenFile.toString(),
-                "--agent-renew-interval", "2s",
-                // Every agent starts after the controller here; nothing can be on its way back.
-                "--agent-settle-time", "0s")));
+                "--agent-renew-interval", "2s")));
+        if (!controllerFlags.contains("--agent-settle-time")) {
+            // Every agent starts after the controller here; nothing can be on its way back.
+            args.addAll(List.of("--agent-settle-time", "0s"));
+        }
         args.addAll(controllerFlags);
         controller = ServerProcess.start(ControllerServer.class, args.toArray(String[]::new)).awaitListening(socket);
         controllerChannel = channel(socket);
     }
 
-    /** Starts (or restarts, keeping its pool) the node-server of {@code nodeId}. */
+    /**
+     * How a node-server process is started: as a process on the host, or as its container runs it
+     * (see {@link #startNode(String, Launch)}); with environment variables of its own besides the
+     * cluster's.
+     */
+    public record Launch(boolean container, Map<String, String> environment) {
+        public static final Launch HOST = new Launch(false, Map.of());
+        public static final Launch CONTAINER = new Launch(true, Map.of());
+
+        public Launch with(String variable, String value) {
+            Map<String, String> more = new LinkedHashMap<>(environment);
+            more.put(variable, value);
+            return new Launch(container, Map.copyOf(more));
+        }
+    }
+
+    /** Starts (or restarts, keeping its pool) the node-server of {@code nodeId} as a host process. */
     public Node startNode(String nodeId) throws Exception {
+        return startNode(nodeId, Launch.HOST);
+    }
+
+    /**
+     * Starts (or restarts, keeping its pool) the node-server of {@code nodeId}. As a container, it
+     * runs in a mount namespace of its own that sees the pool through a bind mount, as the DaemonSet's
+     * hostPath volume shows it, and kubelet's directory as a shared mount (Bidirectional propagation):
+     * when the process dies the namespace dies with it, exactly as when its container is restarted.
+     */
+    public Node startNode(String nodeId, Launch launch) throws Exception {
         Path socket = dir.resolve(nodeId + "/csi.sock");
-        Path pool = dir.resolve(nodeId + "/pool");
-        ServerProcess process = ServerProcess.start(NodeServer.class, nodeEnvironment, withShared(
+        Path pool = Files.createDirectories(dir.resolve(nodeId + "/pool"));
+        List<String> launcher = List.of();
+        Path poolSeen = pool;
+        if (launch.container()) {
+            Path kubelet = Files.createDirectories(dir.resolve(nodeId + "/kubelet"));
+            if (!SystemState.mountsUnder(kubelet).contains(kubelet)) {
+                SystemState.run("mount", "--bind", kubelet.toString(), kubelet.toString());
+                SystemState.run("mount", "--make-shared", kubelet.toString());
+            }
+            poolSeen = Files.createDirectories(dir.resolve(nodeId + "/container-pool"));
+            launcher = List.of("unshare", "--mount", "--propagation", "unchanged", "--", "sh", "-c",
+                    "mount --make-private / && mount --bind \"$0\" \"$1\" && shift && exec \"$@\"",
+                    pool.toString(), poolSeen.toString());
+        }
+        Map<String, String> environment = new LinkedHashMap<>(nodeEnvironment);
+        environment.putAll(launch.environment());
+        ServerProcess process = ServerProcess.start(launcher, NodeServer.class, environment, withShared(
                 "--endpoint", "unix://" + socket,
                 "--node-id", nodeId,
-                "--pool-dir", pool.toString(),
+                "--pool-dir", poolSeen.toString(),
                 "--controller-address", "127.0.0.1:" + registryPort,
                 "--agent-address", "127.0.0.1:0",
                 "--agent-token-file", tokenFile.toString())).awaitListening(socket);
@@ -113,8 +157,12 @@ public final class Cluster implements AutoCloseable {
 
     /** Kills the node-server of {@code nodeId} (SIGKILL: no cleanup) and starts it again on the same pool. */
     public Node restartNode(String nodeId) throws Exception {
+        return restartNode(nodeId, Launch.HOST);
+    }
+
+    public Node restartNode(String nodeId, Launch launch) throws Exception {
         nodes.get(nodeId).process().close();
-        return startNode(nodeId);
+        return startNode(nodeId, launch);
     }
 
     /** Waits until the controller knows the node's agent at the port this process listens on. */
@@ -179,6 +227,13 @@ public final class Cluster implements AutoCloseable {
         }
         if (controller != null) {
             controller.close();
+        }
+        for (String nodeId : nodes.keySet()) {
+            // The shared mount a container-started node needed; a mount left below it keeps it (and shows as a leftover).
+            Path kubelet = dir.resolve(nodeId + "/kubelet");
+            if (SystemState.mountsUnder(kubelet).equals(List.of(kubelet))) {
+                SystemState.run("umount", kubelet.toString());
+            }
         }
     }
 

@@ -43,11 +43,13 @@ public final class ImagePool {
     private final LoopDevices loops;
     private final Mounter mounts;
     private final Log log;
+    private final Crashes crashes;
     /** Held from the capacity check to the intent record, so two creates cannot both take the last space. */
     private final java.util.concurrent.locks.ReentrantLock capacity = new java.util.concurrent.locks.ReentrantLock();
 
-    public ImagePool(Path dir, ImageFiles files, LoopDevices loops, Mounter mounts, Log log) {
+    public ImagePool(Path dir, ImageFiles files, LoopDevices loops, Mounter mounts, Crashes crashes, Log log) {
         this.dir = dir;
+        this.crashes = crashes;
         this.records = new RecordStore(dir, log);
         this.files = files;
         this.loops = loops;
@@ -97,7 +99,9 @@ public final class ImagePool {
         } finally {
             capacity.unlock();
         }
+        crashes.reach(CrashPoint.CREATE_RECORDED);
         files.create(imagePath(name), capacityBytes, allocation);
+        crashes.reach(CrashPoint.CREATE_ALLOCATED);
         record = record.toBuilder().setState(ImageRecord.State.READY).build();
         records.write(record);
         log.info("image created", "volume", name, "bytes", capacityBytes, "allocation", allocation);
@@ -113,6 +117,7 @@ public final class ImagePool {
         List<LoopDevice> devices = unusedDevices(name);
         ImageRecord deleting = record.get().toBuilder().setState(ImageRecord.State.DELETING).setAttached(false).build();
         records.write(deleting);
+        crashes.reach(CrashPoint.DELETE_RECORDED);
         finishDelete(deleting, devices); // the devices were found unused just now, under the volume's lock
         log.info("image deleted", "volume", name);
     }
@@ -128,10 +133,12 @@ public final class ImagePool {
             record = wanted.build();
             records.write(record);
         }
+        crashes.reach(CrashPoint.ATTACH_RECORDED);
         LoopDevice device = soleDevice(name).orElse(null);
         if (device == null) {
             device = loops.attach(imagePath(name));
             log.info("image attached", "volume", name, "device", device.device(), "direct_io", device.directIo());
+            crashes.reach(CrashPoint.ATTACH_ATTACHED);
         }
         return image(record, device);
     }
@@ -149,9 +156,11 @@ public final class ImagePool {
         if (current.getAttached() || published.size() != current.getPublishedNodeIdsCount()) {
             records.write(current.toBuilder().setAttached(false).clearPublishedNodeIds().addAllPublishedNodeIds(published).build());
         }
+        crashes.reach(CrashPoint.DETACH_RECORDED);
         for (LoopDevice device : devices) {
             loops.detach(device.device());
             log.info("image detached", "volume", name, "device", device.device());
+            crashes.reach(CrashPoint.DETACH_DETACHED);
         }
     }
 
@@ -337,6 +346,7 @@ public final class ImagePool {
     private void finishDelete(ImageRecord record, List<LoopDevice> devices) throws IOException, DeviceException {
         for (LoopDevice device : devices) {
             loops.detach(device.device());
+            crashes.reach(CrashPoint.DELETE_DETACHED);
         }
         List<LoopDevice> holding = devicesOf(record.getName());
         if (!holding.isEmpty()) { // attached again behind the driver's back since it looked
@@ -344,6 +354,7 @@ public final class ImagePool {
                     + "; its image is not deleted while attached");
         }
         Files.deleteIfExists(imagePath(record.getName()));
+        crashes.reach(CrashPoint.DELETE_UNLINKED);
         records.delete(record.getName());
     }
 

@@ -117,7 +117,7 @@ class ImagePoolCapacityTest {
     };
 
     private ImagePool pool(long total, long spaceCheckMillis) throws Exception {
-        ImagePool pool = new ImagePool(dir, new SmallPool(total, spaceCheckMillis), NO_LOOPS, NO_MOUNTS,
+        ImagePool pool = new ImagePool(dir, new SmallPool(total, spaceCheckMillis), NO_LOOPS, NO_MOUNTS, Crashes.NONE,
                 new Log(new PrintStream(PrintStream.nullOutputStream()), 0));
         pool.reconcile();
         return pool;

@@ -1,0 +1,28 @@
+package dev.strata.csi.backend.local;
+
+/**
+ * The places between two system steps of a multi-step local-volume operation where a crash leaves
+ * something half done: the record written but the file not made, the filesystem made but not
+ * recorded, the device detached but the image not removed... Each is a test's way in: with
+ * {@link Crashes} armed at one of them, node-server dies there, and the test checks that the
+ * retried call, or the next start, completes or undoes the operation. The name says the operation
+ * and the step just done.
+ */
+public enum CrashPoint {
+    CREATE_RECORDED,
+    CREATE_ALLOCATED,
+    DELETE_RECORDED,
+    DELETE_DETACHED,
+    DELETE_UNLINKED,
+    ATTACH_RECORDED,
+    ATTACH_ATTACHED,
+    DETACH_RECORDED,
+    DETACH_DETACHED,
+    STAGE_FORMATTED,
+    STAGE_RECORDED,
+    STAGE_MOUNTED,
+    UNSTAGE_UNMOUNTED,
+    PUBLISH_TARGET_MADE,
+    PUBLISH_MOUNTED,
+    UNPUBLISH_UNMOUNTED
+}

@@ -1,0 +1,338 @@
+package dev.strata.csi.e2e;
+
+import static dev.strata.csi.e2e.PipelineTest.MIB;
+import static dev.strata.csi.e2e.PipelineTest.mount;
+import static dev.strata.csi.e2e.PipelineTest.on;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import csi.v1.Csi.ControllerPublishVolumeRequest;
+import csi.v1.Csi.ControllerUnpublishVolumeRequest;
+import csi.v1.Csi.CreateVolumeRequest;
+import csi.v1.Csi.DeleteVolumeRequest;
+import csi.v1.Csi.NodePublishVolumeRequest;
+import csi.v1.Csi.NodeStageVolumeRequest;
+import csi.v1.Csi.NodeUnpublishVolumeRequest;
+import csi.v1.Csi.NodeUnstageVolumeRequest;
+import csi.v1.Csi.TopologyRequirement;
+import csi.v1.Csi.Volume;
+import csi.v1.Csi.VolumeCapability;
+import dev.strata.csi.backend.local.CrashPoint;
+import dev.strata.csi.backend.local.Crashes;
+import dev.strata.csi.testing.Root;
+import dev.strata.csi.testing.ServerProcess;
+import dev.strata.csi.testing.SystemState;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Random;
+import java.util.function.Supplier;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestFactory;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The fault-injection suite: node-server is killed at every {@link CrashPoint}, once as a host
+ * process and once as a container (its mount namespace dies with it), then started again, and the
+ * call that was cut short is repeated as the sidecar or kubelet would. Whatever the point, the
+ * volume goes through the rest of its life: one loop device while attached and none after, no
+ * device, mount, image or record left behind, and the data written before the crash reads back.
+ */
+class CrashRecoveryTest {
+
+    private static final String NODE = "node-a";
+    private static final long SIZE = 32 * MIB;
+    private static final VolumeCapability CAPABILITY = mount("ext4");
+
+    @TempDir
+    static Path dir;
+
+    private static Cluster cluster;
+    private static long started;
+    private static int scenarios;
+    private static int kills;
+    private static int restarts;
+    private static int retries;
+    private static int checks;
+
+    @BeforeAll
+    static void start() throws Exception {
+        Root.require();
+        started = System.nanoTime();
+        cluster = Cluster.start(dir, NODE);
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (cluster != null) {
+            cluster.close();
+        }
+        System.out.printf("crash suite: %d crash points, %d scenarios, %d kills, %d restarts, %d retried calls, "
+                        + "%d invariant checks, %.1f s%n", CrashPoint.values().length, scenarios, kills, restarts, retries,
+                checks, (System.nanoTime() - started) / 1e9);
+        assertEquals(List.of(), SystemState.cleanUp(dir), "the suite left mounts or loop devices behind");
+    }
+
+    @TestFactory
+    Stream<DynamicTest> everyCrashPointAsAHostProcessAndAsAContainer() {
+        return Stream.of(Cluster.Launch.HOST, Cluster.Launch.CONTAINER).flatMap(launch -> Stream.of(CrashPoint.values())
+                .map(point -> DynamicTest.dynamicTest(point + (launch.container() ? " in a container" : " as a host process"),
+                        () -> new Scenario(point, launch).run())));
+    }
+
+    /** A node reboot: every loop device and mount gone behind the driver's back; kubelet stages and publishes again. */
+    @Test
+    void afterARebootKubeletsRetriedStageAndPublishFindTheData() throws Exception {
+        Scenario volume = new Scenario(null, Cluster.Launch.CONTAINER);
+        volume.createAttachStagePublish();
+        String checksum = volume.writeData();
+        cluster.node(NODE).process().close();
+
+        SystemState.run("umount", volume.target.toString());
+        SystemState.run("umount", volume.staging.toString());
+        for (String device : devicesHolding(volume.image())) {
+            SystemState.run("losetup", "--detach", device);
+        }
+        assertEquals(List.of(), devicesHolding(volume.image()));
+        assertEquals(List.of(), mountsBelowKubelet());
+
+        Cluster.Node node = cluster.startNode(NODE, Cluster.Launch.CONTAINER);
+        restarts++;
+        assertEquals(1, devicesHolding(volume.image()).size(), "reattached at start:\n" + node.process().output());
+        volume.stagePublish();
+        assertEquals(checksum, volume.readData());
+        volume.unpublishUnstageDetachDelete();
+    }
+
+    /** The volume of one scenario, and the calls kubelet and the sidecars make for it. */
+    private static final class Scenario {
+
+        private final CrashPoint point;
+        private final Cluster.Launch launch;
+        private final String name;
+        private final Path staging;
+        private final Path target;
+        private Volume volume;
+        private boolean crashed;
+
+        Scenario(CrashPoint point, Cluster.Launch launch) throws Exception {
+            this.point = point;
+            this.launch = launch;
+            this.name = "pvc-" + (point == null ? "reboot" : point.name().toLowerCase().replace('_', '-'))
+                    + (launch.container() ? "-c" : "-h");
+            this.staging = cluster.kubeletDir(NODE, "plugins/" + name + "/globalmount");
+            this.target = cluster.kubeletDir(NODE, "pods/" + name + "/volumes").resolve("mount");
+        }
+
+        void run() throws Exception {
+            scenarios++;
+            cluster.restartNode(NODE, launch.with(Crashes.ENVIRONMENT, point.name()));
+            restarts++;
+            createAttachStagePublish();
+            String checksum = writeData();
+            call("NodeUnpublishVolume", () -> node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setTargetPath(target.toString()).build()));
+            assertFalse(Files.exists(target), "unpublish removes the target");
+            expectDevices(1);
+            call("NodeUnstageVolume", () -> node().nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setStagingTargetPath(staging.toString()).build()));
+            expectDevices(1);
+            call("ControllerUnpublishVolume", () -> cluster.controller().controllerUnpublishVolume(
+                    ControllerUnpublishVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).setNodeId(NODE).build()));
+            expectDevices(0);
+            // The volume again, through every phase: what was written before any crash is there.
+            attach();
+            stagePublish();
+            assertEquals(checksum, readData(), "the data written before the crash");
+            unpublishUnstageDetachDelete();
+            assertTrue(crashed, "node-server never reached " + point + ":\n" + cluster.logs());
+        }
+
+        void createAttachStagePublish() throws Exception {
+            volume = call("CreateVolume", () -> cluster.controller().createVolume(CreateVolumeRequest.newBuilder()
+                    .setName(name)
+                    .setCapacityRange(csi.v1.Csi.CapacityRange.newBuilder().setRequiredBytes(SIZE))
+                    .addVolumeCapabilities(CAPABILITY)
+                    .setAccessibilityRequirements(TopologyRequirement.newBuilder().addPreferred(on(NODE)).addRequisite(on(NODE)))
+                    .build())).getVolume();
+            expectDevices(0);
+            attach();
+            stagePublish();
+        }
+
+        void attach() {
+            call("ControllerPublishVolume", () -> cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setNodeId(NODE).setVolumeCapability(CAPABILITY).build()));
+            expectDevices(1);
+        }
+
+        void stagePublish() throws Exception {
+            call("NodeStageVolume", () -> node().nodeStageVolume(NodeStageVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setStagingTargetPath(staging.toString()).setVolumeCapability(CAPABILITY).build()));
+            expectDevices(1);
+            assertTrue(SystemState.mountAt(staging).isPresent(), "staged");
+            call("NodePublishVolume", () -> node().nodePublishVolume(NodePublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setStagingTargetPath(staging.toString()).setTargetPath(target.toString())
+                    .setVolumeCapability(CAPABILITY).build()));
+            expectDevices(1);
+            assertTrue(SystemState.mountAt(target).isPresent(), "published");
+        }
+
+        void unpublishUnstageDetachDelete() {
+            call("NodeUnpublishVolume", () -> node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setTargetPath(target.toString()).build()));
+            call("NodeUnstageVolume", () -> node().nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setStagingTargetPath(staging.toString()).build()));
+            if (point != CrashPoint.DELETE_DETACHED) {
+                call("ControllerUnpublishVolume", () -> cluster.controller().controllerUnpublishVolume(
+                        ControllerUnpublishVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).setNodeId(NODE).build()));
+                expectDevices(0);
+            } // else DeleteVolume meets the volume still attached, unused: it detaches first
+            call("DeleteVolume", () -> cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).build()));
+            Path pool = cluster.node(NODE).pool();
+            checks++;
+            assertFalse(Files.exists(image()), "image removed");
+            assertFalse(Files.exists(pool.resolve(name + ".record")), "record removed");
+            try {
+                assertEquals(List.of(), devicesNamed(name), "no loop device left on the deleted image");
+                assertEquals(List.of(), mountsBelowKubelet(), "no mount left");
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+        }
+
+        String writeData() throws Exception {
+            byte[] data = new byte[1 << 20];
+            new Random(name.hashCode()).nextBytes(data);
+            Path file = target.resolve("data");
+            Files.write(file, data);
+            SystemState.run("sync", file.toString());
+            return sha256(Files.readAllBytes(file));
+        }
+
+        String readData() throws Exception {
+            return sha256(Files.readAllBytes(target.resolve("data")));
+        }
+
+        Path image() {
+            return cluster.node(NODE).pool().resolve(name + ".img");
+        }
+
+        private csi.v1.NodeGrpc.NodeBlockingStub node() {
+            return cluster.node(NODE).node();
+        }
+
+        /** Exactly {@code count} loop devices hold the image: never two. */
+        private void expectDevices(int count) {
+            checks++;
+            try {
+                assertEquals(count, devicesHolding(image()).size(), name + ": loop devices on the image\n" + cluster.logs());
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+        }
+
+        /**
+         * Makes the call; when it fails because node-server reached the armed crash point, starts
+         * node-server again (unarmed, launched as before) and repeats the call until it succeeds,
+         * as the sidecars and kubelet retry.
+         */
+        private <T> T call(String rpc, Supplier<T> call) {
+            try {
+                return call.get();
+            } catch (StatusRuntimeException failure) {
+                ServerProcess process = cluster.node(NODE).process();
+                if (crashed || point == null || !exited(process)) {
+                    throw new AssertionError(name + ": " + rpc + " failed: " + failure.getStatus() + "\n" + cluster.logs(), failure);
+                }
+                assertTrue(process.output().contains("crash point " + point + " reached"),
+                        name + ": node-server died, but not at " + point + ":\n" + process.output());
+                crashed = true;
+                kills++;
+                try {
+                    cluster.startNode(NODE, launch);
+                } catch (Exception e) {
+                    throw new AssertionError(name + ": node-server did not start again after the crash\n" + cluster.logs(), e);
+                }
+                restarts++;
+                return retry(rpc, call);
+            }
+        }
+
+        private <T> T retry(String rpc, Supplier<T> call) {
+            long deadline = System.nanoTime() + 60_000_000_000L;
+            while (true) {
+                retries++;
+                try {
+                    return call.get();
+                } catch (StatusRuntimeException e) {
+                    Status.Code code = e.getStatus().getCode();
+                    boolean transient_ = code == Status.Code.UNAVAILABLE || code == Status.Code.ABORTED;
+                    if (!transient_ || System.nanoTime() > deadline) {
+                        throw new AssertionError(name + ": " + rpc + " retried after the crash at " + point + " failed: "
+                                + e.getStatus() + "\n" + cluster.logs(), e);
+                    }
+                }
+                try {
+                    Thread.sleep(200);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new AssertionError(e);
+                }
+            }
+        }
+
+        private static boolean exited(ServerProcess process) {
+            try {
+                for (int i = 0; i < 100 && process.isAlive(); i++) {
+                    Thread.sleep(50);
+                }
+                return !process.isAlive();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return false;
+            }
+        }
+    }
+
+    /**
+     * The loop devices whose backing file is {@code image}, by its device and inode numbers as
+     * losetup reports them: in whichever mount namespace they were attached.
+     */
+    static List<String> devicesHolding(Path image) throws Exception {
+        if (!Files.exists(image)) {
+            return List.of();
+        }
+        String[] stat = SystemState.run("stat", "--format", "%Hd:%Ld %i", image.toString()).strip().split(" ");
+        return SystemState.run("losetup", "--list", "--noheadings", "--raw", "--output", "NAME,BACK-MAJ:MIN,BACK-INO")
+                .lines().map(line -> line.replace("\\x20", "").strip().split(" ")) // raw output escapes the padding
+                .filter(fields -> fields.length == 3 && fields[1].equals(stat[0]) && fields[2].equals(stat[1]))
+                .map(fields -> fields[0]).toList();
+    }
+
+    /** Loop devices whose backing file, deleted or not, is named after the volume. */
+    private static List<String> devicesNamed(String name) throws Exception {
+        return SystemState.run("losetup", "--list", "--noheadings", "--raw", "--output", "NAME,BACK-FILE")
+                .lines().filter(line -> line.contains("/" + name + ".img")).toList();
+    }
+
+    /** Mounts below kubelet's directory, but for the shared mount of the directory itself. */
+    private static List<Path> mountsBelowKubelet() throws Exception {
+        Path kubelet = dir.toRealPath().resolve(NODE + "/kubelet");
+        return SystemState.mountsUnder(kubelet).stream().filter(mount -> !mount.equals(kubelet)).toList();
+    }
+
+    private static String sha256(byte[] data) throws Exception {
+        return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(data));
+    }
+}
