@@ -5,7 +5,6 @@ import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeCondition;
 import csi.v1.Csi.VolumeUsage;
 import dev.strata.csi.agent.api.Image;
-import dev.strata.csi.backend.local.BackingIdentity;
 import dev.strata.csi.backend.local.CrashPoint;
 import dev.strata.csi.backend.local.Crashes;
 import dev.strata.csi.backend.local.DeviceException;
@@ -167,12 +166,9 @@ public final class LocalVolumes {
     NodeGetVolumeStatsResponse stats(VolumeId id, Path path) throws Exception {
         Path image = pool.imagePath(id.name());
         Optional<MountPoint> mount = mounter.table().at(path);
-        // The loop devices say which image a mount is of, also when the image file was deleted.
-        Optional<BackingIdentity> identity = BackingIdentity.ofExisting(image);
-        Optional<LoopDevice> device = mount.isEmpty() ? Optional.empty() : loops.list().stream()
-                .filter(loop -> loop.backs(mount.get()) && identity.map(loop.backing()::equals)
-                        .orElse(loop.deleted() && loop.backingFile().getFileName().equals(image.getFileName())))
-                .findFirst();
+        // The loop device says which image a mount is of, also when the image file was deleted.
+        Optional<LoopDevice> device = mount.isEmpty() ? Optional.empty()
+                : pool.device(id.name()).filter(loop -> loop.backs(mount.get()));
         if (device.isEmpty()) {
             throw CsiException.notFound("volume " + id + " is not mounted at " + path);
         }

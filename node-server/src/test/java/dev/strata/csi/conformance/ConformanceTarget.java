@@ -13,6 +13,7 @@ import csi.v1.Csi.NodeGetInfoResponse;
 import csi.v1.Csi.NodeServiceCapability;
 import csi.v1.Csi.PluginCapability;
 import csi.v1.Csi.TopologyRequirement;
+import csi.v1.Csi.Volume;
 import csi.v1.IdentityGrpc;
 import csi.v1.NodeGrpc;
 import dev.strata.csi.e2e.Cluster;
@@ -73,9 +74,9 @@ final class ConformanceTarget implements AutoCloseable {
     enum Endpoint { CONTROLLER, NODE }
 
     private final Cluster cluster; // null for external endpoints
-    private final AutoCloseable containers; // null unless the servers run in containers
+    private final DriverContainers containers; // null unless the servers run in containers
     private final Channel controllerChannel;
-    private final Channel nodeChannel;
+    private Channel nodeChannel; // replaced when node-server is restarted
     private final List<ManagedChannel> ownChannels; // the cluster closes its own
     private final Path stagingRoot;
     private final Path mountRoot;
@@ -89,7 +90,7 @@ final class ConformanceTarget implements AutoCloseable {
         this(cluster, null, controllerChannel, nodeChannel, ownChannels, stagingRoot, mountRoot, checkedForLeftovers);
     }
 
-    private ConformanceTarget(Cluster cluster, AutoCloseable containers, Channel controllerChannel, Channel nodeChannel,
+    private ConformanceTarget(Cluster cluster, DriverContainers containers, Channel controllerChannel, Channel nodeChannel,
             List<ManagedChannel> ownChannels, Path stagingRoot, Path mountRoot, List<Path> checkedForLeftovers) {
         this.cluster = cluster;
         this.containers = containers;
@@ -276,6 +277,32 @@ final class ConformanceTarget implements AutoCloseable {
     /** A directory that exists but holds no volume. */
     Path unrelatedDirectory() throws Exception {
         return Files.createDirectory(mountRoot.resolve("unrelated-" + randomHex()));
+    }
+
+    /** Whether this target can restart node-server: not an external driver's. */
+    boolean restartsNode() {
+        return cluster != null || containers != null;
+    }
+
+    /**
+     * Restarts node-server as a rollout of the node DaemonSet does: a container is restarted (a new
+     * mount namespace), a local cluster's process is killed and started again (CrashRecoveryTest
+     * restarts it in a namespace of its own). Returns once it is back and registered.
+     */
+    void restartNode() throws Exception {
+        if (cluster != null) {
+            nodeChannel = cluster.restartNode(nodeId()).channel();
+        } else {
+            containers.restartNode();
+            ((ManagedChannel) nodeChannel).resetConnectBackoff();
+        }
+    }
+
+    /** The image file of a volume of the local-disk backend on this target's node. */
+    Path imageOf(Volume volume) {
+        String id = volume.getVolumeId();
+        Path pool = cluster != null ? cluster.node(nodeId()).pool() : containers.pool();
+        return pool.resolve(id.substring(id.lastIndexOf('/') + 1) + ".img");
     }
 
     /** Whether the driver's mounts show in this process's mount table: a local cluster, or containers sharing their mounts. */

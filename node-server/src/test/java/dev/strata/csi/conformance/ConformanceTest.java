@@ -18,6 +18,7 @@ import static io.grpc.Status.Code.INVALID_ARGUMENT;
 import static io.grpc.Status.Code.NOT_FOUND;
 import static io.grpc.Status.Code.OK;
 import static org.junit.jupiter.api.Assertions.assertAll;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -67,6 +68,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
@@ -136,6 +138,46 @@ class ConformanceTest {
     void localDriverAdvertisesEverythingTheSuiteChecks() {
         List<ProtocolMessageEnum> missing = ConformanceTarget.GATES.stream().filter(gate -> !target.advertises(gate)).toList();
         assertEquals(List.of(), missing, "our driver must advertise every capability the suite gates on, or checks skip in CI");
+    }
+
+    @Test
+    @DisabledIf(value = "dev.strata.csi.conformance.ConformanceTarget#external", disabledReason = "restarts the driver's node-server")
+    void volumesInUseSurviveARestartOfNodeServer() throws Exception {
+        AccessType type = target.accessType();
+        Volume volume = createVolume("restart", type);
+        Map<String, String> publishContext = controllerPublish(volume, type);
+        Path stagingPath = stage(volume, type, publishContext);
+        Path targetPath = publish(volume, type, stagingPath, publishContext);
+        Path image = target.imageOf(volume);
+        byte[] data = new byte[1 << 20];
+        ThreadLocalRandom.current().nextBytes(data);
+        Path written = type == AccessType.BLOCK ? targetPath : targetPath.resolve("data");
+        writeSynced(written, data);
+
+        target.restartNode();
+
+        assertEquals(1, SystemState.loopDevicesHolding(image).size(), "one loop device on the image after the restart");
+        // kubelet repeats NodeStageVolume and NodePublishVolume for volumes in use once the plugin is back.
+        target.node().nodeStageVolume(Requests.nodeStageVolume(volume, type, stagingPath, publishContext));
+        target.node().nodePublishVolume(Requests.nodePublishVolume(volume, type, stagingPath, targetPath, publishContext));
+        assertEquals(1, SystemState.loopDevicesHolding(image).size(), "one loop device on the image after kubelet's repeats");
+        byte[] read = new byte[data.length];
+        try (var in = Files.newInputStream(written)) {
+            assertEquals(data.length, in.readNBytes(read, 0, read.length));
+        }
+        assertArrayEquals(data, read, "what was written before the restart");
+
+        cleanup.run();
+        assertEquals(List.of(), SystemState.loopDevicesOfFileNamed(image.getFileName().toString()),
+                "no loop device left on the deleted image, in any namespace");
+    }
+
+    private static void writeSynced(Path file, byte[] data) throws Exception {
+        try (var channel = java.nio.channels.FileChannel.open(file, java.nio.file.StandardOpenOption.WRITE,
+                java.nio.file.StandardOpenOption.CREATE)) {
+            channel.write(java.nio.ByteBuffer.wrap(data));
+            channel.force(true);
+        }
     }
 
     // Steps of the volume lifecycle, each registering its undo. A step the driver does not offer

@@ -45,15 +45,18 @@ final class DriverContainers implements AutoCloseable {
     static final String BASE_IMAGE_PROPERTY = "strata.baseImage";
     static final String REQUIRE_PROPERTY = "strata.requireDocker";
     static final String IMAGE = "strata-csi:conformance";
+    private static final String REGISTERED = "msg=\"registered with controller\"";
     private static final String NODE_ID = "container-node";
     private static final Duration START_TIMEOUT = Duration.ofSeconds(90);
 
     private final Path shared;
+    private final Path pool;
     private final List<GenericContainer<?>> containers;
     private final Network network;
 
-    private DriverContainers(Path shared, List<GenericContainer<?>> containers, Network network) {
+    private DriverContainers(Path shared, Path pool, List<GenericContainer<?>> containers, Network network) {
         this.shared = shared;
+        this.pool = pool;
         this.containers = containers;
         this.network = network;
     }
@@ -61,6 +64,33 @@ final class DriverContainers implements AutoCloseable {
     /** The directory whose mounts node-server and the host share; sockets, staging and pod paths go below it. */
     Path shared() {
         return shared;
+    }
+
+    /** The node's pool directory, the same path inside the node container as on the host. */
+    Path pool() {
+        return pool;
+    }
+
+    /**
+     * Restarts the node-server container as a DaemonSet rollout replaces the pod: SIGTERM, then the
+     * program starts again in a new mount namespace. Returns once it has registered with the
+     * controller again.
+     */
+    void restartNode() throws InterruptedException {
+        GenericContainer<?> node = containers.getLast();
+        int registered = registrations(node);
+        node.getDockerClient().restartContainerCmd(node.getContainerId()).withTimeout(30).exec();
+        long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
+        while (registrations(node) <= registered) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("node-server did not register again after its container restarted:\n" + node.getLogs());
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    private static int registrations(GenericContainer<?> node) {
+        return (int) node.getLogs().lines().filter(line -> line.contains(REGISTERED)).count();
     }
 
     Path controllerSocket() {
@@ -98,7 +128,7 @@ final class DriverContainers implements AutoCloseable {
 
         List<GenericContainer<?>> started = new ArrayList<>();
         Network network = Network.newNetwork();
-        DriverContainers driver = new DriverContainers(shared, started, network);
+        DriverContainers driver = new DriverContainers(shared, pool, started, network);
         try {
             String[] tls = {"--agent-token-file=/etc/strata/agent/token", "--agent-tls-cert=/etc/strata/agent/tls.crt",
                     "--agent-tls-key=/etc/strata/agent/tls.key", "--agent-tls-ca=/etc/strata/agent/ca.crt"};
@@ -120,7 +150,7 @@ final class DriverContainers implements AutoCloseable {
                             "--node-id=" + NODE_ID, "--pool-dir=" + pool, "--controller-address=controller:9869",
                             "--agent-address=0.0.0.0:9870", "--agent-advertise-host=node"}, tls))
                     // Registered with the controller: CreateVolume can place volumes on it.
-                    .waitingFor(Wait.forLogMessage(".*msg=\"registered with controller\".*", 1).withStartupTimeout(START_TIMEOUT));
+                    .waitingFor(Wait.forLogMessage(".*" + REGISTERED + ".*", 1).withStartupTimeout(START_TIMEOUT));
             start(node, started);
             return driver;
         } catch (Exception | AssertionError e) {

@@ -99,15 +99,15 @@ class CrashRecoveryTest {
 
         SystemState.run("umount", volume.target.toString());
         SystemState.run("umount", volume.staging.toString());
-        for (String device : devicesHolding(volume.image())) {
+        for (String device : SystemState.loopDevicesHolding(volume.image())) {
             SystemState.run("losetup", "--detach", device);
         }
-        assertEquals(List.of(), devicesHolding(volume.image()));
+        assertEquals(List.of(), SystemState.loopDevicesHolding(volume.image()));
         assertEquals(List.of(), mountsBelowKubelet());
 
         Cluster.Node node = cluster.startNode(NODE, Cluster.Launch.CONTAINER);
         restarts++;
-        assertEquals(1, devicesHolding(volume.image()).size(), "reattached at start:\n" + node.process().output());
+        assertEquals(1, SystemState.loopDevicesHolding(volume.image()).size(), "reattached at start:\n" + node.process().output());
         volume.stagePublish();
         assertEquals(checksum, volume.readData());
         volume.unpublishUnstageDetachDelete();
@@ -204,7 +204,7 @@ class CrashRecoveryTest {
             assertFalse(Files.exists(image()), "image removed");
             assertFalse(Files.exists(pool.resolve(name + ".record")), "record removed");
             try {
-                assertEquals(List.of(), devicesNamed(name), "no loop device left on the deleted image");
+                assertEquals(List.of(), SystemState.loopDevicesOfFileNamed(name + ".img"), "no loop device left on the deleted image");
                 assertEquals(List.of(), mountsBelowKubelet(), "no mount left");
             } catch (Exception e) {
                 throw new AssertionError(e);
@@ -236,7 +236,7 @@ class CrashRecoveryTest {
         private void expectDevices(int count) {
             checks++;
             try {
-                assertEquals(count, devicesHolding(image()).size(), name + ": loop devices on the image\n" + cluster.logs());
+                assertEquals(count, SystemState.loopDevicesHolding(image()).size(), name + ": loop devices on the image\n" + cluster.logs());
             } catch (Exception e) {
                 throw new AssertionError(e);
             }
@@ -303,27 +303,6 @@ class CrashRecoveryTest {
                 return false;
             }
         }
-    }
-
-    /**
-     * The loop devices whose backing file is {@code image}, by its device and inode numbers as
-     * losetup reports them: in whichever mount namespace they were attached.
-     */
-    static List<String> devicesHolding(Path image) throws Exception {
-        if (!Files.exists(image)) {
-            return List.of();
-        }
-        String[] stat = SystemState.run("stat", "--format", "%Hd:%Ld %i", image.toString()).strip().split(" ");
-        return SystemState.run("losetup", "--list", "--noheadings", "--raw", "--output", "NAME,BACK-MAJ:MIN,BACK-INO")
-                .lines().map(line -> line.replace("\\x20", "").strip().split(" ")) // raw output escapes the padding
-                .filter(fields -> fields.length == 3 && fields[1].equals(stat[0]) && fields[2].equals(stat[1]))
-                .map(fields -> fields[0]).toList();
-    }
-
-    /** Loop devices whose backing file, deleted or not, is named after the volume. */
-    private static List<String> devicesNamed(String name) throws Exception {
-        return SystemState.run("losetup", "--list", "--noheadings", "--raw", "--output", "NAME,BACK-FILE")
-                .lines().filter(line -> line.contains("/" + name + ".img")).toList();
     }
 
     /** Mounts below kubelet's directory, but for the shared mount of the directory itself. */

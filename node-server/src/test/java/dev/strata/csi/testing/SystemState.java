@@ -22,6 +22,28 @@ public final class SystemState {
         return out.lines().map(String::strip).filter(line -> !line.isEmpty()).toList();
     }
 
+    /**
+     * The loop devices whose backing file is {@code image}, by its device and inode numbers as
+     * losetup reports them: found whichever mount namespace attached them, where the path losetup
+     * shows is that namespace's.
+     */
+    public static List<String> loopDevicesHolding(Path image) throws Exception {
+        if (!Files.exists(image)) {
+            return List.of();
+        }
+        String[] stat = run("stat", "--format", "%Hd:%Ld %i", image.toString()).strip().split(" ");
+        return run("losetup", "--list", "--noheadings", "--raw", "--output", "NAME,BACK-MAJ:MIN,BACK-INO")
+                .lines().map(line -> line.replace("\\x20", "").strip().split(" ")) // raw output escapes the padding
+                .filter(fields -> fields.length == 3 && fields[1].equals(stat[0]) && fields[2].equals(stat[1]))
+                .map(fields -> fields[0]).toList();
+    }
+
+    /** Loop devices whose backing file, deleted or not, in whichever namespace, is named {@code fileName}. */
+    public static List<String> loopDevicesOfFileNamed(String fileName) throws Exception {
+        return run("losetup", "--list", "--noheadings", "--raw", "--output", "NAME,BACK-FILE")
+                .lines().filter(line -> line.contains("/" + fileName)).toList();
+    }
+
     /** SOURCE FSTYPE OPTIONS of the topmost mount at {@code path}, if any (findmnt). */
     public static Optional<Mount> mountAt(Path path) throws Exception {
         String out = run("findmnt", "--noheadings", "--raw", "--output", "SOURCE,FSTYPE,OPTIONS", "--mountpoint", path.toString());

@@ -278,12 +278,20 @@ public final class ImagePool {
         if (imageFile != null) {
             return records.read(volumeName(imageFile)).isEmpty() ? Optional.of("image without a record") : Optional.empty();
         }
+        return deletedImage(device).isPresent() ? Optional.of("image deleted while attached") : Optional.empty();
+    }
+
+    /**
+     * The volume whose image file was removed while {@code device} held it, as far as the device
+     * still tells: its backing file is unlinked, and was named like a pool image in the pool
+     * directory, or at the root of the mount namespace that attached it once the container that
+     * did is gone. The driver never removes an attached image; a person can.
+     */
+    private Optional<String> deletedImage(LoopDevice device) {
         Path shown = device.backingFile();
-        // sysfs names the file relative to the mount namespace that attached it: the pool directory,
-        // or "/" once the container that attached it is gone.
         boolean poolImage = shown.getParent() != null && (shown.getParent().equals(dir) || shown.getNameCount() == 1)
                 && shown.getFileName().toString().endsWith(IMAGE_SUFFIX);
-        return device.deleted() && poolImage ? Optional.of("image deleted while attached") : Optional.empty();
+        return device.deleted() && poolImage ? Optional.of(volumeName(shown)) : Optional.empty();
     }
 
     /** The pool's image files by identity. */
@@ -403,13 +411,28 @@ public final class ImagePool {
         return Optional.of(kept);
     }
 
-    /** Every loop device holding the image, told by its backing file's identity; none when the file is gone. */
+    /** The image's loop device, if it has one. */
+    public Optional<LoopDevice> device(String name) throws IOException, DeviceException {
+        return devicesOf(name).stream().findFirst();
+    }
+
+    /**
+     * Every loop device holding the image, told by its backing file's identity; when the file was
+     * removed under them, the devices that still name it, so that detaching and deleting free them.
+     */
     private List<LoopDevice> devicesOf(String name) throws IOException, DeviceException {
         Optional<BackingIdentity> identity = identity(name);
-        if (identity.isEmpty()) {
-            return List.of();
+        if (identity.isPresent()) {
+            return loops.list().stream().filter(device -> device.backing().equals(identity.get())).toList();
         }
-        return loops.list().stream().filter(device -> device.backing().equals(identity.get())).toList();
+        DeviceNumber poolFilesystem = BackingIdentity.of(dir).device();
+        List<LoopDevice> named = new ArrayList<>();
+        for (LoopDevice device : loops.list()) {
+            if (device.backing().device().equals(poolFilesystem) && deletedImage(device).equals(Optional.of(name))) {
+                named.add(device);
+            }
+        }
+        return named;
     }
 
     private Optional<BackingIdentity> identity(String name) throws IOException {
@@ -439,7 +462,7 @@ public final class ImagePool {
     }
 
     private Image image(ImageRecord record) throws IOException, DeviceException {
-        return image(record, devicesOf(record.getName()).stream().findFirst().orElse(null));
+        return image(record, device(record.getName()).orElse(null));
     }
 
     private static Image image(ImageRecord record, LoopDevice device) {
