@@ -14,6 +14,7 @@ import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.mount.NfsMounter;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Bounded;
+import dev.strata.csi.volume.Capabilities;
 import dev.strata.csi.volume.FileMode;
 import dev.strata.csi.volume.NfsCapabilities;
 import dev.strata.csi.volume.NfsVolume;
@@ -80,13 +81,24 @@ public final class NfsVolumes {
         log.info("mounted NFS share", "source", volume.source(), "path", staging, "options", String.join(",", options));
     }
 
+    /** Unmounts the share; FAILED_PRECONDITION while a pod's bind of it is still mounted, which would then be left on a dead mount. */
     void unstage(Path staging) throws Exception {
+        MountTable table = mounter.table();
+        Optional<MountPoint> share = table.at(staging).filter(NfsMounter::isNfs);
+        if (share.isPresent()) {
+            List<MountPoint> binds = binds(table, share.get());
+            if (!binds.isEmpty()) {
+                throw CsiException.failedPrecondition("the share at " + staging + " is still published at "
+                        + binds.getFirst().mountPoint() + "; NodeUnpublishVolume first");
+            }
+        }
         unmountAll(staging);
     }
 
-    void publish(NfsVolume volume, Path staging, Path target, boolean readOnly) throws Exception {
+    void publish(NfsVolume volume, Path staging, Path target, VolumeCapability capability, boolean readOnly) throws Exception {
         MountTable table = mounter.table();
-        if (!table.at(staging).map(m -> isShare(m, volume)).orElse(false)) {
+        Optional<MountPoint> share = table.at(staging).filter(m -> isShare(m, volume));
+        if (share.isEmpty()) {
             throw CsiException.failedPrecondition("volume " + volume.source() + " is not staged at " + staging + "; NodeStageVolume first");
         }
         Optional<MountPoint> present = table.at(target);
@@ -95,6 +107,13 @@ public final class NfsVolumes {
                 return;
             }
             throw CsiException.alreadyExists("target_path " + target + " is already published with other arguments");
+        }
+        if (Capabilities.singleWriter(capability)) {
+            List<MountPoint> others = binds(table, share.get());
+            if (!others.isEmpty()) {
+                throw CsiException.failedPrecondition("volume " + volume.source() + " has single-writer access and is already published at "
+                        + others.getFirst().mountPoint());
+            }
         }
         RequestPaths.makeTarget(target, false);
         mounter.bindMount(staging, target, readOnly);
@@ -118,6 +137,18 @@ public final class NfsVolumes {
                         .setTotal(usage.totalInodes()).setAvailable(usage.freeInodes()).setUsed(usage.usedInodes()))
                 .setVolumeCondition(VolumeCondition.newBuilder().setAbnormal(false).setMessage("the server answers"))
                 .build();
+    }
+
+    /**
+     * The other mounts of the share mounted at staging: pods' binds of it. They show the same
+     * filesystem (device) and the same directory of it (root); shares of one server may share a
+     * device, but not a root.
+     */
+    private static List<MountPoint> binds(MountTable table, MountPoint share) {
+        return table.all().stream()
+                .filter(m -> m.id() != share.id() && m.device().equals(share.device()) && m.root().equals(share.root())
+                        && NfsMounter.isNfs(m))
+                .toList();
     }
 
     /** Whether {@code mount} is this volume's share (staged, or bound from the staging path). */

@@ -1,0 +1,154 @@
+package dev.strata.csi.node;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import csi.v1.Csi.VolumeCapability;
+import csi.v1.Csi.VolumeCapability.AccessMode;
+import dev.strata.csi.log.Log;
+import dev.strata.csi.mount.MountTable;
+import dev.strata.csi.mount.Mounter;
+import dev.strata.csi.mount.NfsMounter;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.testing.FakeCommands;
+import dev.strata.csi.volume.NfsVolume;
+import io.grpc.Status;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * NfsVolumes' decisions on a mount table that holds NFS mounts. This kernel has no NFS client, so
+ * the table is a FAKE: {@link FakeMounts} keeps mountinfo lines as the kernel would write them for
+ * a share and its binds. Target paths are real directories under a temporary directory.
+ */
+class NfsVolumesTest {
+
+    static final NfsVolume VOLUME = new NfsVolume("10.0.0.5", "/exports", "pvc-1");
+
+    @TempDir
+    Path dir;
+
+    final FakeMounts mounts = new FakeMounts();
+    final Log log = new Log(new PrintStream(new ByteArrayOutputStream(), true), 0);
+
+    NfsVolumes volumes() {
+        return new NfsVolumes(mounts, new NfsMounter(mounts.umount(), Duration.ofSeconds(5), log), null, Duration.ofSeconds(5), log);
+    }
+
+    static VolumeCapability capability(AccessMode.Mode mode) {
+        return VolumeCapability.newBuilder().setMount(VolumeCapability.MountVolume.getDefaultInstance())
+                .setAccessMode(AccessMode.newBuilder().setMode(mode)).build();
+    }
+
+    @Test
+    void aSingleWriterVolumeIsPublishedAtOneTargetOnly() throws Exception {
+        Path staging = Files.createDirectories(dir.resolve("staging"));
+        Path first = dir.resolve("pod-1");
+        Path second = dir.resolve("pod-2");
+        mounts.share(staging, VOLUME.source());
+        NfsVolumes volumes = volumes();
+        VolumeCapability single = capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER);
+        volumes.publish(VOLUME, staging, first, single, false);
+        volumes.publish(VOLUME, staging, first, single, false); // the same call again: nothing to do
+        CsiException e = assertThrows(CsiException.class, () -> volumes.publish(VOLUME, staging, second, single, false));
+        assertEquals(Status.Code.FAILED_PRECONDITION, e.code());
+        assertTrue(e.getMessage().contains(first.toString()), e.getMessage());
+        assertFalse(mounts.table().isMountPoint(second), "a refused publish mounts nothing");
+        assertFalse(Files.exists(second), "a refused publish makes no target path");
+
+        // Multi-writer modes share the volume between targets.
+        volumes.publish(VOLUME, staging, second, capability(AccessMode.Mode.SINGLE_NODE_MULTI_WRITER), false);
+        assertTrue(mounts.table().isMountPoint(second));
+    }
+
+    @Test
+    void anotherShareOfTheSameServerDoesNotCountAsAPublish() throws Exception {
+        Path staging = Files.createDirectories(dir.resolve("staging"));
+        Path otherStaging = Files.createDirectories(dir.resolve("other-staging"));
+        mounts.share(staging, VOLUME.source());
+        mounts.share(otherStaging, "10.0.0.5:/exports/pvc-2");
+        NfsVolumes volumes = volumes();
+        volumes.publish(new NfsVolume("10.0.0.5", "/exports", "pvc-2"), otherStaging, dir.resolve("pod-2"),
+                capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER), false);
+        volumes.publish(VOLUME, staging, dir.resolve("pod-1"), capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER), false);
+        assertTrue(mounts.table().isMountPoint(dir.resolve("pod-1")));
+    }
+
+    @Test
+    void unstageWaitsUntilNoPodHasTheShareMounted() throws Exception {
+        Path staging = Files.createDirectories(dir.resolve("staging"));
+        Path target = dir.resolve("pod-1");
+        mounts.share(staging, VOLUME.source());
+        NfsVolumes volumes = volumes();
+        volumes.publish(VOLUME, staging, target, capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER), false);
+        CsiException e = assertThrows(CsiException.class, () -> volumes.unstage(staging));
+        assertEquals(Status.Code.FAILED_PRECONDITION, e.code());
+        assertTrue(mounts.table().isMountPoint(staging), "the share stays while a pod's bind of it is mounted");
+
+        volumes.unpublish(target);
+        assertFalse(Files.exists(target));
+        volumes.unstage(staging);
+        assertFalse(mounts.table().isMountPoint(staging));
+    }
+
+    /**
+     * FAKE mount table and mounter: a share is listed as the kernel lists an NFSv4 mount, a bind of
+     * it with the share's device and root; umount(8), run through {@link FakeCommands}, takes the
+     * top mount at the path off.
+     */
+    static final class FakeMounts implements Mounter {
+
+        private final List<String> lines = new ArrayList<>(List.of("1 0 8:1 / / rw - ext4 /dev/sda1 rw"));
+        private int nextId = 100;
+        private int nextDevice = 50;
+
+        void share(Path at, String source) {
+            lines.add(line(nextId++, "0:" + nextDevice++, "/", at, source));
+        }
+
+        private static String line(int id, String device, String root, Path at, String source) {
+            return id + " 1 " + device + " " + root + " " + at + " rw,relatime - nfs4 " + source + " rw,vers=4.2,hard";
+        }
+
+        FakeCommands umount() {
+            return new FakeCommands(argv -> {
+                try {
+                    unmount(Path.of(argv.getLast()));
+                } catch (Exception e) {
+                    throw new AssertionError(e);
+                }
+                return new dev.strata.csi.system.CommandResult(0, "", "");
+            });
+        }
+
+        @Override
+        public void mount(String source, Path target, String fsType, List<String> options) {
+            throw new AssertionError("NfsVolumes mounts shares with NfsMounter");
+        }
+
+        @Override
+        public void bindMount(Path source, Path target, boolean readOnly) throws dev.strata.csi.mount.MountException {
+            var share = table().at(source).orElseThrow();
+            lines.add(line(nextId++, share.device().toString(), share.root(), target, share.source()));
+        }
+
+        @Override
+        public void unmount(Path target) throws dev.strata.csi.mount.MountException {
+            table().at(target).ifPresent(top -> lines.removeIf(l -> l.startsWith(top.id() + " ")));
+        }
+
+        @Override
+        public MountTable table() {
+            return MountTable.parse(String.join("\n", lines));
+        }
+    }
+}
