@@ -42,7 +42,7 @@ public final class NfsMounter {
             argv.addAll(List.of("-o", MountOptions.join(options)));
         }
         argv.addAll(List.of("--", volume.source(), target.toString()));
-        run("mount " + volume.source() + " on " + target, argv);
+        run("mount " + volume.source() + " on " + target, timeout, argv);
     }
 
     /**
@@ -51,28 +51,30 @@ public final class NfsMounter {
      * to the server are aborted), and if that fails too it is made lazy: the mount leaves the tree
      * now and the kernel lets go of it when its last user does. Nothing of the node's own is lost
      * that way: the data lives on the server. The path is never resolved (--no-canonicalize), since
-     * resolving a path on a dead mount hangs.
+     * resolving a path on a dead mount hangs. The three attempts share one timeout (a half, a
+     * quarter, a quarter), so an unmount answers within it; the lazy one never waits for the server.
      */
     public void unmount(Path target) throws MountException {
         String where = target.toString();
+        Duration quarter = timeout.dividedBy(4);
         try {
-            run("umount " + where, List.of("umount", "--no-canonicalize", "--", where));
+            run("umount " + where, timeout.minus(quarter).minus(quarter), List.of("umount", "--no-canonicalize", "--", where));
             return;
         } catch (MountException plain) {
             log.warn("NFS unmount failed; forcing it", "path", where, "error", plain.getMessage());
         }
         try {
-            run("umount --force " + where, List.of("umount", "--no-canonicalize", "--force", "--", where));
+            run("umount --force " + where, quarter, List.of("umount", "--no-canonicalize", "--force", "--", where));
             return;
         } catch (MountException forced) {
             log.warn("forced NFS unmount failed; detaching it lazily", "path", where, "error", forced.getMessage());
         }
-        run("umount --lazy " + where, List.of("umount", "--no-canonicalize", "--lazy", "--", where));
+        run("umount --lazy " + where, quarter, List.of("umount", "--no-canonicalize", "--lazy", "--", where));
     }
 
-    private void run(String what, List<String> argv) throws MountException {
+    private void run(String what, Duration limit, List<String> argv) throws MountException {
         try {
-            commands.run(timeout, argv.toArray(String[]::new)).check(what);
+            commands.run(limit, argv.toArray(String[]::new)).check(what);
         } catch (CommandException e) {
             throw new MountException(e.getMessage(), e);
         }

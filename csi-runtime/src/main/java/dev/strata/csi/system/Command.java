@@ -38,7 +38,7 @@ public final class Command implements Commands {
         try {
             if (!process.waitFor(remaining(deadline), TimeUnit.NANOSECONDS)) {
                 kill(process);
-                throw new CommandException(program + " did not finish within " + timeout.toMillis() + " ms; killed it");
+                throw CommandException.timedOut(program + " did not finish within " + timeout.toMillis() + " ms; killed it");
             }
             // A child that outlives the program can keep the pipes open; the deadline covers that too.
             return new CommandResult(process.exitValue(),

@@ -17,6 +17,7 @@ import dev.strata.csi.log.CallLog;
 import dev.strata.csi.mount.MountHelpers;
 import dev.strata.csi.mount.SystemFilesystemStats;
 import dev.strata.csi.mount.NfsMounter;
+import dev.strata.csi.mount.NfsProbe;
 import dev.strata.csi.mount.SystemMounter;
 import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.server.DriverProgram;
@@ -95,7 +96,7 @@ public final class NodeServer {
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, security, log);
                     LocalVolumes volumes = new LocalVolumes(pool, loops, SystemFilesystems.preferringLibblkid(commands), mounter, stats, crashes, log);
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
-                    NfsVolumes shares = new NfsVolumes(mounter, new NfsMounter(commands, nfsTimeout, log), stats, nfsTimeout, log);
+                    NfsVolumes shares = new NfsVolumes(mounter, new NfsMounter(commands, nfsTimeout, log), new NfsProbe(commands, nfsTimeout), log);
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),
                                     new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), volumes, shares, locks)),

@@ -125,7 +125,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
                     : Capabilities.readOnlyMode(request.getVolumeCapability()));
             try (var held = lock(request.getVolumeId())) {
                 if (share.isPresent()) {
-                    shares.publish(share.get(), staging, target, request.getVolumeCapability(), readOnly);
+                    shares.publish(share.get(), staging, target, request.getVolumeCapability(), request.getVolumeContextMap(), readOnly);
                 } else {
                     volumes.publish(volumeId(request.getVolumeId()), staging, target, request.getVolumeCapability(), readOnly);
                 }

@@ -1,5 +1,7 @@
 package dev.strata.csi.node;
 
+import dev.strata.csi.mount.MountException;
+import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.rpc.CsiException;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -38,14 +40,25 @@ final class RequestPaths {
             throw CsiException.invalidArgument(field + " must be a plain absolute path without '.', '..' or '//': "
                     + CsiException.printable(value));
         }
-        if (Files.isSymbolicLink(path)) {
+        Path parent = path.getParent();
+        Path resolved;
+        try {
+            resolved = parent != null && Files.isDirectory(parent) ? parent.toRealPath().resolve(path.getFileName()) : path;
+        } catch (IOException e) {
+            resolved = path; // the operation itself then reports what is wrong with the path
+        }
+        // A mount point is never a symlink, and lstat of one whose NFS server is gone can block for good.
+        if (!isMountPoint(resolved) && Files.isSymbolicLink(path)) {
             throw CsiException.invalidArgument(field + " is a symbolic link: " + CsiException.printable(value));
         }
-        Path parent = path.getParent();
+        return resolved;
+    }
+
+    private static boolean isMountPoint(Path path) {
         try {
-            return parent != null && Files.isDirectory(parent) ? parent.toRealPath().resolve(path.getFileName()) : path;
-        } catch (IOException e) {
-            return path; // the operation itself then reports what is wrong with the path
+            return MountTable.read().isMountPoint(path);
+        } catch (MountException e) {
+            return false;
         }
     }
 

@@ -12,6 +12,9 @@ import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.mount.NfsMounter;
 import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.mount.NfsProbe;
+import dev.strata.csi.system.CommandException;
+import dev.strata.csi.system.CommandResult;
 import dev.strata.csi.testing.FakeCommands;
 import dev.strata.csi.volume.NfsVolume;
 import io.grpc.Status;
@@ -22,6 +25,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -41,7 +45,12 @@ class NfsVolumesTest {
     final Log log = new Log(new PrintStream(new ByteArrayOutputStream(), true), 0);
 
     NfsVolumes volumes() {
-        return new NfsVolumes(mounts, new NfsMounter(mounts.umount(), Duration.ofSeconds(5), log), null, Duration.ofSeconds(5), log);
+        FakeCommands tools = mounts.tools();
+        return new NfsVolumes(mounts, new NfsMounter(tools, Duration.ofSeconds(5), log), new NfsProbe(tools, Duration.ofSeconds(5)), log);
+    }
+
+    static Map<String, String> noContext() {
+        return Map.of();
     }
 
     static VolumeCapability capability(AccessMode.Mode mode) {
@@ -57,16 +66,16 @@ class NfsVolumesTest {
         mounts.share(staging, VOLUME.source());
         NfsVolumes volumes = volumes();
         VolumeCapability single = capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER);
-        volumes.publish(VOLUME, staging, first, single, false);
-        volumes.publish(VOLUME, staging, first, single, false); // the same call again: nothing to do
-        CsiException e = assertThrows(CsiException.class, () -> volumes.publish(VOLUME, staging, second, single, false));
+        volumes.publish(VOLUME, staging, first, single, noContext(), false);
+        volumes.publish(VOLUME, staging, first, single, noContext(), false); // the same call again: nothing to do
+        CsiException e = assertThrows(CsiException.class, () -> volumes.publish(VOLUME, staging, second, single, noContext(), false));
         assertEquals(Status.Code.FAILED_PRECONDITION, e.code());
         assertTrue(e.getMessage().contains(first.toString()), e.getMessage());
         assertFalse(mounts.table().isMountPoint(second), "a refused publish mounts nothing");
         assertFalse(Files.exists(second), "a refused publish makes no target path");
 
         // Multi-writer modes share the volume between targets.
-        volumes.publish(VOLUME, staging, second, capability(AccessMode.Mode.SINGLE_NODE_MULTI_WRITER), false);
+        volumes.publish(VOLUME, staging, second, capability(AccessMode.Mode.SINGLE_NODE_MULTI_WRITER), noContext(), false);
         assertTrue(mounts.table().isMountPoint(second));
     }
 
@@ -78,8 +87,8 @@ class NfsVolumesTest {
         mounts.share(otherStaging, "10.0.0.5:/exports/pvc-2");
         NfsVolumes volumes = volumes();
         volumes.publish(new NfsVolume("10.0.0.5", "/exports", "pvc-2"), otherStaging, dir.resolve("pod-2"),
-                capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER), false);
-        volumes.publish(VOLUME, staging, dir.resolve("pod-1"), capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER), false);
+                capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER), noContext(), false);
+        volumes.publish(VOLUME, staging, dir.resolve("pod-1"), capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER), noContext(), false);
         assertTrue(mounts.table().isMountPoint(dir.resolve("pod-1")));
     }
 
@@ -89,7 +98,7 @@ class NfsVolumesTest {
         Path target = dir.resolve("pod-1");
         mounts.share(staging, VOLUME.source());
         NfsVolumes volumes = volumes();
-        volumes.publish(VOLUME, staging, target, capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER), false);
+        volumes.publish(VOLUME, staging, target, capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER), noContext(), false);
         CsiException e = assertThrows(CsiException.class, () -> volumes.unstage(staging));
         assertEquals(Status.Code.FAILED_PRECONDITION, e.code());
         assertTrue(mounts.table().isMountPoint(staging), "the share stays while a pod's bind of it is mounted");
@@ -98,6 +107,58 @@ class NfsVolumesTest {
         assertFalse(Files.exists(target));
         volumes.unstage(staging);
         assertFalse(mounts.table().isMountPoint(staging));
+    }
+
+
+    @Test
+    void aServerThatDoesNotAnswerIsAnAbnormalConditionAndUnavailable() throws Exception {
+        Path staging = Files.createDirectories(dir.resolve("staging"));
+        Path target = dir.resolve("pod-1");
+        mounts.share(staging, VOLUME.source());
+        NfsVolumes volumes = volumes();
+        volumes.publish(VOLUME, staging, target, capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER), noContext(), false);
+        mounts.health = "hung";
+        var stats = volumes.stats("pvc-1", target);
+        assertTrue(stats.getVolumeCondition().getAbnormal());
+        assertEquals("NFS server 10.0.0.5 not responding", stats.getVolumeCondition().getMessage());
+        assertEquals(0, stats.getUsageCount());
+        CsiException e = assertThrows(CsiException.class, () -> volumes.stage(VOLUME, staging,
+                capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER), noContext()));
+        assertEquals(Status.Code.UNAVAILABLE, e.code());
+        assertEquals("NFS server 10.0.0.5 not responding", e.getMessage());
+
+        // Unpublish and unstage go by the mount table and umount(8) alone: no stat of the dead share.
+        int stats0 = mounts.stats;
+        volumes.unpublish(target);
+        volumes.unstage(staging);
+        assertEquals(stats0, mounts.stats, "no stat of a path on the share while undoing");
+        assertFalse(mounts.table().isMountPoint(target) || mounts.table().isMountPoint(staging));
+        assertFalse(Files.exists(target));
+    }
+
+    @Test
+    void aStaleShareIsReportedAndMountedAfreshByTheNextStageAndPublish() throws Exception {
+        Path staging = Files.createDirectories(dir.resolve("staging"));
+        Path target = dir.resolve("pod-1");
+        mounts.share(staging, VOLUME.source());
+        NfsVolumes volumes = volumes();
+        VolumeCapability capability = capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER);
+        volumes.publish(VOLUME, staging, target, capability, noContext(), false);
+        var old = mounts.table().at(target).orElseThrow().device();
+        mounts.health = "stale";
+        var stats = volumes.stats("pvc-1", target);
+        assertTrue(stats.getVolumeCondition().getAbnormal());
+        assertTrue(stats.getVolumeCondition().getMessage().contains("stale"), stats.getVolumeCondition().getMessage());
+
+        volumes.stage(VOLUME, staging, capability, noContext());
+        var fresh = mounts.table().at(staging).orElseThrow().device();
+        assertFalse(fresh.equals(old), "stage mounted the share afresh");
+        mounts.staleDevices.add(old.toString());
+        mounts.health = "";
+        volumes.publish(VOLUME, staging, target, capability, noContext(), false);
+        assertEquals(fresh, mounts.table().at(target).orElseThrow().device(), "publish bound the fresh share");
+        assertEquals(2, mounts.table().all().stream().filter(m -> m.fsType().equals("nfs4")).count(), "the stale mounts are gone");
+        assertFalse(volumes.stats("pvc-1", target).getVolumeCondition().getAbnormal());
     }
 
     /**
@@ -119,14 +180,33 @@ class NfsVolumesTest {
             return id + " 1 " + device + " " + root + " " + at + " rw,relatime - nfs4 " + source + " rw,vers=4.2,hard";
         }
 
-        FakeCommands umount() {
+        /** How the FAKE server answers stat: "" (it answers), "hung" (stat is killed at its deadline) or "stale" (ESTALE). */
+        String health = "";
+        /** Devices of shares the FAKE server no longer knows, whatever {@link #health} says. */
+        final List<String> staleDevices = new ArrayList<>();
+        int stats;
+
+        /** FAKE mount(8), umount(8), stat(1) and chmod(1), acting on this table. */
+        FakeCommands tools() {
             return new FakeCommands(argv -> {
-                try {
-                    unmount(Path.of(argv.getLast()));
-                } catch (Exception e) {
-                    throw new AssertionError(e);
+                Path path = Path.of(argv.getLast());
+                switch (argv.getFirst()) {
+                    case "mount" -> share(path, argv.get(argv.size() - 2));
+                    case "umount" -> unmount(path);
+                    case "stat", "chmod" -> {
+                        stats++;
+                        String device = table().at(path).map(m -> m.device().toString()).orElse("");
+                        if (health.equals("hung")) {
+                            throw CommandException.timedOut(argv.getFirst() + " did not finish within 5000 ms; killed it");
+                        }
+                        if (health.equals("stale") || staleDevices.contains(device)) {
+                            return new CommandResult(1, "", "stat: cannot statx '" + path + "': Stale file handle\n");
+                        }
+                        return new CommandResult(0, argv.contains("--file-system") ? "4096 100 50 40 1000 900\n" : "directory\n", "");
+                    }
+                    default -> throw new AssertionError("unexpected command " + argv);
                 }
-                return new dev.strata.csi.system.CommandResult(0, "", "");
+                return new CommandResult(0, "", "");
             });
         }
 
@@ -136,13 +216,13 @@ class NfsVolumesTest {
         }
 
         @Override
-        public void bindMount(Path source, Path target, boolean readOnly) throws dev.strata.csi.mount.MountException {
+        public void bindMount(Path source, Path target, boolean readOnly) {
             var share = table().at(source).orElseThrow();
             lines.add(line(nextId++, share.device().toString(), share.root(), target, share.source()));
         }
 
         @Override
-        public void unmount(Path target) throws dev.strata.csi.mount.MountException {
+        public void unmount(Path target) {
             table().at(target).ifPresent(top -> lines.removeIf(l -> l.startsWith(top.id() + " ")));
         }
 
