@@ -51,7 +51,7 @@ public final class NodeServer {
             "most volumes the scheduler may place on this node (0: no limit)");
 
     static final Flag NFS_TIMEOUT = new Flag("nfs-timeout", "NFS_TIMEOUT", "60s",
-            "deadline for one NFS mount or unmount attempt and for reading a share's usage; an unmount past it is forced, then made lazy");
+            "deadline for one NFS mount, for one unmount with its forced and lazy retries, and for each stat, statfs or chmod of a share (a child process killed at it)");
 
     private NodeServer() {}
 

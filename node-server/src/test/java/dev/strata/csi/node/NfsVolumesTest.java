@@ -49,6 +49,14 @@ class NfsVolumesTest {
         return new NfsVolumes(mounts, new NfsMounter(tools, Duration.ofSeconds(5), log), new NfsProbe(tools, Duration.ofSeconds(5)), log);
     }
 
+    /** VOLUME staged (the FAKE share mounted) and published multi-writer at {@code target}. */
+    NfsVolumes published(Path staging, Path target) throws Exception {
+        mounts.share(Files.createDirectories(staging), VOLUME.source());
+        NfsVolumes volumes = volumes();
+        volumes.publish(VOLUME, staging, target, capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER), noContext(), false);
+        return volumes;
+    }
+
     static Map<String, String> noContext() {
         return Map.of();
     }
@@ -94,11 +102,9 @@ class NfsVolumesTest {
 
     @Test
     void unstageWaitsUntilNoPodHasTheShareMounted() throws Exception {
-        Path staging = Files.createDirectories(dir.resolve("staging"));
+        Path staging = dir.resolve("staging");
         Path target = dir.resolve("pod-1");
-        mounts.share(staging, VOLUME.source());
-        NfsVolumes volumes = volumes();
-        volumes.publish(VOLUME, staging, target, capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER), noContext(), false);
+        NfsVolumes volumes = published(staging, target);
         CsiException e = assertThrows(CsiException.class, () -> volumes.unstage(staging));
         assertEquals(Status.Code.FAILED_PRECONDITION, e.code());
         assertTrue(mounts.table().isMountPoint(staging), "the share stays while a pod's bind of it is mounted");
@@ -109,14 +115,11 @@ class NfsVolumesTest {
         assertFalse(mounts.table().isMountPoint(staging));
     }
 
-
     @Test
     void aServerThatDoesNotAnswerIsAnAbnormalConditionAndUnavailable() throws Exception {
-        Path staging = Files.createDirectories(dir.resolve("staging"));
+        Path staging = dir.resolve("staging");
         Path target = dir.resolve("pod-1");
-        mounts.share(staging, VOLUME.source());
-        NfsVolumes volumes = volumes();
-        volumes.publish(VOLUME, staging, target, capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER), noContext(), false);
+        NfsVolumes volumes = published(staging, target);
         mounts.health = "hung";
         var stats = volumes.stats("pvc-1", target);
         assertTrue(stats.getVolumeCondition().getAbnormal());
@@ -138,12 +141,10 @@ class NfsVolumesTest {
 
     @Test
     void aStaleShareIsReportedAndMountedAfreshByTheNextStageAndPublish() throws Exception {
-        Path staging = Files.createDirectories(dir.resolve("staging"));
+        Path staging = dir.resolve("staging");
         Path target = dir.resolve("pod-1");
-        mounts.share(staging, VOLUME.source());
-        NfsVolumes volumes = volumes();
+        NfsVolumes volumes = published(staging, target);
         VolumeCapability capability = capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER);
-        volumes.publish(VOLUME, staging, target, capability, noContext(), false);
         var old = mounts.table().at(target).orElseThrow().device();
         mounts.health = "stale";
         var stats = volumes.stats("pvc-1", target);
