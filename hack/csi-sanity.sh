@@ -33,7 +33,7 @@ java @"$REPO_ROOT/deploy/jvm.options" -jar "$REPO_ROOT/controller-server/target/
   --agent-plaintext true "${controller_flags[@]}" > "$work/controller.log" 2>&1 &
 controller=$!
 java @"$REPO_ROOT/deploy/jvm.options" -jar "$REPO_ROOT/node-server/target/node-server.jar" \
-  --endpoint "unix://$work/node.sock" --node-id sanity-node --pool-dir "$work/pool" \
+  --endpoint "unix://$work/node.sock" --node-id sanity-node --pool-dir "$work/pool" --kubelet-dir "$work" \
   --controller-address "127.0.0.1:$port" --agent-address 127.0.0.1:0 --agent-token-file "$work/token" \
   --agent-plaintext true > "$work/node.log" 2>&1 &
 node=$!

@@ -67,7 +67,7 @@ final class LocalCluster implements AutoCloseable {
                 "--agent-renew-interval", "1s", "--agent-settle-time", "0s", "--agent-plaintext", "true");
         for (String node : nodeIds) {
             start("node-server", node, "--endpoint", "unix://" + socket(node), "--node-id", node,
-                    "--pool-dir", pool(node).toString(), "--agent-address", "127.0.0.1:0",
+                    "--pool-dir", pool(node).toString(), "--kubelet-dir", work.toString(), "--agent-address", "127.0.0.1:0",
                     "--controller-address", "127.0.0.1:" + registryPort, "--agent-token-file", token.toString(),
                     "--agent-plaintext", "true");
         }

@@ -47,6 +47,8 @@ public final class NodeServer {
             "host:port the node agent listens on for controller-server (port 0 picks a free one)");
     static final Flag ADVERTISE_HOST = new Flag("agent-advertise-host", "NODE_IP", "127.0.0.1",
             "host or IP controller-server dials to reach this agent (usually status.hostIP via the downward API)");
+    static final Flag KUBELET_DIR = new Flag("kubelet-dir", "KUBELET_DIR", "/var/lib/kubelet",
+            "kubelet's root directory; staging and target paths outside it are refused");
     static final Flag MAX_VOLUMES = new Flag("max-volumes", "MAX_VOLUMES", "0",
             "most volumes the scheduler may place on this node (0: no limit)");
 
@@ -56,7 +58,7 @@ public final class NodeServer {
     private NodeServer() {}
 
     private static List<Flag> flags() {
-        List<Flag> flags = new java.util.ArrayList<>(List.of(NODE_ID, POOL_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, MAX_VOLUMES, NFS_TIMEOUT));
+        List<Flag> flags = new java.util.ArrayList<>(List.of(NODE_ID, POOL_DIR, KUBELET_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, MAX_VOLUMES, NFS_TIMEOUT));
         flags.addAll(AgentSecurity.flags());
         return flags;
     }
@@ -72,6 +74,7 @@ public final class NodeServer {
                     AgentSecurity security = AgentSecurity.fromFlags(flags);
                     Topology topology = Topology.forDriver(context.plugin().name());
                     Path poolDir = poolDir(flags.get(POOL_DIR));
+                    Path kubeletDir = kubeletDir(flags.get(KUBELET_DIR));
                     Command commands = new Command();
                     Kernel kernel = new Kernel();
                     SystemLoopDevices loops = new SystemLoopDevices(kernel);
@@ -99,7 +102,7 @@ public final class NodeServer {
                     NfsVolumes shares = new NfsVolumes(mounter, new NfsMounter(commands, nfsTimeout, log), new NfsProbe(commands, nfsTimeout), log);
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),
-                                    new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), volumes, shares, locks)),
+                                    new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), volumes, shares, locks, kubeletDir)),
                             List.of(ownership, agent, registration));
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));
@@ -111,6 +114,20 @@ public final class NodeServer {
             throw new UsageException("node id must be a Kubernetes node name: at most 253 letters, digits, '.', '-' and '_'");
         }
         return value;
+    }
+
+    /** kubelet's directory, resolved: request paths are checked against it once theirs are resolved too. */
+    private static Path kubeletDir(String value) throws UsageException {
+        Path dir = Path.of(value);
+        if (!dir.isAbsolute()) {
+            throw new UsageException("flag --kubelet-dir must be an absolute path, got '" + value + "'");
+        }
+        try {
+            return dir.toRealPath();
+        } catch (IOException e) {
+            throw new UsageException("flag --kubelet-dir: " + value + " is not a directory here (" + e.getMessage()
+                    + "); mount kubelet's directory into the container");
+        }
     }
 
     private static Path poolDir(String value) throws UsageException {

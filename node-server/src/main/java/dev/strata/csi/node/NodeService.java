@@ -59,9 +59,11 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
     private final LocalVolumes volumes;
     private final NfsVolumes shares;
     private final VolumeLocks locks;
+    private final RequestPaths paths;
 
     public NodeService(String nodeId, Topology topology, long maxVolumes, LocalVolumes volumes, NfsVolumes shares,
-            VolumeLocks locks) {
+            VolumeLocks locks, Path kubeletDir) {
+        this.paths = new RequestPaths(kubeletDir);
         this.nodeId = nodeId;
         this.topology = topology;
         this.maxVolumes = maxVolumes;
@@ -74,7 +76,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
     public void nodeStageVolume(NodeStageVolumeRequest request, StreamObserver<NodeStageVolumeResponse> response) {
         Rpc.answer(response, () -> {
             requireVolumeId(request.getVolumeId());
-            Path staging = RequestPaths.require("staging_target_path", request.getStagingTargetPath());
+            Path staging = paths.require("staging_target_path", request.getStagingTargetPath());
             if (!request.hasVolumeCapability()) {
                 throw CsiException.missing("volume_capability");
             }
@@ -96,7 +98,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
     public void nodeUnstageVolume(NodeUnstageVolumeRequest request, StreamObserver<NodeUnstageVolumeResponse> response) {
         Rpc.answer(response, () -> {
             requireVolumeId(request.getVolumeId());
-            Path staging = RequestPaths.require("staging_target_path", request.getStagingTargetPath());
+            Path staging = paths.require("staging_target_path", request.getStagingTargetPath());
             boolean local = isLocal(request.getVolumeId());
             try (var held = lock(request.getVolumeId())) {
                 if (local) {
@@ -113,8 +115,8 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
     public void nodePublishVolume(NodePublishVolumeRequest request, StreamObserver<NodePublishVolumeResponse> response) {
         Rpc.answer(response, () -> {
             requireVolumeId(request.getVolumeId());
-            Path target = RequestPaths.require("target_path", request.getTargetPath());
-            Path staging = RequestPaths.require("staging_target_path", request.getStagingTargetPath());
+            Path target = paths.require("target_path", request.getTargetPath());
+            Path staging = paths.require("staging_target_path", request.getStagingTargetPath());
             if (!request.hasVolumeCapability()) {
                 throw CsiException.missing("volume_capability");
             }
@@ -138,7 +140,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
     public void nodeUnpublishVolume(NodeUnpublishVolumeRequest request, StreamObserver<NodeUnpublishVolumeResponse> response) {
         Rpc.answer(response, () -> {
             requireVolumeId(request.getVolumeId());
-            Path target = RequestPaths.require("target_path", request.getTargetPath());
+            Path target = paths.require("target_path", request.getTargetPath());
             boolean local = isLocal(request.getVolumeId());
             try (var held = lock(request.getVolumeId())) {
                 if (local) {
@@ -161,7 +163,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
             // A path that is not even absolute cannot be where the volume is mounted.
             Path path;
             try {
-                path = RequestPaths.require("volume_path", request.getVolumePath());
+                path = paths.require("volume_path", request.getVolumePath());
             } catch (CsiException e) {
                 throw CsiException.notFound("volume " + CsiException.printable(request.getVolumeId()) + " is not mounted at "
                         + CsiException.printable(request.getVolumePath()));

@@ -4,24 +4,35 @@ import dev.strata.csi.mount.MountException;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.rpc.CsiException;
 import java.io.IOException;
+import java.nio.file.DirectoryNotEmptyException;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.InvalidPathException;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
 
 /**
  * Staging and target paths from kubelet. They must be plain absolute paths: no '..', no '.', no
- * NUL, no doubled slashes, and the path itself not a symlink; anything else is INVALID_ARGUMENT
- * and the driver touches nothing. The parent directory is resolved through symlinks, since the
- * mount table names mounts by their resolved path and /var/lib/kubelet is a symlink on some hosts.
+ * NUL, no doubled slashes, and the path itself not a symlink; and they must lie below kubelet's
+ * directory once the symlinks in their parents are resolved (the mount table names mounts by
+ * their resolved path, and /var/lib/kubelet is a symlink on some hosts). Anything else is
+ * INVALID_ARGUMENT and the driver touches nothing: a driver running as root on every node must not
+ * turn a wrong path, from a kubelet bug or a compromised sidecar, into a mount over or the removal
+ * of a system file.
  */
 final class RequestPaths {
 
     private static final int MAX_LENGTH = 4096;
 
-    private RequestPaths() {}
+    /** kubelet's root directory, resolved. */
+    private final Path kubeletDir;
 
-    static Path require(String field, String value) {
+    RequestPaths(Path kubeletDir) {
+        this.kubeletDir = kubeletDir;
+    }
+
+    Path require(String field, String value) {
         if (value.isEmpty()) {
             throw CsiException.missing(field);
         }
@@ -40,12 +51,10 @@ final class RequestPaths {
             throw CsiException.invalidArgument(field + " must be a plain absolute path without '.', '..' or '//': "
                     + CsiException.printable(value));
         }
-        Path parent = path.getParent();
-        Path resolved;
-        try {
-            resolved = parent != null && Files.isDirectory(parent) ? parent.toRealPath().resolve(path.getFileName()) : path;
-        } catch (IOException e) {
-            resolved = path; // the operation itself then reports what is wrong with the path
+        Path resolved = resolveParents(path);
+        if (!resolved.startsWith(kubeletDir) || resolved.equals(kubeletDir)) {
+            throw CsiException.invalidArgument(field + " " + CsiException.printable(value) + " is not below kubelet's directory "
+                    + kubeletDir + (resolved.equals(path) ? "" : " (it resolves to " + resolved + ")"));
         }
         // A mount point is never a symlink, and lstat of one whose NFS server is gone can block for good.
         if (!isMountPoint(resolved) && Files.isSymbolicLink(path)) {
@@ -62,13 +71,53 @@ final class RequestPaths {
         }
     }
 
-    /** Removes a target path once nothing is mounted there; one that holds files is left for a person. */
+    /** The path with its nearest existing ancestor resolved through symlinks, and the rest as given. */
+    private static Path resolveParents(Path path) {
+        Path existing = path.getParent();
+        while (existing != null && !Files.isDirectory(existing)) {
+            existing = existing.getParent();
+        }
+        if (existing == null) {
+            return path;
+        }
+        try {
+            return existing.toRealPath().resolve(existing.relativize(path));
+        } catch (IOException e) {
+            throw CsiException.invalidArgument("cannot resolve " + existing + ": " + e.getMessage());
+        }
+    }
+
+    /**
+     * Removes a target path once nothing is mounted there, if it is what the driver made: an
+     * empty directory, or the empty file a raw block device was bound onto. Anything else (a file
+     * with content, a device node, a link, a directory with files) is left in place for a person:
+     * FAILED_PRECONDITION, and the log says what is there.
+     */
     static void removeTarget(Path target) throws IOException {
+        BasicFileAttributes found;
+        try {
+            found = Files.readAttributes(target, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+        } catch (NoSuchFileException e) {
+            return;
+        }
+        boolean made = found.isDirectory() || (found.isRegularFile() && found.size() == 0);
+        if (!made) {
+            throw CsiException.failedPrecondition("target_path " + target + " is not mounted and holds " + kind(found)
+                    + ", which the driver did not make; left in place for a person to look at");
+        }
         try {
             Files.deleteIfExists(target);
-        } catch (java.nio.file.DirectoryNotEmptyException e) {
-            throw CsiException.failedPrecondition("target_path " + target + " is not mounted but holds files; leaving it for a person to look at");
+        } catch (DirectoryNotEmptyException e) {
+            throw CsiException.failedPrecondition("target_path " + target + " is not mounted but holds files; "
+                    + "left in place for a person to look at");
         }
+    }
+
+    private static String kind(BasicFileAttributes found) {
+        if (found.isSymbolicLink()) {
+            return "a symbolic link";
+        }
+        return found.isRegularFile() ? "a file of " + found.size() + " bytes" : "a device node, socket or pipe";
     }
 
     /**

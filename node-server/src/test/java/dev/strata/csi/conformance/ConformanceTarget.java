@@ -122,7 +122,7 @@ final class ConformanceTarget implements AutoCloseable {
 
     private static ConformanceTarget openLocal(Path dir) throws Exception {
         Root.require();
-        Cluster cluster = Cluster.start(Files.createDirectories(dir.resolve("cluster")), "conformance-node");
+        Cluster cluster = Cluster.start(dir, "conformance-node"); // its directory is kubelet's too
         Channel controller = cluster.controller().getChannel();
         Channel node = cluster.node("conformance-node").channel();
         Path staging = Files.createDirectories(dir.resolve("staging"));

@@ -147,7 +147,7 @@ final class DriverContainers implements AutoCloseable {
                             writable(shared, PropagationMode.RSHARED)),
                     true)
                     .withCommand(concat(new String[] {"/opt/strata/node-server.jar", "--endpoint=unix://" + driver.nodeSocket(),
-                            "--node-id=" + NODE_ID, "--pool-dir=" + pool, "--controller-address=controller:9869",
+                            "--node-id=" + NODE_ID, "--pool-dir=" + pool, "--kubelet-dir=" + shared, "--controller-address=controller:9869",
                             "--agent-address=0.0.0.0:9870", "--agent-advertise-host=node"}, tls))
                     // Registered with the controller: CreateVolume can place volumes on it.
                     .waitingFor(Wait.forLogMessage(".*" + REGISTERED + ".*", 1).withStartupTimeout(START_TIMEOUT));

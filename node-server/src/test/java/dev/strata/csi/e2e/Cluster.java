@@ -146,6 +146,7 @@ public final class Cluster implements AutoCloseable {
                 "--endpoint", "unix://" + socket,
                 "--node-id", nodeId,
                 "--pool-dir", poolSeen.toString(),
+                "--kubelet-dir", dir.toString(),
                 "--controller-address", "127.0.0.1:" + registryPort,
                 "--agent-address", "127.0.0.1:0",
                 "--agent-token-file", tokenFile.toString())).awaitListening(socket);

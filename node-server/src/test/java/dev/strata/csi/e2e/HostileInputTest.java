@@ -47,6 +47,15 @@ class HostileInputTest {
         assertEquals(List.of(), SystemState.cleanUp(dir));
     }
 
+    /** A staging path as kubelet would give it, below its directory. */
+    private static Path staging() {
+        try {
+            return cluster.kubeletDir("node-a", "plugins/globalmount");
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
     private static Status.Code code(Runnable call) {
         return assertThrows(StatusRuntimeException.class, call::run).getStatus().getCode();
     }
@@ -70,7 +79,7 @@ class HostileInputTest {
         // Deleting what was never handed out succeeds and touches nothing; other calls say NOT_FOUND.
         cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(id).build());
         assertEquals(Status.Code.NOT_FOUND, code(() -> cluster.node("node-a").node().nodeStageVolume(
-                NodeStageVolumeRequest.newBuilder().setVolumeId(id).setStagingTargetPath(dir.toString())
+                NodeStageVolumeRequest.newBuilder().setVolumeId(id).setStagingTargetPath(staging().toString())
                         .setVolumeCapability(PipelineTest.mount("ext4")).build())));
         assertTrue(Files.exists(cluster.node("node-a").pool().resolve(".pool.lock")));
     }
@@ -83,7 +92,7 @@ class HostileInputTest {
         Status.Code stage = code(() -> node.nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(id)
                 .setStagingTargetPath(path).setVolumeCapability(PipelineTest.mount("ext4")).build()));
         Status.Code publish = code(() -> node.nodePublishVolume(NodePublishVolumeRequest.newBuilder().setVolumeId(id)
-                .setStagingTargetPath(dir.toString()).setTargetPath(path).setVolumeCapability(PipelineTest.mount("ext4")).build()));
+                .setStagingTargetPath(staging().toString()).setTargetPath(path).setVolumeCapability(PipelineTest.mount("ext4")).build()));
         Status.Code unpublish = code(() -> node.nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder().setVolumeId(id)
                 .setTargetPath(path).build()));
         assertEquals(List.of(Status.Code.INVALID_ARGUMENT, Status.Code.INVALID_ARGUMENT, Status.Code.INVALID_ARGUMENT),
@@ -99,8 +108,76 @@ class HostileInputTest {
                 .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER))
                 .build();
         assertEquals(Status.Code.INVALID_ARGUMENT, code(() -> cluster.node("node-a").node().nodeStageVolume(
-                NodeStageVolumeRequest.newBuilder().setVolumeId("local/node-a/pvc-none").setStagingTargetPath(dir.toString())
+                NodeStageVolumeRequest.newBuilder().setVolumeId("local/node-a/pvc-none").setStagingTargetPath(staging().toString())
                         .setVolumeCapability(capability).build())));
+    }
+
+    /** Things outside kubelet's directory a wrong path could name; each must come out unchanged. */
+    @TempDir
+    static Path outside;
+
+    @Test
+    void pathsOutsideKubeletsDirectoryAreRefusedAndWhatIsThereIsKept() throws Exception {
+        Path file = Files.writeString(outside.resolve("passwd"), "root:x:0:0::/root:/bin/sh\n");
+        Path emptyDir = Files.createDirectory(outside.resolve("empty"));
+        Path device = outside.resolve("null");
+        SystemState.run("mknod", device.toString(), "c", "1", "3");
+        // A link inside kubelet's directory that leads out of it: the path resolves outside.
+        Path link = Files.createSymbolicLink(cluster.kubeletDir("node-a", "pods").resolve("escape"), outside);
+        List<String> paths = List.of(file.toString(), emptyDir.toString(), device.toString(), "/etc/passwd", "/dev/null",
+                link.resolve("passwd").toString(), link.resolve("empty").toString(), dir.toString());
+        var node = cluster.node("node-a").node();
+        for (String id : List.of("local/node-a/pvc-none", "static-nfs-volume")) {
+            for (String path : paths) {
+                List<Status.Code> codes = List.of(
+                        code(() -> node.nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder().setVolumeId(id).setTargetPath(path).build())),
+                        code(() -> node.nodeUnstageVolume(csi.v1.Csi.NodeUnstageVolumeRequest.newBuilder().setVolumeId(id)
+                                .setStagingTargetPath(path).build())),
+                        code(() -> node.nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(id).setStagingTargetPath(path)
+                                .setVolumeCapability(PipelineTest.mount("ext4")).build())),
+                        code(() -> node.nodePublishVolume(NodePublishVolumeRequest.newBuilder().setVolumeId(id)
+                                .setStagingTargetPath(staging().toString()).setTargetPath(path)
+                                .setVolumeCapability(PipelineTest.mount("ext4")).build())));
+                assertEquals(List.of(Status.Code.INVALID_ARGUMENT, Status.Code.INVALID_ARGUMENT, Status.Code.INVALID_ARGUMENT,
+                        Status.Code.INVALID_ARGUMENT), codes, id + " at " + path);
+            }
+        }
+        assertEquals("root:x:0:0::/root:/bin/sh\n", Files.readString(file));
+        assertTrue(Files.isDirectory(emptyDir));
+        assertTrue(SystemState.run("stat", "--format", "%F", device.toString()).contains("character special"));
+        assertTrue(Files.exists(Path.of("/dev/null")) && Files.exists(Path.of("/etc/passwd")));
+        assertEquals(List.of(), SystemState.mountsUnder(outside));
+    }
+
+    @Test
+    void unpublishRemovesOnlyWhatTheDriverMade() throws Exception {
+        Path pods = cluster.kubeletDir("node-a", "pods/uid-kept/volumes");
+        Path withContent = Files.writeString(pods.resolve("file"), "data");
+        Path device = pods.resolve("device");
+        SystemState.run("mknod", device.toString(), "c", "1", "3");
+        Path fullDir = Files.createDirectories(pods.resolve("full"));
+        Files.writeString(fullDir.resolve("inside"), "data");
+        var node = cluster.node("node-a").node();
+        for (String id : List.of("local/node-a/pvc-none", "static-nfs-volume")) {
+            for (Path kept : List.of(withContent, device, fullDir)) {
+                StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> node.nodeUnpublishVolume(
+                        NodeUnpublishVolumeRequest.newBuilder().setVolumeId(id).setTargetPath(kept.toString()).build()));
+                assertEquals(Status.Code.FAILED_PRECONDITION, e.getStatus().getCode(), e.getStatus().toString());
+                assertTrue(e.getStatus().getDescription().contains(kept.toString()), e.getStatus().getDescription());
+            }
+            // What the driver makes as a target, empty and unmounted, goes.
+            Path emptyDir = Files.createDirectory(pods.resolve("empty-dir"));
+            Path emptyFile = Files.createFile(pods.resolve("empty-file"));
+            for (Path made : List.of(emptyDir, emptyFile)) {
+                node.nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder().setVolumeId(id).setTargetPath(made.toString()).build());
+                assertFalse(Files.exists(made), made + " removed");
+            }
+        }
+        assertEquals("data", Files.readString(withContent));
+        assertTrue(SystemState.run("stat", "--format", "%F", device.toString()).contains("character special"));
+        assertEquals("data", Files.readString(fullDir.resolve("inside")));
+        assertTrue(cluster.node("node-a").process().output().contains("which the driver did not make; left in place"),
+                "the log says what was left and why");
     }
 
     @Test

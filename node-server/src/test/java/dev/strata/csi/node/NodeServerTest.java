@@ -41,6 +41,7 @@ class NodeServerTest {
         Map<String, String> all = new java.util.HashMap<>(env);
         all.put("CSI_ENDPOINT", "unix://" + socket);
         all.put("POOL_DIR", dir.resolve("pool").toString());
+        all.put("KUBELET_DIR", dir.toString());
         all.put("CONTROLLER_ADDRESS", "127.0.0.1:1");
         all.put("AGENT_ADDRESS", "127.0.0.1:0");
         all.put("AGENT_PLAINTEXT", "true");
