@@ -21,5 +21,5 @@ else
 fi
 
 mvn_run verify "${container_flags[@]}" "$@"
-# The fault-injection suite's figures (its output goes to the test report).
-cat "$REPO_ROOT"/node-server/target/surefire-reports/*CrashRecoveryTest-output.txt 2>/dev/null | grep '^crash suite:' || true
+# The figures of the fault-injection and hostile-input suites (their output goes to the test reports).
+cat "$REPO_ROOT"/node-server/target/surefire-reports/*-output.txt 2>/dev/null | grep -E '^(crash|hostile) suite:' || true

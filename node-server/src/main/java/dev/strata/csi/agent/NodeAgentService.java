@@ -1,5 +1,6 @@
 package dev.strata.csi.agent;
 
+import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.AttachImageRequest;
 import dev.strata.csi.agent.api.AttachImageResponse;
 import dev.strata.csi.agent.api.CreateImageRequest;
@@ -37,6 +38,9 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         Rpc.answer(response, () -> {
             if (request.getCapacityBytes() <= 0) {
                 throw CsiException.invalidArgument("capacity_bytes must be positive");
+            }
+            if (request.getAllocation() != Allocation.SPARSE && request.getAllocation() != Allocation.FULL) {
+                throw CsiException.invalidArgument("allocation must be SPARSE or FULL, got " + request.getAllocationValue());
             }
             try (var held = locks.acquire(name(request.getName()))) {
                 return CreateImageResponse.newBuilder()

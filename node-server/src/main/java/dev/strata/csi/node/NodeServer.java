@@ -102,7 +102,7 @@ public final class NodeServer {
                     NfsVolumes shares = new NfsVolumes(mounter, new NfsMounter(commands, nfsTimeout, log), new NfsProbe(commands, nfsTimeout), log);
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),
-                                    new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), volumes, shares, locks, kubeletDir)),
+                                    new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), volumes, shares, locks, kubeletDir, poolDir)),
                             List.of(ownership, agent, registration));
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));

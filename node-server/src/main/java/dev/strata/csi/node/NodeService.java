@@ -62,8 +62,8 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
     private final RequestPaths paths;
 
     public NodeService(String nodeId, Topology topology, long maxVolumes, LocalVolumes volumes, NfsVolumes shares,
-            VolumeLocks locks, Path kubeletDir) {
-        this.paths = new RequestPaths(kubeletDir);
+            VolumeLocks locks, Path kubeletDir, Path poolDir) {
+        this.paths = new RequestPaths(kubeletDir, poolDir);
         this.nodeId = nodeId;
         this.topology = topology;
         this.maxVolumes = maxVolumes;

@@ -19,17 +19,20 @@ import java.nio.file.Path;
  * their resolved path, and /var/lib/kubelet is a symlink on some hosts). Anything else is
  * INVALID_ARGUMENT and the driver touches nothing: a driver running as root on every node must not
  * turn a wrong path, from a kubelet bug or a compromised sidecar, into a mount over or the removal
- * of a system file.
+ * of a system file. Nor may they lead into the driver's pool, or hold it: a mount there would
+ * hide the volumes' images and records.
  */
 final class RequestPaths {
 
     private static final int MAX_LENGTH = 4096;
 
-    /** kubelet's root directory, resolved. */
+    /** kubelet's root directory and the pool's, resolved. */
     private final Path kubeletDir;
+    private final Path poolDir;
 
-    RequestPaths(Path kubeletDir) {
+    RequestPaths(Path kubeletDir, Path poolDir) {
         this.kubeletDir = kubeletDir;
+        this.poolDir = poolDir;
     }
 
     Path require(String field, String value) {
@@ -55,6 +58,10 @@ final class RequestPaths {
         if (!resolved.startsWith(kubeletDir) || resolved.equals(kubeletDir)) {
             throw CsiException.invalidArgument(field + " " + CsiException.printable(value) + " is not below kubelet's directory "
                     + kubeletDir + (resolved.equals(path) ? "" : " (it resolves to " + resolved + ")"));
+        }
+        if (resolved.startsWith(poolDir) || poolDir.startsWith(resolved)) {
+            throw CsiException.invalidArgument(field + " " + CsiException.printable(value) + " leads into the driver's pool "
+                    + poolDir + " or holds it");
         }
         // A mount point is never a symlink, and lstat of one whose NFS server is gone can block for good.
         if (!isMountPoint(resolved) && Files.isSymbolicLink(path)) {

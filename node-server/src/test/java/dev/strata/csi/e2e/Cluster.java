@@ -168,12 +168,23 @@ public final class Cluster implements AutoCloseable {
 
     /** Waits until the controller knows the node's agent at the port this process listens on. */
     private void awaitRegistered(Node node) throws InterruptedException {
+        controller.awaitOutput("node=" + node.id() + " address=127.0.0.1:" + agentPort(node.id()) + " ");
+    }
+
+    /** The port the node agent of {@code nodeId} listens on, as it logged it. */
+    public int agentPort(String nodeId) throws InterruptedException {
+        Node node = nodes.get(nodeId);
         node.process().awaitOutput("endpoint=tcp://127.0.0.1:");
         var port = java.util.regex.Pattern.compile("endpoint=tcp://127\\.0\\.0\\.1:(\\d+)").matcher(node.process().output());
         if (!port.find()) {
             throw new AssertionError("node-server " + node.id() + " logged no agent port:\n" + node.process().output());
         }
-        controller.awaitOutput("node=" + node.id() + " address=127.0.0.1:" + port.group(1) + " ");
+        return Integer.parseInt(port.group(1));
+    }
+
+    /** The agent token every server of this cluster holds. */
+    public Path tokenFile() {
+        return tokenFile;
     }
 
     public Node node(String nodeId) {
