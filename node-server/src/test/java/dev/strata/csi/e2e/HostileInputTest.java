@@ -125,7 +125,10 @@ class HostileInputTest {
         // A link inside kubelet's directory that leads out of it: the path resolves outside.
         Path link = Files.createSymbolicLink(cluster.kubeletDir("node-a", "pods").resolve("escape"), outside);
         List<String> paths = List.of(file.toString(), emptyDir.toString(), device.toString(), "/etc/passwd", "/dev/null",
-                link.resolve("passwd").toString(), link.resolve("empty").toString(), dir.toString());
+                link.resolve("passwd").toString(), link.resolve("empty").toString(), dir.toString(),
+                // The pool, and a directory holding it: a mount there would hide the volumes' images and records.
+                cluster.node("node-a").pool().resolve("pvc-none.img").toString(), cluster.node("node-a").pool().toString(),
+                cluster.node("node-a").pool().getParent().toString());
         var node = cluster.node("node-a").node();
         for (String id : List.of("local/node-a/pvc-none", "static-nfs-volume")) {
             for (String path : paths) {
