@@ -137,7 +137,8 @@ class RecoveryTest {
         Cluster.Node node = cluster.node("node-a");
         try (ServerProcess second = ServerProcess.start(NodeServer.class,
                 "--endpoint", "unix://" + dir.resolve("second.sock"), "--node-id", "node-a2",
-                "--pool-dir", node.pool().toString(), "--controller-address", "127.0.0.1:" + cluster.registryPort(),
+                "--pool-dir", node.pool().toString(), "--kubelet-dir", dir.toString(),
+                "--controller-address", "127.0.0.1:" + cluster.registryPort(),
                 "--agent-address", "127.0.0.1:0", "--agent-token-file", dir.resolve("agent-token").toString(),
                 "--agent-plaintext", "true")) {
             assertEquals(1, second.exitCode(), second.output());
