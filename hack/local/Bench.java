@@ -70,7 +70,7 @@ public final class Bench {
         }
     }
 
-    private static void driverPipeline(LocalCluster cluster, String tag, Samples samples) throws Exception {
+    static void driverPipeline(LocalCluster cluster, String tag, Samples samples) throws Exception {
         var controller = cluster.controller();
         var node = cluster.node(NODE);
         VolumeCapability capability = LocalCluster.ext4();
@@ -163,7 +163,7 @@ public final class Bench {
     }
 
     /** Latencies per step in nanoseconds, in insertion order of the steps. */
-    private static final class Samples {
+    static final class Samples {
         private final Map<String, List<Long>> byStep = new LinkedHashMap<>();
 
         interface Step<T> {

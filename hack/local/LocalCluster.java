@@ -1,5 +1,6 @@
 import csi.v1.ControllerGrpc;
 import csi.v1.Csi.GetCapacityRequest;
+import csi.v1.Csi.ProbeRequest;
 import csi.v1.Csi.Topology;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.IdentityGrpc;
@@ -34,7 +35,8 @@ final class LocalCluster implements AutoCloseable {
     final Path work;
     private final Path repo;
     private final List<String> nodeIds;
-    private final List<Process> servers = new ArrayList<>();
+    private final java.util.Map<String, Process> servers = new java.util.LinkedHashMap<>();
+    private final java.util.Map<String, Long> execToReadyMillis = new java.util.HashMap<>();
     private final MultiThreadIoEventLoopGroup clientLoop = new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory());
 
     private LocalCluster(Path repo, Path work, List<String> nodeIds) {
@@ -62,7 +64,8 @@ final class LocalCluster implements AutoCloseable {
         try (ServerSocket free = new ServerSocket(0)) {
             registryPort = free.getLocalPort();
         }
-        start("controller-server", "controller-server", "--endpoint", "unix://" + socket("controller"),
+        // One after the other, each until its Probe says ready: what a start costs, without the other's start beside it.
+        start("controller-server", "controller", "--endpoint", "unix://" + socket("controller"),
                 "--agent-token-file", token.toString(), "--agent-registry-address", "127.0.0.1:" + registryPort,
                 "--agent-renew-interval", "1s", "--agent-settle-time", "0s", "--agent-plaintext", "true");
         for (String node : nodeIds) {
@@ -70,10 +73,6 @@ final class LocalCluster implements AutoCloseable {
                     "--pool-dir", pool(node).toString(), "--kubelet-dir", work.toString(), "--agent-address", "127.0.0.1:0",
                     "--controller-address", "127.0.0.1:" + registryPort, "--agent-token-file", token.toString(),
                     "--agent-plaintext", "true");
-        }
-        awaitSocket(socket("controller"));
-        for (String node : nodeIds) {
-            awaitSocket(socket(node));
         }
         for (String node : nodeIds) {
             awaitRegistered(node);
@@ -113,10 +112,10 @@ final class LocalCluster implements AutoCloseable {
 
     /** SIGTERM to every server, then what is left in the work directory: images, loop devices, mounts, sockets. */
     List<String> stopAndListLeftovers() throws Exception {
-        for (Process server : servers) {
+        for (Process server : servers.values()) {
             server.toHandle().destroy();
         }
-        for (Process server : servers) {
+        for (Process server : servers.values()) {
             server.waitFor(60, TimeUnit.SECONDS);
         }
         List<String> left = new ArrayList<>();
@@ -147,25 +146,46 @@ final class LocalCluster implements AutoCloseable {
         return all;
     }
 
-    private void start(String program, String logName, String... flags) throws Exception {
+    /** Starts {@code program} as {@code server} (its socket's and log's name) and waits until its Probe says ready. */
+    private void start(String program, String server, String... flags) throws Exception {
         List<String> command = new ArrayList<>(List.of(
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 "@" + repo.resolve("deploy/jvm.options"),
                 "-jar", repo.resolve(program + "/target/" + program + ".jar").toString()));
         command.addAll(List.of(flags));
-        File log = work.resolve(logName + ".log").toFile();
-        servers.add(new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log).start());
+        File log = work.resolve(server + ".log").toFile();
+        long started = System.nanoTime();
+        Process process = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log).start();
+        servers.put(server, process);
+        var probe = IdentityGrpc.newBlockingStub(channel(socket(server)));
+        long deadline = started + TimeUnit.SECONDS.toNanos(30);
+        while (true) {
+            if (!process.isAlive()) {
+                throw new IllegalStateException(server + " exited early; see " + log);
+            }
+            try {
+                if (Files.exists(socket(server))
+                        && probe.withDeadlineAfter(1, TimeUnit.SECONDS).probe(ProbeRequest.getDefaultInstance()).getReady().getValue()) {
+                    execToReadyMillis.put(server, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started));
+                    return;
+                }
+            } catch (io.grpc.StatusRuntimeException notYet) {
+                // the socket is there before the server serves on it
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException(server + " not ready within 30 s; see " + log);
+            }
+            Thread.sleep(2);
+        }
     }
 
-    private void awaitSocket(Path socket) throws Exception {
-        for (int i = 0; i < 600 && !Files.exists(socket); i++) {
-            for (Process server : servers) {
-                if (!server.isAlive()) {
-                    throw new IllegalStateException("a server exited early; see " + work + "/*.log");
-                }
-            }
-            Thread.sleep(50);
-        }
+    /** How long {@code server} took from exec until its Probe first answered ready. */
+    long execToReadyMillis(String server) {
+        return execToReadyMillis.get(server);
+    }
+
+    long pid(String server) {
+        return servers.get(server).pid();
     }
 
     /** Waits until the controller reports capacity for the node: its agent has registered. */
@@ -193,7 +213,7 @@ final class LocalCluster implements AutoCloseable {
     @Override
     public void close() {
         channels.values().forEach(ManagedChannel::shutdownNow);
-        servers.forEach(Process::destroyForcibly);
+        servers.values().forEach(Process::destroyForcibly);
         clientLoop.shutdownGracefully(0, 1, TimeUnit.SECONDS);
     }
 }

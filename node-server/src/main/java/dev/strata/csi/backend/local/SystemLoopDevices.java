@@ -6,6 +6,7 @@ import dev.strata.csi.linux.SyscallException;
 import dev.strata.csi.mount.DeviceNumber;
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
+import java.nio.file.FileSystemException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
@@ -377,6 +378,12 @@ public final class SystemLoopDevices implements LoopDevices {
             return Optional.of(text.endsWith("\n") ? text.substring(0, text.length() - 1) : text);
         } catch (NoSuchFileException e) {
             return Optional.empty();
+        } catch (FileSystemException e) {
+            // ENODEV, ENXIO: the device is being detached while sysfs is read; it holds nothing now.
+            if ("No such device".equals(e.getReason()) || "No such device or address".equals(e.getReason())) {
+                return Optional.empty();
+            }
+            throw new DeviceException("cannot read " + file + ": " + e.getMessage(), e);
         } catch (IOException e) {
             throw new DeviceException("cannot read " + file + ": " + e.getMessage(), e);
         }
