@@ -5,7 +5,11 @@
 #   hack/csi-sanity.sh /path/to/csi-sanity [mount|block|nfs] [more csi-sanity flags...]
 # nfs runs the Controller specs with the NFS StorageClass parameters against a real export
 # directory: one bind-mounted where controller-server looks for the export (this kernel has no NFS
-# client, so the Node specs, which would mount the share, are not run for nfs).
+# client, so the Node specs, which would mount the share, are not run for nfs). Where a real NFS
+# server and client exist (hack/nfs-vm.sh: STRATA_NFS_TEST_EXPORT=server:/share, and
+# STRATA_NFS_TEST_EXPORT_DIR its directory on this machine), nfs runs every spec against it, with
+# controller-server mounting the export itself (--nfs-mount-exports true).
+# STRATA_PREBUILT=1 skips the build (the jars of a build on this worktree are used).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -13,12 +17,18 @@ sanity=${1:?usage: hack/csi-sanity.sh /path/to/csi-sanity [mount|block|nfs] [csi
 access=${2:-mount}
 shift $(( $# >= 2 ? 2 : 1 ))
 
-mvn_run -q package -DskipTests
+[ "${STRATA_PREBUILT:-}" = 1 ] || mvn_run -q package -DskipTests
 work=$(mktemp -d /tmp/strata-sanity-XXXXXX)
 openssl rand -hex 32 > "$work/token"
 controller_flags=()
 sanity_flags=(--csi.testvolumeaccesstype "$access")
-if [ "$access" = nfs ]; then
+export_data="$work/export-data"
+if [ "$access" = nfs ] && [ -n "${STRATA_NFS_TEST_EXPORT:-}" ]; then
+  export_data=${STRATA_NFS_TEST_EXPORT_DIR:?names the directory of the export on this machine}
+  printf 'server: %s\nshare: %s\n' "${STRATA_NFS_TEST_EXPORT%%:/*}" "/${STRATA_NFS_TEST_EXPORT#*:/}" > "$work/nfs-parameters.yaml"
+  controller_flags=(--nfs-export-root "$work/exports" --nfs-mount-exports true)
+  sanity_flags=(--csi.testvolumeaccesstype mount --csi.testvolumeparameters "$work/nfs-parameters.yaml")
+elif [ "$access" = nfs ]; then
   mkdir -p "$work/export-data" "$work/exports/sanity-nfs/srv/export"
   mount --bind "$work/export-data" "$work/exports/sanity-nfs/srv/export"
   printf 'server: sanity-nfs\nshare: /srv/export\n' > "$work/nfs-parameters.yaml"
@@ -37,8 +47,10 @@ java @"$REPO_ROOT/deploy/jvm.options" -jar "$REPO_ROOT/node-server/target/node-s
   --controller-address "127.0.0.1:$port" --agent-address 127.0.0.1:0 --agent-token-file "$work/token" \
   --agent-plaintext true > "$work/node.log" 2>&1 &
 node=$!
-trap 'kill $controller $node 2>/dev/null; wait 2>/dev/null; umount "$work/exports/sanity-nfs/srv/export" 2>/dev/null || true' EXIT
-for _ in $(seq 150); do grep -q 'agent registered' "$work/controller.log" 2>/dev/null && break; sleep 0.2; done
+trap 'kill $controller $node 2>/dev/null; wait 2>/dev/null
+  grep -F "$work/exports/" /proc/self/mountinfo | cut -d" " -f5 | xargs -r -n1 umount 2>/dev/null || true' EXIT
+# Up to two minutes: a JVM starts in seconds here, in about a minute in an emulated VM.
+for _ in $(seq 600); do grep -q 'agent registered' "$work/controller.log" 2>/dev/null && break; sleep 0.2; done
 
 status=0
 "$sanity" --csi.endpoint "unix://$work/node.sock" --csi.controllerendpoint "unix://$work/controller.sock" \
@@ -49,7 +61,7 @@ loops=$(losetup --noheadings --output BACK-FILE | grep -c "$work" || true)
 mounts=$(grep "$work" /proc/self/mountinfo | grep -vc "$work/exports/" || true)
 echo "left behind: $loops loop devices, $mounts mounts (server logs in $work)"
 if [ "$access" = nfs ]; then
-  echo "left in the export: $(find "$work/export-data" -mindepth 1 -not -path "*/.strata-csi*" | wc -l) entries besides the driver's own directory"
+  echo "left in the export: $(find "$export_data" -mindepth 1 -not -path "*/.strata-csi*" -not -name lost+found | wc -l) entries besides the driver's own directory"
 fi
 [ "$loops" = 0 ] && [ "$mounts" = 0 ] || status=1
 exit $status

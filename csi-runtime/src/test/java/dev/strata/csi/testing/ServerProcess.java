@@ -19,6 +19,13 @@ import java.util.concurrent.TimeUnit;
  */
 public final class ServerProcess implements AutoCloseable {
 
+    /**
+     * How long a server may take to start: 30 s, or STRATA_TEST_START_SECONDS where JVMs start
+     * slowly (an emulated VM, hack/nfs-vm.sh, takes about a minute).
+     */
+    private static final Duration START_TIMEOUT = Duration.ofSeconds(
+            Long.parseLong(System.getenv().getOrDefault("STRATA_TEST_START_SECONDS", "30")));
+
     private final Process process;
     private final List<String> lines = new CopyOnWriteArrayList<>();
     private final Thread reader;
@@ -77,7 +84,7 @@ public final class ServerProcess implements AutoCloseable {
 
     /** Waits until the server logs that it listens, or fails with what it printed. */
     public ServerProcess awaitListening(Path socket) throws InterruptedException {
-        long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+        long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
         while (System.nanoTime() < deadline) {
             if (Files.exists(socket) && output().contains("msg=listening")) {
                 return this;
@@ -87,19 +94,19 @@ public final class ServerProcess implements AutoCloseable {
             }
             Thread.sleep(20);
         }
-        throw new AssertionError("server did not listen on " + socket + " within 30s:\n" + output());
+        throw new AssertionError("server did not listen on " + socket + " within " + START_TIMEOUT.toSeconds() + "s:\n" + output());
     }
 
     /** Waits until a line containing {@code text} appears. */
     public void awaitOutput(String text) throws InterruptedException {
-        long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+        long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
         while (System.nanoTime() < deadline) {
             if (output().contains(text)) {
                 return;
             }
             Thread.sleep(20);
         }
-        throw new AssertionError("no output containing '" + text + "' within 30s:\n" + output());
+        throw new AssertionError("no output containing '" + text + "' within " + START_TIMEOUT.toSeconds() + "s:\n" + output());
     }
 
     /**
@@ -117,6 +124,10 @@ public final class ServerProcess implements AutoCloseable {
         }
         reader.join(5_000);
         return process.exitValue();
+    }
+
+    public long pid() {
+        return process.pid();
     }
 
     public boolean isAlive() {

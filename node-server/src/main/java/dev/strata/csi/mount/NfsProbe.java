@@ -50,10 +50,14 @@ public final class NfsProbe {
         this.deadline = deadline;
     }
 
-    /** Whether the server answers for {@code path}; a failure other than ESTALE or silence is a {@link MountException}. */
+    /**
+     * Whether the server answers for {@code path}; a failure other than ESTALE or silence is a
+     * {@link MountException}. Asked with statfs, which the client always sends to the server: a
+     * stat could be answered from the client's attribute cache.
+     */
     public Health health(Path path) throws MountException {
         try {
-            look("stat " + path, "stat", "--format=%F", "--", path.toString());
+            usage(path);
             return Health.ANSWERS;
         } catch (Unhealthy e) {
             return e.health();

@@ -1,0 +1,99 @@
+# Shared by hack/quota-vm.sh and hack/nfs-vm.sh: boots Debian's kernel (the package
+# linux-image-amd64's dependency, from Debian's packages) in qemu, by software emulation (x86_64
+# only; no KVM on these machines), with the host's / shared read-only over 9p, this worktree and
+# ~/.m2 read-write, and /tmp a tmpfs, and runs a command (Maven offline) in there: build once on the host
+# first (hack/test.sh). Source it after lib.sh, then call
+#   vm_run "<kernel modules>" "<guest setup script>" command [arguments...]
+# The setup script runs as root in the guest and may export variables; then the command runs in
+# this worktree with lib.sh sourced (so `mvn_run -o ...` works). Returns the command's exit
+# status; prints the boot and run times.
+
+vm_run() {
+  local modules=$1 setup=$2
+  shift 2
+  [ "$(uname -m)" = x86_64 ] || { echo "hack: the VM scripts boot an x86_64 kernel" >&2; return 1; }
+  local packages=()
+  command -v qemu-system-x86_64 >/dev/null || packages+=(qemu-system-x86)
+  [ -x /bin/busybox ] && /bin/busybox --list | grep -qx insmod || packages+=(busybox-static)
+  [ -x /sbin/depmod ] || packages+=(kmod)
+  if [ ${#packages[@]} -gt 0 ]; then
+    echo "hack: installing ${packages[*]}" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+  fi
+
+  # Below /var/tmp, not /tmp: the guest sees the host's / but has a /tmp of its own.
+  local work
+  work=$(mktemp -d /var/tmp/strata-vm-XXXXXX)
+  # shellcheck disable=SC2064
+  trap "rm -rf '$work'" EXIT
+  (
+    set -euo pipefail
+    cd "$work"
+    package=$(apt-cache depends linux-image-amd64 | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n 1)
+    apt-get download -qq "$package"
+    dpkg-deb -x ./*.deb kernel
+    version=${package#linux-image-}
+    /sbin/depmod -b kernel "$version"
+
+    # An initramfs of busybox and the modules the kernel needs for 9p and the given ones.
+    mkdir -p initramfs/bin initramfs/proc initramfs/sys initramfs/dev initramfs/newroot initramfs/modules
+    cp /bin/busybox initramfs/bin/
+    n=0
+    for module in virtio_pci 9pnet_virtio 9p $modules; do
+      # Modules built into the kernel are listed as "builtin <name>": nothing to load.
+      /sbin/modprobe -d kernel -S "$version" --show-depends "$module" | awk '$1 == "insmod" {print $2}'
+    done | awk '!seen[$0]++' | while read -r file; do
+      n=$((n + 1))
+      cp "$file" "initramfs/modules/$(printf %03d $n)-$(basename "$file")"
+    done
+
+    printf '%s\n' "$setup" > setup.sh
+    # In the guest: the JDK copied to the tmpfs (the JIT crashes, under emulation, on a JDK mapped
+    # from 9p), the serial collector (the same), and sources not recompiled wholesale.
+    cat > guest.sh <<GUEST
+echo "vm: guest script starts \$(cut -d' ' -f1 /proc/uptime) s after boot"
+cp -a "$JAVA_HOME" /tmp/jdk
+export HOME="$HOME" JAVA_HOME=/tmp/jdk PATH="/tmp/jdk/bin:\$PATH" JAVA_TOOL_OPTIONS=-XX:+UseSerialGC
+cd "$REPO_ROOT"
+source "$work/setup.sh" || { echo 1 > "$work/out/status"; exit 1; }
+source hack/lib.sh
+$(printf '%q ' "$@")
+echo \$? > "$work/out/status"
+echo "vm: done \$(cut -d' ' -f1 /proc/uptime) s after boot"
+GUEST
+    mkdir out
+    cat > initramfs/init <<INIT
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+for module in /modules/*.ko; do insmod "\$module"; done
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose host /newroot
+mount -t proc proc /newroot/proc; mount -t sysfs sys /newroot/sys; mount -t devtmpfs dev /newroot/dev
+mkdir -p /newroot/dev/pts /newroot/dev/shm
+mount -t devpts devpts /newroot/dev/pts; mount -t tmpfs tmpfs /newroot/dev/shm
+mount -t tmpfs -o size=6g tmpfs /newroot/tmp; mount -t tmpfs tmpfs /newroot/run
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 repo "/newroot$REPO_ROOT"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 m2 "/newroot$HOME/.m2"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 out "/newroot$work/out"
+ip link set lo up
+echo "vm: kernel \$(uname -r)"
+chroot /newroot /bin/bash "$work/guest.sh"
+poweroff -f
+INIT
+    chmod +x initramfs/init
+    (cd initramfs && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) > initramfs.gz
+
+    start=$SECONDS
+    qemu-system-x86_64 -accel tcg -cpu Nehalem -m 6144 -smp 1 -nographic -no-reboot \
+      -kernel "kernel/boot/vmlinuz-$version" -initrd initramfs.gz -append "console=ttyS0 quiet panic=-1" \
+      -virtfs local,path=/,mount_tag=host,security_model=passthrough,readonly=on,multidevs=remap \
+      -virtfs "local,path=$REPO_ROOT,mount_tag=repo,security_model=passthrough" \
+      -virtfs "local,path=$HOME/.m2,mount_tag=m2,security_model=passthrough" \
+      -virtfs "local,path=$work/out,mount_tag=out,security_model=passthrough"
+    echo "hack: the VM ran for $((SECONDS - start)) s" >&2
+  )
+  local status
+  status=$(cat "$work/out/status" 2>/dev/null || echo 1)
+  echo "hack: the command in the VM exited with $status" >&2
+  return "$status"
+}
