@@ -211,13 +211,13 @@ public final class NfsVolumes {
 
     /**
      * The other mounts of the share mounted at staging: pods' binds of it. They show the same
-     * filesystem (device) and the same directory of it (root); shares of one server may share a
-     * device, but not a root.
+     * filesystem (device), directory of it (root) and source. Mounts of one server's export share
+     * a device, and NFS lists each mount's root as "/", so the source tells volumes apart.
      */
     private static List<MountPoint> binds(MountTable table, MountPoint share) {
         return table.all().stream()
                 .filter(m -> m.id() != share.id() && m.device().equals(share.device()) && m.root().equals(share.root())
-                        && NfsMounter.isNfs(m))
+                        && m.source().equals(share.source()) && NfsMounter.isNfs(m))
                 .toList();
     }
 

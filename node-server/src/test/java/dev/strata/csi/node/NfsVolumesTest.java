@@ -92,12 +92,17 @@ class NfsVolumesTest {
         Path staging = Files.createDirectories(dir.resolve("staging"));
         Path otherStaging = Files.createDirectories(dir.resolve("other-staging"));
         mounts.share(staging, VOLUME.source());
-        mounts.share(otherStaging, "10.0.0.5:/exports/pvc-2");
+        // The kernel gives mounts of one server's export one device and lists each one's root as "/".
+        mounts.shareOnSameDevice(otherStaging, "10.0.0.5:/exports/pvc-2", staging);
+        mounts.shareOnSameDevice(Files.createDirectories(dir.resolve("export")), "10.0.0.5:/exports", staging);
         NfsVolumes volumes = volumes();
         volumes.publish(new NfsVolume("10.0.0.5", "/exports", "pvc-2"), otherStaging, dir.resolve("pod-2"),
                 capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER), noContext(), false);
         volumes.publish(VOLUME, staging, dir.resolve("pod-1"), capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER), noContext(), false);
         assertTrue(mounts.table().isMountPoint(dir.resolve("pod-1")));
+        volumes.unpublish(dir.resolve("pod-1"));
+        volumes.unstage(staging); // pvc-2's bind and the whole export's mount are not binds of pvc-1
+        assertFalse(mounts.table().isMountPoint(staging));
     }
 
     @Test
@@ -175,6 +180,10 @@ class NfsVolumesTest {
 
         void share(Path at, String source) {
             lines.add(line(nextId++, "0:" + nextDevice++, "/", at, source));
+        }
+
+        void shareOnSameDevice(Path at, String source, Path of) {
+            lines.add(line(nextId++, table().at(of).orElseThrow().device().toString(), "/", at, source));
         }
 
         private static String line(int id, String device, String root, Path at, String source) {
