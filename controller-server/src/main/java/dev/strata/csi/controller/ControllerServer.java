@@ -36,7 +36,7 @@ public final class ControllerServer {
     static final Flag EXPORT_ROOT = new Flag("nfs-export-root", "NFS_EXPORT_ROOT", "/var/lib/strata/exports",
             "where controller-server finds NFS exports: server:/share at <root>/<server>/<share>, mounted there by a person "
                     + "or by the pod spec, or by controller-server itself (--nfs-mount-exports)");
-    static final Flag MOUNT_EXPORTS = new Flag("nfs-mount-exports", "NFS_MOUNT_EXPORTS", "true",
+    static final Flag MOUNT_EXPORTS = Flag.bool("nfs-mount-exports", "NFS_MOUNT_EXPORTS", true,
             "mount an export under --nfs-export-root when nothing is mounted there (needs mount.nfs and CAP_SYS_ADMIN); "
                     + "false: use only exports mounted there already");
     static final Flag NFS_TIMEOUT = new Flag("nfs-timeout", "NFS_TIMEOUT", "60s",

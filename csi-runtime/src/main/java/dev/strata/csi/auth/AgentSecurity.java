@@ -30,8 +30,8 @@ public record AgentSecurity(AgentToken token, Optional<SslContext> serverTls, Op
             "PEM private key of --agent-tls-cert");
     public static final Flag TLS_CA = new Flag("agent-tls-ca", "AGENT_TLS_CA", "",
             "PEM CA certificate the other side's certificate must chain to");
-    public static final Flag PLAINTEXT = new Flag("agent-plaintext", "AGENT_PLAINTEXT", "false",
-            "true: run the agent channel without TLS (the token then crosses the network in clear); for one machine only");
+    public static final Flag PLAINTEXT = Flag.bool("agent-plaintext", "AGENT_PLAINTEXT", false,
+            "given (or =true): run the agent channel without TLS (the token then crosses the network in clear); for one machine only");
 
     public static List<Flag> flags() {
         return List.of(TOKEN_FILE, TLS_CERT, TLS_KEY, TLS_CA, PLAINTEXT);

@@ -38,15 +38,33 @@ public final class FlagSet {
         return program;
     }
 
-    /** Parses {@code args}; a flag that is not given falls back to its environment variable, then its default. */
+    /**
+     * Parses {@code args} as Go's flag package does: {@code -name=value}, {@code -name value}, with one
+     * dash or two; a boolean flag alone means true (a following {@code true} or {@code false} is
+     * taken as its value, since no positional argument exists); {@code --} ends the flags. Unlike
+     * Go, a repeated flag is an error. A flag that is not given falls back to its environment
+     * variable, then its default.
+     */
     public Parsed parse(String[] args, Map<String, String> env) throws UsageException {
         Map<String, String> given = new HashMap<>();
         for (int i = 0; i < args.length; i++) {
             String arg = args[i];
-            if (!arg.startsWith("-") || arg.equals("-") || arg.equals("--")) {
-                throw new UsageException("unexpected argument '" + arg + "'");
+            if (arg.equals("--")) {
+                if (i + 1 < args.length) {
+                    throw new UsageException("unexpected argument '" + args[i + 1] + "'");
+                }
+                break;
+            }
+            if (!arg.startsWith("-") || arg.equals("-")) {
+                String previous = i > 0 ? args[i - 1] : "";
+                String hint = flagNamed(previous) != null && flagNamed(previous).isBool()
+                                ? " (a boolean flag takes its value as " + previous + "=true or " + previous + "=false)" : "";
+                throw new UsageException("unexpected argument '" + arg + "'" + hint);
             }
             String body = arg.startsWith("--") ? arg.substring(2) : arg.substring(1);
+            if (body.isEmpty() || body.startsWith("-") || body.startsWith("=")) {
+                throw new UsageException("bad flag syntax: " + arg);
+            }
             int eq = body.indexOf('=');
             String name = eq < 0 ? body : body.substring(0, eq);
             if (name.equals("help") || name.equals("h")) {
@@ -55,17 +73,27 @@ public final class FlagSet {
             if (name.equals("version")) {
                 return new Version();
             }
-            if (!flags.containsKey(name)) {
+            Flag flag = flags.get(name);
+            if (flag == null) {
                 throw new UsageException("unknown flag --" + name);
             }
             String value;
             if (eq >= 0) {
                 value = body.substring(eq + 1);
+            } else if (flag.isBool()) {
+                // Go reads "--flag true" as the flag plus a positional argument; our programs take no
+                // positional arguments, so a following true/false can only be meant as the value.
+                boolean spelledOut = i + 1 < args.length && (args[i + 1].equals("true") || args[i + 1].equals("false"));
+                value = spelledOut ? args[++i] : "true";
             } else if (i + 1 < args.length) {
                 value = args[++i];
             } else {
                 throw new UsageException("flag --" + name + " needs a value");
             }
+            if (flag.isBool() && parseBool(value) == null) {
+                throw new UsageException("flag --" + name + " takes true or false, got '" + value + "'");
+            }
+            // Stricter than Go (where the last one wins): a manifest patch that repeats a flag is a mistake to show.
             if (given.put(name, value) != null) {
                 throw new UsageException("flag --" + name + " given twice");
             }
@@ -86,6 +114,21 @@ public final class FlagSet {
             values.put(flag.name(), value);
         }
         return new Run(new Values(values));
+    }
+
+    /** The flag {@code arg} names (with its dashes, no value), or null. */
+    private Flag flagNamed(String arg) {
+        String name = arg.startsWith("--") ? arg.substring(2) : arg.startsWith("-") ? arg.substring(1) : null;
+        return name == null ? null : flags.get(name);
+    }
+
+    /** A boolean as Go's strconv.ParseBool reads it, or null. */
+    static Boolean parseBool(String text) {
+        return switch (text) {
+            case "1", "t", "T", "TRUE", "true", "True" -> true;
+            case "0", "f", "F", "FALSE", "false", "False" -> false;
+            default -> null;
+        };
     }
 
     /** The --help text: every flag with its environment variable and default. */
@@ -134,27 +177,24 @@ public final class FlagSet {
         }
 
         public boolean booleanValue(Flag flag) throws UsageException {
-            return switch (get(flag)) {
-                case "true" -> true;
-                case "false" -> false;
-                default -> throw new UsageException("flag --" + flag.name() + " takes true or false, got '" + get(flag) + "'");
-            };
+            Boolean value = parseBool(get(flag));
+            if (value == null) {
+                throw new UsageException("flag --" + flag.name() + " takes true or false, got '" + get(flag) + "'");
+            }
+            return value;
         }
 
-        /** A duration written as a number with a unit: 500ms, 30s, 5m, 1h. */
+        /** A duration as Go writes it (1m30s, 500ms, 2h, 1.5h); never negative. */
         public java.time.Duration durationValue(Flag flag) throws UsageException {
             String raw = get(flag);
-            var match = java.util.regex.Pattern.compile("(\\d{1,9})(ms|s|m|h)").matcher(raw);
-            if (!match.matches()) {
-                throw new UsageException("flag --" + flag.name() + " takes a duration such as 30s or 500ms, got '" + raw + "'");
+            java.time.Duration value = GoDuration.parse(raw);
+            if (value == null) {
+                throw new UsageException("flag --" + flag.name() + " takes a duration such as 1m30s, 30s or 500ms, got '" + raw + "'");
             }
-            long amount = Long.parseLong(match.group(1));
-            return switch (match.group(2)) {
-                case "ms" -> java.time.Duration.ofMillis(amount);
-                case "s" -> java.time.Duration.ofSeconds(amount);
-                case "m" -> java.time.Duration.ofMinutes(amount);
-                default -> java.time.Duration.ofHours(amount);
-            };
+            if (value.isNegative()) {
+                throw new UsageException("flag --" + flag.name() + " must not be negative, got '" + raw + "'");
+            }
+            return value;
         }
     }
 }
