@@ -1,9 +1,9 @@
 # One image with both programs, controller-server and node-server, and the tools node-server runs.
-# Build the jars first, then the image (hack/image.sh does both):
+# Build the jars first, then the image (README, "Image"):
 #   mvn package -DskipTests
 #   docker build --build-arg BASE_IMAGE=<a Debian- or Ubuntu-based image with a Java 21+ runtime> -t strata-csi:0.1.0 .
-# The default base is a public slim JRE image; CI builds its own base (hack/base-image.sh), as no
-# registry is reachable there.
+# The default base is the public Eclipse Temurin 21 JRE image (Ubuntu-based, not a slim image); CI
+# builds its own base (hack/base-image.sh), as no registry is reachable there.
 ARG BASE_IMAGE=eclipse-temurin:21-jre
 FROM ${BASE_IMAGE}
 
