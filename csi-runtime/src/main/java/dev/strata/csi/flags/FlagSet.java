@@ -57,8 +57,9 @@ public final class FlagSet {
             }
             if (!arg.startsWith("-") || arg.equals("-")) {
                 String previous = i > 0 ? args[i - 1] : "";
-                String hint = flagNamed(previous) != null && flagNamed(previous).isBool()
-                                ? " (a boolean flag takes its value as " + previous + "=true or " + previous + "=false)" : "";
+                Flag previousFlag = flagNamed(previous);
+                String hint = previousFlag != null && previousFlag.isBool()
+                        ? " (a boolean flag takes its value as " + previous + "=true or " + previous + "=false)" : "";
                 throw new UsageException("unexpected argument '" + arg + "'" + hint);
             }
             String body = arg.startsWith("--") ? arg.substring(2) : arg.substring(1);
