@@ -5,6 +5,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+echo "hack: building the servers (mvn package; a first run downloads the dependencies for a few minutes)" >&2
 mvn_run -q package -DskipTests
-java --enable-native-access=ALL-UNNAMED -cp "$REPO_ROOT/controller-server/target/lib/*" \
+java --enable-native-access=ALL-UNNAMED "${UNSAFE_ALLOW[@]}" -cp "$REPO_ROOT/controller-server/target/lib/*" \
   "$REPO_ROOT/hack/local/Demo.java" "$REPO_ROOT"

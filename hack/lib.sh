@@ -20,6 +20,16 @@ if ! JAVA_HOME=$(find_jdk); then
 fi
 export JAVA_HOME
 export PATH="$JAVA_HOME/bin:$PATH"
+# Maven's guava and protobuf call sun.misc.Unsafe, which JDK 24 and later warn about on every run;
+# the option (unknown before JDK 23) allows it, so the scripts' output holds no such warnings.
+# UNSAFE_ALLOW is for the java commands the scripts run themselves.
+java_major=$("$JAVA_HOME/bin/java" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
+UNSAFE_ALLOW=()
+if [ "${java_major%%.*}" -ge 24 ] 2>/dev/null; then
+  UNSAFE_ALLOW=(--sun-misc-unsafe-memory-access=allow)
+  export MAVEN_OPTS="${MAVEN_OPTS:-} ${UNSAFE_ALLOW[*]}"
+fi
+unset java_major
 
 if ! command -v mvn >/dev/null 2>&1; then
   echo "hack: installing maven" >&2
@@ -44,6 +54,12 @@ unset missing_packages tool_package
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
+plain_text() {
+  sed -u 's/\x1b\[[0-9;]*m//g'
+}
+
 mvn_run() {
-  (cd "$REPO_ROOT" && mvn -B -ntp -Dstyle.color=never "$@")
+  # Maven 3.8 writes ANSI reset codes even with style.color=never; strip them from both streams so
+  # that a log of the scripts is plain text. pipefail keeps Maven's exit status.
+  (set -o pipefail && cd "$REPO_ROOT" && mvn -B -ntp -Dstyle.color=never "$@" 2> >(plain_text >&2) | plain_text)
 }

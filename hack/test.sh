@@ -7,6 +7,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+echo "hack: making sure of a Docker engine and a base image for the container tests" >&2
 container_flags=()
 if [ "${CI:-}" = true ]; then
   container_flags+=(-Dstrata.requireDocker=true)
