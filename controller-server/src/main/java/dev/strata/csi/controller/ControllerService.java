@@ -247,8 +247,9 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             } else {
                 // A volume lives on one node: the most it can get is the emptiest node's space.
                 List<Long> free = agents.live().stream().map(agent -> agent.pool().getAvailableBytes()).toList();
-                if (free.isEmpty() && agents.settling()) {
-                    throw CsiException.unavailable("controller-server started recently; no node agent has registered yet");
+                if (free.isEmpty() && (agents.settling() || !agents.registered().isEmpty())) {
+                    throw CsiException.unavailable("no node agent has a current lease: they have not registered since "
+                            + "controller-server started, or are restarting");
                 }
                 available = free.stream().mapToLong(Long::longValue).max().orElse(0);
             }

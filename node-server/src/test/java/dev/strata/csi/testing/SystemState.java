@@ -31,8 +31,8 @@ public final class SystemState {
         if (!Files.exists(image)) {
             return List.of();
         }
-        String[] stat = run("stat", "--format", "%Hd:%Ld %i", image.toString()).strip().split(" ");
-        return run("losetup", "--list", "--noheadings", "--raw", "--output", "NAME,BACK-MAJ:MIN,BACK-INO")
+        String[] stat = Programs.run("stat", "--format", "%Hd:%Ld %i", image.toString()).strip().split(" ");
+        return Programs.run("losetup", "--list", "--noheadings", "--raw", "--output", "NAME,BACK-MAJ:MIN,BACK-INO")
                 .lines().map(line -> line.replace("\\x20", "").strip().split(" ")) // raw output escapes the padding
                 .filter(fields -> fields.length == 3 && fields[1].equals(stat[0]) && fields[2].equals(stat[1]))
                 .map(fields -> fields[0]).toList();
@@ -40,7 +40,7 @@ public final class SystemState {
 
     /** Loop devices whose backing file, deleted or not, in whichever namespace, is named {@code fileName}. */
     public static List<String> loopDevicesOfFileNamed(String fileName) throws Exception {
-        return run("losetup", "--list", "--noheadings", "--raw", "--output", "NAME,BACK-FILE")
+        return Programs.run("losetup", "--list", "--noheadings", "--raw", "--output", "NAME,BACK-FILE")
                 .lines().filter(line -> line.contains("/" + fileName)).toList();
     }
 

@@ -262,6 +262,11 @@ public final class ImagePool {
                 } else if (stranger.isPresent()) {
                     log.warn("loop device nothing wants is still mounted; left as it is", "device", device.device(),
                             "file", device.backingFile(), "reason", stranger.get());
+                } else if (device.deleted() && device.backingFile().getNameCount() == 1
+                        && device.backingFile().toString().endsWith(IMAGE_SUFFIX)) {
+                    log.warn("a loop device holds a deleted image of a container that is gone; if it was this pool's "
+                            + "(an older release left such devices after restarts), detach it with losetup --detach",
+                            "device", device.device(), "file", device.backingFile());
                 }
             } catch (Exception e) {
                 log.error("cannot reconcile loop device; left as it is", "device", device.device(), "error", e.getMessage());
@@ -283,14 +288,14 @@ public final class ImagePool {
 
     /**
      * The volume whose image file was removed while {@code device} held it, as far as the device
-     * still tells: its backing file is unlinked, and was named like a pool image in the pool
-     * directory, or at the root of the mount namespace that attached it once the container that
-     * did is gone. The driver never removes an attached image; a person can.
+     * still tells: its backing file is unlinked and was a pool image in the pool directory. The
+     * driver never removes an attached image; a person can. A device attached in a mount namespace
+     * that is gone names its file relative to that namespace's mount, and could be anybody's: it
+     * is only reported ({@link #reconcile()}), never taken for a volume's.
      */
     private Optional<String> deletedImage(LoopDevice device) {
         Path shown = device.backingFile();
-        boolean poolImage = shown.getParent() != null && (shown.getParent().equals(dir) || shown.getNameCount() == 1)
-                && shown.getFileName().toString().endsWith(IMAGE_SUFFIX);
+        boolean poolImage = dir.equals(shown.getParent()) && shown.getFileName().toString().endsWith(IMAGE_SUFFIX);
         return device.deleted() && poolImage ? Optional.of(volumeName(shown)) : Optional.empty();
     }
 

@@ -202,12 +202,16 @@ public final class SystemLoopDevices implements LoopDevices {
 
     /** The backing file's device and inode numbers (LOOP_GET_STATUS64), or empty if nothing is attached. */
     private Optional<BackingIdentity> backing(String name) throws DeviceException {
+        if (!Files.isDirectory(sysBlock.resolve(name).resolve("loop"))) {
+            return Optional.empty(); // detached, or the device removed, since sysfs was read
+        }
         try (FileDescriptor loop = kernel.open(deviceNode(name).toString(), Kernel.O_RDONLY | Kernel.O_CLOEXEC)) {
             LoopConfig.LoopInfo64 info = kernel.allocate(new LoopConfig.LoopInfo64(kernel.runtime()));
             kernel.ioctl(loop, "LOOP_GET_STATUS64", LOOP_GET_STATUS64, info);
             return Optional.of(new BackingIdentity(BackingIdentity.decode(info.device.get()), info.inode.get()));
         } catch (SyscallException e) {
-            if (e.is(Errno.ENXIO)) {
+            // Detached (ENXIO) or removed (ENOENT, ENODEV) by another process since sysfs was read.
+            if (e.is(Errno.ENXIO) || e.is(Errno.ENOENT) || e.is(Errno.ENODEV)) {
                 return Optional.empty();
             }
             throw new DeviceException("cannot read the status of " + dev.resolve(name) + ": " + e.getMessage(), e);
@@ -379,8 +383,8 @@ public final class SystemLoopDevices implements LoopDevices {
         } catch (NoSuchFileException e) {
             return Optional.empty();
         } catch (FileSystemException e) {
-            // ENODEV, ENXIO: the device is being detached while sysfs is read; it holds nothing now.
-            if ("No such device".equals(e.getReason()) || "No such device or address".equals(e.getReason())) {
+            // A loop device detached while its sysfs entries are read answers ENODEV or ENXIO: gone is gone.
+            if (!Files.exists(file.getParent())) {
                 return Optional.empty();
             }
             throw new DeviceException("cannot read " + file + ": " + e.getMessage(), e);
