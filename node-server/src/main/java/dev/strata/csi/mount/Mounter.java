@@ -19,4 +19,33 @@ public interface Mounter {
     void unmount(Path target) throws MountException;
 
     MountTable table() throws MountException;
+
+    /** Unmounts until nothing is mounted at {@code path}; stacked mounts come off one by one. */
+    default void unmountAll(Path path) throws MountException {
+        unmountAll(path, top -> unmount(path));
+    }
+
+    /**
+     * Unmounts until nothing is mounted at {@code path}, taking each mount on top off with
+     * {@code unmountTop} (a backend may need its own way for its mounts, e.g. NFS escalation).
+     * Bounded, so a mount that keeps coming back fails the call instead of looping.
+     */
+    default void unmountAll(Path path, TopUnmount unmountTop) throws MountException {
+        for (int i = 0; i < 8; i++) {
+            var top = table().at(path);
+            if (top.isEmpty()) {
+                return;
+            }
+            unmountTop.unmount(top.get());
+        }
+        if (table().isMountPoint(path)) {
+            throw new MountException(path + " is still mounted after 8 unmounts");
+        }
+    }
+
+    /** Takes one mount, the one on top at its mount point, off. */
+    @FunctionalInterface
+    interface TopUnmount {
+        void unmount(MountPoint top) throws MountException;
+    }
 }

@@ -124,7 +124,7 @@ public final class LocalVolumes {
     }
 
     void unstage(Path staging) throws Exception {
-        unmountAll(staging);
+        mounter.unmountAll(staging);
         crashes.reach(CrashPoint.UNSTAGE_UNMOUNTED);
     }
 
@@ -158,7 +158,7 @@ public final class LocalVolumes {
     }
 
     void unpublish(Path target) throws Exception {
-        unmountAll(target);
+        mounter.unmountAll(target);
         crashes.reach(CrashPoint.UNPUBLISH_UNMOUNTED);
         RequestPaths.removeTarget(target);
     }
@@ -203,16 +203,5 @@ public final class LocalVolumes {
         }
         return loops.find(pool.imagePath(id.name())).orElseThrow(() -> CsiException.failedPrecondition(
                 "volume " + id + " is not attached to this node; ControllerPublishVolume first"));
-    }
-
-    /** Unmounts until nothing is mounted at {@code path}; stacked mounts come off one by one. */
-    private void unmountAll(Path path) throws Exception {
-        for (int i = 0; i < 8; i++) {
-            mounter.unmount(path); // nothing to do when nothing is mounted there
-            if (!mounter.table().isMountPoint(path)) {
-                return;
-            }
-        }
-        throw CsiException.internal(path + " is still mounted after 8 unmounts");
     }
 }

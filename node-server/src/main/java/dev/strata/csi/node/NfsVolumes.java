@@ -106,7 +106,7 @@ public final class NfsVolumes {
                         + binds.getFirst().mountPoint() + "; NodeUnpublishVolume first");
             }
         }
-        unmountAll(staging);
+        unmountShares(staging);
     }
 
     /**
@@ -151,7 +151,7 @@ public final class NfsVolumes {
     }
 
     void unpublish(Path target) throws Exception {
-        unmountAll(target);
+        unmountShares(target);
         RequestPaths.removeTarget(target);
     }
 
@@ -226,21 +226,14 @@ public final class NfsVolumes {
         return NfsMounter.isNfs(mount) && mount.source().equals(volume.source());
     }
 
-    /** Unmounts until nothing is mounted at {@code path}; a share's mount is taken off with {@link NfsMounter}'s escalation. */
-    private void unmountAll(Path path) throws Exception {
-        for (int i = 0; i < 8; i++) {
-            Optional<MountPoint> top = mounter.table().at(path);
-            if (top.isEmpty()) {
-                return;
-            }
-            if (NfsMounter.isNfs(top.get())) {
+    /** Unmounts everything at {@code path}; a share's mount comes off with {@link NfsMounter}'s escalation. */
+    private void unmountShares(Path path) throws MountException {
+        mounter.unmountAll(path, top -> {
+            if (NfsMounter.isNfs(top)) {
                 nfs.unmount(path);
             } else {
                 mounter.unmount(path);
             }
-        }
-        if (mounter.table().isMountPoint(path)) {
-            throw new MountException(path + " is still mounted after 8 unmounts");
-        }
+        });
     }
 }
