@@ -1,22 +1,22 @@
 package dev.strata.csi.controller;
 
 import dev.strata.csi.auth.AgentSecurity;
+import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.backend.nfs.Exports;
 import dev.strata.csi.backend.nfs.NfsController;
+import dev.strata.csi.backend.nfs.NfsMounter;
 import dev.strata.csi.backend.nfs.SystemProjectQuotas;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.AgentRegistryService;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.identity.IdentityService;
-import dev.strata.csi.log.CallLog;
 import dev.strata.csi.linux.Kernel;
-import dev.strata.csi.mount.NfsMounter;
+import dev.strata.csi.log.CallLog;
 import dev.strata.csi.server.DriverProgram;
 import dev.strata.csi.server.TcpComponent;
 import dev.strata.csi.system.Command;
-import dev.strata.csi.volume.Topology;
-import java.time.Clock;
 import java.nio.file.Path;
+import java.time.Clock;
 import java.time.Duration;
 import java.util.List;
 

@@ -26,17 +26,17 @@ import dev.strata.csi.agent.api.DetachImageRequest;
 import dev.strata.csi.agent.api.GetImageRequest;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.PoolStatus;
+import dev.strata.csi.backend.local.LocalCapabilities;
+import dev.strata.csi.backend.local.Topology;
+import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.nfs.NfsCapabilities;
 import dev.strata.csi.backend.nfs.NfsController;
+import dev.strata.csi.backend.nfs.NfsVolume;
+import dev.strata.csi.backend.nfs.NfsVolumeId;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
 import dev.strata.csi.rpc.VolumeLocks;
-import dev.strata.csi.volume.Capabilities;
-import dev.strata.csi.volume.NfsCapabilities;
-import dev.strata.csi.volume.NfsVolume;
-import dev.strata.csi.volume.NfsVolumeId;
-import dev.strata.csi.volume.Topology;
-import dev.strata.csi.volume.VolumeId;
 import io.grpc.stub.StreamObserver;
 import java.util.ArrayList;
 import java.util.List;
@@ -136,7 +136,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
                 return ControllerPublishVolumeResponse.getDefaultInstance();
             }
             VolumeId id = VolumeId.require(request.getVolumeId());
-            Capabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
+            LocalCapabilities.require(List.of(request.getVolumeCapability()), "volume_capability");
             requireNode(request.getNodeId());
             try (var held = locks.acquire(id.name())) {
                 if (!id.nodeId().equals(request.getNodeId())) {
@@ -196,7 +196,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
                 }
             }
             for (var capability : request.getVolumeCapabilitiesList()) {
-                var reason = isNfs ? NfsCapabilities.unsupported(capability) : Capabilities.unsupported(capability);
+                var reason = isNfs ? NfsCapabilities.unsupported(capability) : LocalCapabilities.unsupported(capability);
                 if (reason.isPresent()) {
                     return ValidateVolumeCapabilitiesResponse.newBuilder().setMessage(reason.get()).build();
                 }
@@ -232,7 +232,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
                     capability = capability.toBuilder().setAccessMode(VolumeCapability.AccessMode.newBuilder()
                             .setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER)).build();
                 }
-                if ((isNfs ? NfsCapabilities.unsupported(capability) : Capabilities.unsupported(capability)).isPresent()) {
+                if ((isNfs ? NfsCapabilities.unsupported(capability) : LocalCapabilities.unsupported(capability)).isPresent()) {
                     return GetCapacityResponse.getDefaultInstance();
                 }
             }

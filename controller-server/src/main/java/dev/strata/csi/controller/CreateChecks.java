@@ -2,8 +2,8 @@ package dev.strata.csi.controller;
 
 import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.CreateVolumeRequest;
+import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.rpc.CsiException;
-import dev.strata.csi.volume.VolumeId;
 
 /** The checks of a CreateVolume request that do not depend on the backend. */
 public final class CreateChecks {

@@ -4,8 +4,8 @@ import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.backend.local.LocalCapabilities;
 import dev.strata.csi.rpc.CsiException;
-import dev.strata.csi.volume.Capabilities;
 import java.util.Map;
 
 /**
@@ -29,10 +29,10 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation) {
 
     static VolumeRequest of(CreateVolumeRequest request) {
         CreateChecks.nameAndSource(request);
-        Capabilities.require(request.getVolumeCapabilitiesList(), "volume_capabilities");
+        LocalCapabilities.require(request.getVolumeCapabilitiesList(), "volume_capabilities");
         long minimum = MIB;
         for (VolumeCapability capability : request.getVolumeCapabilitiesList()) {
-            if (capability.hasMount() && Capabilities.fsType(capability).equals("xfs")) {
+            if (capability.hasMount() && LocalCapabilities.fsType(capability).equals("xfs")) {
                 minimum = XFS_MIN_BYTES;
             }
         }

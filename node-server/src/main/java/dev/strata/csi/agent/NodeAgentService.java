@@ -15,10 +15,10 @@ import dev.strata.csi.agent.api.ListImagesRequest;
 import dev.strata.csi.agent.api.ListImagesResponse;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.backend.local.ImagePool;
+import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
 import dev.strata.csi.rpc.VolumeLocks;
-import dev.strata.csi.volume.VolumeId;
 import io.grpc.stub.StreamObserver;
 
 /** The node agent's API for controller-server: the pool operations, one at a time per image. */

@@ -10,8 +10,10 @@ import dev.strata.csi.backend.local.Crashes;
 import dev.strata.csi.backend.local.DeviceException;
 import dev.strata.csi.backend.local.Filesystems;
 import dev.strata.csi.backend.local.ImagePool;
+import dev.strata.csi.backend.local.LocalCapabilities;
 import dev.strata.csi.backend.local.LoopDevice;
 import dev.strata.csi.backend.local.LoopDevices;
+import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.FilesystemStats;
 import dev.strata.csi.mount.FilesystemUsage;
@@ -19,8 +21,6 @@ import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.rpc.CsiException;
-import dev.strata.csi.volume.Capabilities;
-import dev.strata.csi.volume.VolumeId;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -57,7 +57,7 @@ public final class LocalVolumes {
         if (!Files.isDirectory(staging)) {
             throw CsiException.invalidArgument("staging_target_path " + staging + " is not a directory");
         }
-        if (Capabilities.isBlock(capability)) {
+        if (LocalCapabilities.isBlock(capability)) {
             pool.recordBlockUse(id.name());
             return; // a raw block volume is published straight from its device
         }
@@ -69,8 +69,8 @@ public final class LocalVolumes {
             throw CsiException.alreadyExists("staging_target_path " + staging + " already has another filesystem mounted ("
                     + mounted.get().source() + ")");
         }
-        String fsType = Capabilities.fsType(capability);
-        boolean readOnly = Capabilities.readOnlyMode(capability);
+        String fsType = LocalCapabilities.fsType(capability);
+        boolean readOnly = LocalCapabilities.readOnlyMode(capability);
         String holds = readOnly ? existingFilesystem(id, device) : holdsFilesystem(id, device, fsType);
         if (!holds.equals(fsType)) {
             throw CsiException.failedPrecondition("volume " + id + " holds a " + holds
@@ -131,7 +131,7 @@ public final class LocalVolumes {
     void publish(VolumeId id, Path staging, Path target, VolumeCapability capability, boolean readOnly) throws Exception {
         LoopDevice device = attachedDevice(id);
         MountTable table = mounter.table();
-        boolean block = Capabilities.isBlock(capability);
+        boolean block = LocalCapabilities.isBlock(capability);
         if (!block && !table.at(staging).map(device::backs).orElse(false)) {
             throw CsiException.failedPrecondition("volume " + id + " is not staged at " + staging + "; NodeStageVolume first");
         }
@@ -142,7 +142,7 @@ public final class LocalVolumes {
             }
             throw CsiException.alreadyExists("target_path " + target + " is already published with other arguments");
         }
-        if (Capabilities.singleWriter(capability)) {
+        if (LocalCapabilities.singleWriter(capability)) {
             List<MountPoint> others = table.all().stream()
                     .filter(m -> device.backs(m) && !m.mountPoint().equals(staging))
                     .toList();

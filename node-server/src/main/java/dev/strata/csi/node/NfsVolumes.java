@@ -4,19 +4,19 @@ import csi.v1.Csi.NodeGetVolumeStatsResponse;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeCondition;
 import csi.v1.Csi.VolumeUsage;
+import dev.strata.csi.backend.local.LocalCapabilities;
+import dev.strata.csi.backend.nfs.FileMode;
+import dev.strata.csi.backend.nfs.NfsCapabilities;
+import dev.strata.csi.backend.nfs.NfsMounter;
+import dev.strata.csi.backend.nfs.NfsProbe;
+import dev.strata.csi.backend.nfs.NfsVolume;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.FilesystemUsage;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.mount.Mounter;
-import dev.strata.csi.mount.NfsMounter;
-import dev.strata.csi.mount.NfsProbe;
 import dev.strata.csi.rpc.CsiException;
-import dev.strata.csi.volume.Capabilities;
-import dev.strata.csi.volume.FileMode;
-import dev.strata.csi.volume.NfsCapabilities;
-import dev.strata.csi.volume.NfsVolume;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -139,7 +139,7 @@ public final class NfsVolumes {
         if (share.isEmpty()) {
             throw CsiException.failedPrecondition("volume " + volume.source() + " is not staged at " + staging + "; NodeStageVolume first");
         }
-        if (Capabilities.singleWriter(capability)) {
+        if (LocalCapabilities.singleWriter(capability)) {
             List<MountPoint> others = binds(table, share.get());
             if (!others.isEmpty()) {
                 throw CsiException.failedPrecondition("volume " + volume.source() + " has single-writer access and is already published at "

@@ -17,17 +17,17 @@ import csi.v1.Csi.NodeUnstageVolumeRequest;
 import csi.v1.Csi.NodeUnstageVolumeResponse;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.NodeGrpc;
+import dev.strata.csi.backend.local.LocalCapabilities;
+import dev.strata.csi.backend.local.Topology;
+import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.nfs.NfsCapabilities;
+import dev.strata.csi.backend.nfs.NfsVolume;
+import dev.strata.csi.backend.nfs.NfsVolumeId;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.mount.MountOptions;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
 import dev.strata.csi.rpc.VolumeLocks;
-import dev.strata.csi.volume.Capabilities;
-import dev.strata.csi.volume.NfsCapabilities;
-import dev.strata.csi.volume.NfsVolume;
-import dev.strata.csi.volume.NfsVolumeId;
-import dev.strata.csi.volume.Topology;
-import dev.strata.csi.volume.VolumeId;
 import io.grpc.stub.StreamObserver;
 import java.nio.file.Path;
 import java.util.List;
@@ -124,7 +124,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
             requireCapability(share, request.getVolumeCapability());
             boolean readOnly = request.getReadonly() || (share.isPresent()
                     ? NfsCapabilities.readOnlyMode(request.getVolumeCapability())
-                    : Capabilities.readOnlyMode(request.getVolumeCapability()));
+                    : LocalCapabilities.readOnlyMode(request.getVolumeCapability()));
             try (var held = lock(request.getVolumeId())) {
                 if (share.isPresent()) {
                     shares.publish(share.get(), staging, target, request.getVolumeCapability(), request.getVolumeContextMap(), readOnly);
@@ -212,7 +212,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
         if (share.isPresent()) {
             NfsCapabilities.require(List.of(capability), "volume_capability");
         } else {
-            Capabilities.require(List.of(capability), "volume_capability");
+            LocalCapabilities.require(List.of(capability), "volume_capability");
         }
     }
 

@@ -1,13 +1,5 @@
 package dev.strata.csi.e2e;
 
-import dev.strata.csi.testing.SystemState;
-import static dev.strata.csi.e2e.PipelineTest.MIB;
-import static dev.strata.csi.e2e.PipelineTest.create;
-import static dev.strata.csi.e2e.PipelineTest.mount;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-
 import com.google.protobuf.TextFormat;
 import csi.v1.Csi.ControllerPublishVolumeRequest;
 import csi.v1.Csi.ControllerUnpublishVolumeRequest;
@@ -16,11 +8,11 @@ import csi.v1.Csi.DeleteVolumeRequest;
 import csi.v1.Csi.NodeStageVolumeRequest;
 import csi.v1.Csi.NodeUnstageVolumeRequest;
 import csi.v1.Csi.Volume;
-import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.agent.api.ImageRecord;
+import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.node.NodeServer;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.ServerProcess;
+import dev.strata.csi.testing.SystemState;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.io.RandomAccessFile;
@@ -37,6 +29,12 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import static dev.strata.csi.e2e.PipelineTest.MIB;
+import static dev.strata.csi.e2e.PipelineTest.create;
+import static dev.strata.csi.e2e.PipelineTest.mount;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * Crashes, reboots, leftovers and races: the node agent brings the kernel back to its records
@@ -101,11 +99,11 @@ class RecoveryTest {
         cluster.node("node-b").process().close();
         // An interrupted create: record says CREATING, the image is half made.
         writeRecord(pool, ImageRecord.newBuilder().setName("pvc-half").setCapacityBytes(8 * MIB)
-                .setAllocation(Allocation.SPARSE).setState(ImageRecord.State.CREATING).build());
+                .setAllocation(ImageRecord.Allocation.SPARSE).setState(ImageRecord.State.CREATING).build());
         sparseFile(pool.resolve("pvc-half.img"), 8 * MIB);
         // An interrupted delete.
         writeRecord(pool, ImageRecord.newBuilder().setName("pvc-going").setCapacityBytes(8 * MIB)
-                .setAllocation(Allocation.SPARSE).setState(ImageRecord.State.DELETING).build());
+                .setAllocation(ImageRecord.Allocation.SPARSE).setState(ImageRecord.State.DELETING).build());
         sparseFile(pool.resolve("pvc-going.img"), 8 * MIB);
         // A record write cut short, and a record damaged by hand.
         Files.writeString(pool.resolve("pvc-x.record.tmp"), "name: \"pvc-");

@@ -3,8 +3,6 @@ package dev.strata.csi.backend.nfs;
 import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.DurableFiles;
-import dev.strata.csi.volume.FileMode;
-import dev.strata.csi.volume.NfsVolume;
 import java.io.IOException;
 import java.nio.file.FileVisitResult;
 import java.nio.file.Files;

@@ -1,8 +1,8 @@
 package dev.strata.csi.backend.nfs;
 
+import dev.strata.csi.backend.nfs.records.NfsVolumeRecord;
 import dev.strata.csi.linux.SyscallException;
 import dev.strata.csi.log.Log;
-import dev.strata.csi.nfs.api.NfsVolumeRecord;
 import dev.strata.csi.rpc.CsiException;
 import java.io.IOException;
 import java.nio.file.Path;

@@ -1,14 +1,10 @@
 package dev.strata.csi.backend.nfs;
 
-import com.google.protobuf.TextFormat;
+import dev.strata.csi.backend.nfs.records.NfsVolumeRecord;
 import dev.strata.csi.log.Log;
-import dev.strata.csi.nfs.api.NfsVolumeRecord;
-import dev.strata.csi.system.DurableFiles;
+import dev.strata.csi.system.RecordFiles;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.DirectoryStream;
-import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -18,18 +14,22 @@ import java.util.List;
 import java.util.Optional;
 
 /**
- * The records of an export's volumes, one text file per volume directory in the driver's own
- * directory of the export, named by a hash of the directory's path (which can be longer than a
- * file name may be). Written durably: a crash leaves the old record or the new one.
+ * The records of an export's volumes (nfs_record.proto, through {@link RecordFiles}: atomic,
+ * durable, versioned), one file per volume directory in the driver's own directory of the
+ * export, named by a hash of the directory's path (which can be longer than a file name may be).
  */
 final class VolumeRecords {
 
     private static final String SUFFIX = ".record";
 
-    private final Path dir;
+    /** Version 1: the format of release 0.1.0, which wrote no version (read as 0, the same format). */
+    static final RecordFiles.Format<NfsVolumeRecord> FORMAT = new RecordFiles.Format<>(NfsVolumeRecord.class, 1,
+            NfsVolumeRecord::getVersion, (record, version) -> record.toBuilder().setVersion(version).build());
+
+    private final RecordFiles<NfsVolumeRecord> files;
 
     VolumeRecords(Path dir) {
-        this.dir = dir;
+        this.files = new RecordFiles<>(dir, SUFFIX, FORMAT);
     }
 
     /** The key of a volume directory: also the name of its record and of its trash entry. */
@@ -43,42 +43,20 @@ final class VolumeRecords {
     }
 
     Optional<NfsVolumeRecord> read(String subDir) throws IOException {
-        return readFile(dir.resolve(key(subDir) + SUFFIX));
+        return files.read(key(subDir));
     }
 
     void write(String subDir, NfsVolumeRecord record) throws IOException {
-        Files.createDirectories(dir);
-        DurableFiles.write(dir.resolve(key(subDir) + SUFFIX),
-                TextFormat.printer().printToString(record).getBytes(StandardCharsets.UTF_8));
+        files.write(key(subDir), record);
     }
 
     void delete(String subDir) throws IOException {
-        DurableFiles.delete(dir.resolve(key(subDir) + SUFFIX));
+        files.delete(key(subDir));
     }
 
-    /** Every readable record; one that cannot be parsed is logged and skipped. */
+    /** Every readable record; one that cannot be read is logged and skipped. */
     List<NfsVolumeRecord> all(Log log) throws IOException {
-        List<NfsVolumeRecord> records = new ArrayList<>();
-        if (!Files.isDirectory(dir)) {
-            return records;
-        }
-        try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, "*" + SUFFIX)) {
-            for (Path file : files) {
-                try {
-                    readFile(file).ifPresent(records::add);
-                } catch (TextFormat.ParseException e) {
-                    log.error("unreadable NFS volume record; left alone", "file", file, "error", e.getMessage());
-                }
-            }
-        }
-        return records;
-    }
-
-    private static Optional<NfsVolumeRecord> readFile(Path file) throws IOException {
-        try {
-            return Optional.of(TextFormat.parse(Files.readString(file, StandardCharsets.UTF_8), NfsVolumeRecord.class));
-        } catch (NoSuchFileException e) {
-            return Optional.empty();
-        }
+        return new ArrayList<>(files.all((file, e) ->
+                log.error("unreadable NFS volume record; left alone", "file", file, "error", e.getMessage())).values());
     }
 }

@@ -12,7 +12,6 @@ import dev.strata.csi.linux.SyscallException;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.rpc.CsiException;
-import dev.strata.csi.volume.NfsVolumeId;
 import io.grpc.Status;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;

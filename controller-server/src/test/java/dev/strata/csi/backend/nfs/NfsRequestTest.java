@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.rpc.CsiException;
-import dev.strata.csi.volume.OnDelete;
 import io.grpc.Status;
 import java.util.Map;
 import java.util.Optional;

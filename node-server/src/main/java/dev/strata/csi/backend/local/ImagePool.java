@@ -2,15 +2,14 @@ package dev.strata.csi.backend.local;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.Image;
-import dev.strata.csi.agent.api.ImageRecord;
 import dev.strata.csi.agent.api.PoolStatus;
+import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
-import dev.strata.csi.mount.MountPoint;
+import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.mount.MountException;
+import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.rpc.CsiException;
-import dev.strata.csi.volume.VolumeId;
-import dev.strata.csi.mount.DeviceNumber;
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
@@ -69,9 +68,9 @@ public final class ImagePool {
             ImageRecord record = existing.get();
             switch (record.getState()) {
                 case READY -> {
-                    if (record.getCapacityBytes() != capacityBytes || record.getAllocation() != allocation) {
+                    if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation) {
                         throw CsiException.alreadyExists("volume " + name + " exists with " + record.getCapacityBytes()
-                                + " bytes, " + record.getAllocation() + "; asked for " + capacityBytes + " bytes, " + allocation);
+                                + " bytes, " + allocation(record) + "; asked for " + capacityBytes + " bytes, " + allocation);
                     }
                     return image(record);
                 }
@@ -85,7 +84,7 @@ public final class ImagePool {
         ImageRecord record = ImageRecord.newBuilder()
                 .setName(name)
                 .setCapacityBytes(capacityBytes)
-                .setAllocation(allocation)
+                .setAllocation(recorded(allocation))
                 .setState(ImageRecord.State.CREATING)
                 .build();
         capacity.lock();
@@ -451,7 +450,7 @@ public final class ImagePool {
 
     /** Space the image may still take from the pool: what it has not allocated yet. */
     private long reservedBy(ImageRecord record) {
-        boolean allocatedInFull = record.getAllocation() == Allocation.FULL && record.getState() == ImageRecord.State.READY;
+        boolean allocatedInFull = allocation(record) == Allocation.FULL && record.getState() == ImageRecord.State.READY;
         if (allocatedInFull || record.getState() == ImageRecord.State.DELETING) {
             return 0;
         }
@@ -474,9 +473,26 @@ public final class ImagePool {
         return Image.newBuilder()
                 .setName(record.getName())
                 .setCapacityBytes(record.getCapacityBytes())
-                .setAllocation(record.getAllocation())
+                .setAllocation(allocation(record))
                 .setDevicePath(device == null ? "" : device.device().toString())
                 .addAllPublishedNodeIds(record.getPublishedNodeIdsList())
                 .build();
+    }
+
+    /** The record's own enum (local_record.proto) and the agent API's: the same values, kept apart so either can change. */
+    private static ImageRecord.Allocation recorded(Allocation allocation) {
+        return switch (allocation) {
+            case SPARSE -> ImageRecord.Allocation.SPARSE;
+            case FULL -> ImageRecord.Allocation.FULL;
+            default -> throw new IllegalArgumentException("allocation " + allocation);
+        };
+    }
+
+    private static Allocation allocation(ImageRecord record) {
+        return switch (record.getAllocation()) {
+            case SPARSE -> Allocation.SPARSE;
+            case FULL -> Allocation.FULL;
+            default -> Allocation.ALLOCATION_UNSPECIFIED;
+        };
     }
 }

@@ -1,4 +1,4 @@
-package dev.strata.csi.volume;
+package dev.strata.csi.backend.nfs;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;

@@ -1,10 +1,7 @@
-package dev.strata.csi.mount;
+package dev.strata.csi.backend.nfs;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-
+import dev.strata.csi.mount.FilesystemUsage;
+import dev.strata.csi.mount.MountException;
 import dev.strata.csi.system.Command;
 import dev.strata.csi.system.Commands;
 import java.nio.file.Files;
@@ -13,6 +10,10 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * NfsProbe with real child processes. A path on a share whose server is gone cannot be made here

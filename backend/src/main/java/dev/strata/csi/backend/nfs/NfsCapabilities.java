@@ -1,7 +1,8 @@
-package dev.strata.csi.volume;
+package dev.strata.csi.backend.nfs;
 
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeCapability.AccessMode;
+import dev.strata.csi.backend.local.LocalCapabilities;
 import dev.strata.csi.rpc.CsiException;
 import java.util.List;
 import java.util.Optional;
@@ -37,7 +38,7 @@ public final class NfsCapabilities {
 
     /** INVALID_ARGUMENT unless every capability can be served; {@code field} names the request field. */
     public static void require(List<VolumeCapability> capabilities, String field) {
-        Capabilities.requireEach(capabilities, field, NfsCapabilities::unsupported);
+        LocalCapabilities.requireEach(capabilities, field, NfsCapabilities::unsupported);
     }
 
     /** Whether the access mode lets nobody write: the share is then mounted read-only. */

@@ -1,4 +1,4 @@
-package dev.strata.csi.volume;
+package dev.strata.csi.backend.nfs;
 
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;

@@ -1,9 +1,10 @@
-package dev.strata.csi.mount;
+package dev.strata.csi.backend.nfs;
 
+import dev.strata.csi.mount.FilesystemUsage;
+import dev.strata.csi.mount.MountException;
 import dev.strata.csi.system.CommandException;
 import dev.strata.csi.system.CommandResult;
 import dev.strata.csi.system.Commands;
-import dev.strata.csi.volume.FileMode;
 import java.nio.file.Path;
 import java.time.Duration;
 

@@ -1,20 +1,19 @@
-package dev.strata.csi.mount;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+package dev.strata.csi.backend.nfs;
 
 import dev.strata.csi.log.Log;
+import dev.strata.csi.mount.MountException;
 import dev.strata.csi.system.CommandException;
 import dev.strata.csi.system.CommandResult;
 import dev.strata.csi.testing.FakeCommands;
-import dev.strata.csi.volume.NfsVolume;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** The command lines NfsMounter runs, against stand-in tools (no NFS client exists on these machines). */
 class NfsMounterTest {

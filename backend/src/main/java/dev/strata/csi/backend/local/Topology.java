@@ -1,4 +1,4 @@
-package dev.strata.csi.volume;
+package dev.strata.csi.backend.local;
 
 import csi.v1.Csi;
 import java.util.Optional;

@@ -1,9 +1,11 @@
-package dev.strata.csi.mount;
+package dev.strata.csi.backend.nfs;
 
 import dev.strata.csi.log.Log;
+import dev.strata.csi.mount.MountException;
+import dev.strata.csi.mount.MountOptions;
+import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.system.CommandException;
 import dev.strata.csi.system.Commands;
-import dev.strata.csi.volume.NfsVolume;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;

@@ -1,4 +1,4 @@
-package dev.strata.csi.volume;
+package dev.strata.csi.backend.local;
 
 import dev.strata.csi.rpc.CsiException;
 import java.util.Optional;

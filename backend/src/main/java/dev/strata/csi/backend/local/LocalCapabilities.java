@@ -1,4 +1,4 @@
-package dev.strata.csi.volume;
+package dev.strata.csi.backend.local;
 
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeCapability.AccessMode;
@@ -12,7 +12,7 @@ import java.util.function.Function;
  * What a local volume can be: one node's disk, so only single-node access modes; a filesystem
  * (ext4, xfs, btrfs) or a raw block device.
  */
-public final class Capabilities {
+public final class LocalCapabilities {
 
     public static final String DEFAULT_FS_TYPE = "ext4";
     public static final Set<String> FS_TYPES = Set.of("ext4", "xfs", "btrfs");
@@ -23,7 +23,7 @@ public final class Capabilities {
             AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER,
             AccessMode.Mode.SINGLE_NODE_MULTI_WRITER);
 
-    private Capabilities() {}
+    private LocalCapabilities() {}
 
     /** Why the capability cannot be served, or empty when it can. */
     public static Optional<String> unsupported(VolumeCapability capability) {
@@ -44,11 +44,11 @@ public final class Capabilities {
 
     /** INVALID_ARGUMENT unless every capability can be served; {@code field} names the request field. */
     public static void require(List<VolumeCapability> capabilities, String field) {
-        requireEach(capabilities, field, Capabilities::unsupported);
+        requireEach(capabilities, field, LocalCapabilities::unsupported);
     }
 
     /** INVALID_ARGUMENT for an empty list, or the reason {@code unsupported} gives for the first capability it refuses. */
-    static void requireEach(List<VolumeCapability> capabilities, String field, Function<VolumeCapability, Optional<String>> unsupported) {
+    public static void requireEach(List<VolumeCapability> capabilities, String field, Function<VolumeCapability, Optional<String>> unsupported) {
         if (capabilities.isEmpty()) {
             throw CsiException.missing(field);
         }
