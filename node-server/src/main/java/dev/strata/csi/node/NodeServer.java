@@ -1,5 +1,6 @@
 package dev.strata.csi.node;
 
+import dev.strata.csi.agent.ControllerAddresses;
 import dev.strata.csi.agent.NodeAgentService;
 import dev.strata.csi.agent.PoolOwnership;
 import dev.strata.csi.agent.Registration;
@@ -42,7 +43,8 @@ public final class NodeServer {
     static final Flag POOL_DIR = new Flag("pool-dir", "POOL_DIR", "/var/lib/strata/pool",
             "directory holding this node's volume images and their records");
     static final Flag CONTROLLER_ADDRESS = new Flag("controller-address", "CONTROLLER_ADDRESS", null,
-            "host:port of controller-server's agent registry");
+            "host:port of controller-server's agent registry, or a comma-separated list; the agent registers with every "
+                    + "address each name resolves to (a headless Service: every replica), resolved again at every renewal");
     static final Flag AGENT_ADDRESS = new Flag("agent-address", "AGENT_ADDRESS", "0.0.0.0:9870",
             "host:port the node agent listens on for controller-server (port 0 picks a free one)");
     static final Flag ADVERTISE_HOST = new Flag("agent-advertise-host", "NODE_IP", "127.0.0.1",
@@ -64,6 +66,10 @@ public final class NodeServer {
     }
 
     public static void main(String[] args) {
+        // Controller addresses are resolved again at every renewal: the JVM's own cache of
+        // 30 s would hide a controller pod that came or went.
+        java.security.Security.setProperty("networkaddress.cache.ttl", "0");
+        java.security.Security.setProperty("networkaddress.cache.negative.ttl", "0");
         DriverProgram program = new DriverProgram("node-server",
                 "Serves the CSI Node service beside node-driver-registrar and runs this node's agent.",
                 flags(),
@@ -71,6 +77,7 @@ public final class NodeServer {
                     var flags = context.flags();
                     var log = context.log();
                     String nodeId = nodeId(flags.get(NODE_ID));
+                    var controllers = ControllerAddresses.parse(CONTROLLER_ADDRESS.name(), flags.get(CONTROLLER_ADDRESS));
                     AgentSecurity security = AgentSecurity.fromFlags(flags);
                     Topology topology = Topology.forDriver(context.plugin().name());
                     Path poolDir = poolDir(flags.get(POOL_DIR));
@@ -95,7 +102,7 @@ public final class NodeServer {
                             TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
                             List.of(new NodeAgentService(pool, locks)),
                             List.of(new CallLog(log), security.token().verifier()), log);
-                    Registration registration = new Registration(flags.get(CONTROLLER_ADDRESS), nodeId,
+                    Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, security, log);
                     LocalVolumes volumes = new LocalVolumes(pool, loops, SystemFilesystems.preferringLibblkid(commands), mounter, stats, crashes, log);
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
