@@ -22,7 +22,7 @@ final class ManifestChecks {
 
     static final String NAMESPACE = "strata-system";
     static final String KUBELET_DIR = "/var/lib/kubelet";
-    private static final Set<String> NAMESPACED_KINDS = Set.of("ServiceAccount", "Role", "RoleBinding", "Service",
+    private static final Set<String> NAMESPACED_KINDS = Set.of("ServiceAccount", "Role", "RoleBinding", "Service", "PodDisruptionBudget",
             "Deployment", "DaemonSet", "Secret", "ConfigMap");
     private static final Pattern VARIABLE = Pattern.compile("\\$\\(([A-Za-z0-9_]+)\\)");
 
@@ -238,6 +238,13 @@ final class ManifestChecks {
                 problems.add(service.get().describe() + " has no port " + port.orElse(null) + " for --controller-address " + value);
                 continue;
             }
+            // A Service with a cluster IP would send each agent to one replica only; the others would not know it.
+            if (!"None".equals(Tree.string(service.get().body(), "spec", "clusterIP"))) {
+                problems.add(service.get().describe() + " is not headless (clusterIP: None): an agent would register with one replica only");
+            }
+            if (!Boolean.TRUE.equals(Tree.at(service.get().body(), "spec", "publishNotReadyAddresses"))) {
+                problems.add(service.get().describe() + " lists only ready pods: a starting replica would learn the agents late");
+            }
             Map<String, Object> selector = Tree.map(service.get().body(), "spec", "selector");
             List<PodTemplate> selected = manifests.pods().stream()
                     .filter(candidate -> !selector.isEmpty() && candidate.labels().entrySet().containsAll(selector.entrySet())).toList();
@@ -252,6 +259,58 @@ final class ManifestChecks {
             }
         }
         return problems;
+    }
+
+    /**
+     * The controller runs as replicas that fail over: at least two, preferably on different nodes,
+     * with every sidecar that knows leader election using it (two leaders would provision and
+     * attach at once), and a PodDisruptionBudget that keeps one of them through a drain.
+     */
+    List<String> replicas() {
+        List<String> problems = new ArrayList<>();
+        for (PodTemplate pod : manifests.pods()) {
+            if (!pod.owner().kind().equals("Deployment")) {
+                continue;
+            }
+            String where = pod.owner().describe() + ": ";
+            Object replicas = Tree.at(pod.owner().body(), "spec", "replicas");
+            if (!(replicas instanceof Integer count) || count < 2) {
+                problems.add(where + "runs " + replicas + " replica(s); a failover needs at least 2");
+            }
+            for (Container sidecar : pod.sidecars()) {
+                boolean elects = Sidecar.of(sidecar).map(known -> known.knownFlags().contains("leader-election")).orElse(false);
+                Optional<Container.Arg> flag = sidecar.flag("leader-election");
+                if (elects && (flag.isEmpty() || !(flag.get().value() == null || flag.get().value().equals("true")))) {
+                    problems.add(where + sidecar.name() + " runs without --leader-election: every replica's would act at once");
+                }
+            }
+            boolean spread = Tree.maps(pod.spec(), "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+                    .stream().map(term -> Tree.map(term, "podAffinityTerm"))
+                    .anyMatch(term -> "kubernetes.io/hostname".equals(Tree.string(term, "topologyKey"))
+                            && selects(Tree.map(term, "labelSelector", "matchLabels"), pod));
+            if (!spread) {
+                problems.add(where + "has no preferred pod anti-affinity by kubernetes.io/hostname for its own pods");
+            }
+            List<KubeObject> budgets = manifests.ofKind("PodDisruptionBudget").stream()
+                    .filter(budget -> selects(Tree.map(budget.body(), "spec", "selector", "matchLabels"), pod)).toList();
+            if (budgets.size() != 1) {
+                problems.add(where + budgets.size() + " PodDisruptionBudgets select its pods; one must");
+            } else if (!Integer.valueOf(1).equals(Tree.at(budgets.getFirst().body(), "spec", "minAvailable"))) {
+                problems.add(budgets.getFirst().describe() + " must keep minAvailable: 1 (a drain may take all but one replica, never the last)");
+            }
+        }
+        for (KubeObject budget : manifests.ofKind("PodDisruptionBudget")) {
+            Map<String, Object> selector = Tree.map(budget.body(), "spec", "selector", "matchLabels");
+            if (manifests.pods().stream().filter(pod -> selects(selector, pod)).count() != 1) {
+                problems.add(budget.describe() + " must select the pods of exactly one workload");
+            }
+        }
+        return problems;
+    }
+
+    /** Whether a non-empty label selector matches the pods of {@code pod}. */
+    private static boolean selects(Map<String, Object> selector, PodTemplate pod) {
+        return !selector.isEmpty() && pod.labels().entrySet().containsAll(selector.entrySet());
     }
 
     /** Sidecars are pinned releases of our table, with the flags they need, all known to that release. */

@@ -62,7 +62,7 @@ class ManifestsTest {
         // What the install consists of, so that a file dropped from the kustomization shows.
         List<String> kinds = manifests.installed().stream().map(KubeObject::kind).distinct().sorted().toList();
         assertEquals(List.of("CSIDriver", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Deployment", "Namespace",
-                "Role", "RoleBinding", "Service", "ServiceAccount", "StorageClass"), kinds);
+                "PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount", "StorageClass"), kinds);
     }
 
     @Test
@@ -114,7 +114,42 @@ class ManifestsTest {
         assertFalse(broken(m -> replaceArg(m, "Deployment", "strata-controller", "controller-server", "--agent-registry-address",
                 "--agent-registry-address=0.0.0.0:9999")).portsAgree().isEmpty());
         assertFalse(broken(m -> replaceArg(m, "DaemonSet", "strata-node", "node-server", "--controller-address",
-                "--controller-address=strata-controller.kube-system.svc:9869")).portsAgree().isEmpty());
+                "--controller-address=strata-controller-agents.kube-system.svc:9869")).portsAgree().isEmpty());
+        // A Service with a cluster IP would hand each agent to one replica.
+        List<String> clusterIp = broken(m -> Tree.map(m.one("Service", "strata-controller-agents").body(), "spec").remove("clusterIP"))
+                .portsAgree();
+        assertTrue(clusterIp.stream().anyMatch(problem -> problem.contains("is not headless")), clusterIp.toString());
+        List<String> readyOnly = broken(m -> Tree.map(m.one("Service", "strata-controller-agents").body(), "spec")
+                .put("publishNotReadyAddresses", false)).portsAgree();
+        assertTrue(readyOnly.stream().anyMatch(problem -> problem.contains("lists only ready pods")), readyOnly.toString());
+    }
+
+    @Test
+    void theControllerRunsAsReplicasThatFailOver() throws Exception {
+        assertEquals(List.of(), checks().replicas());
+        assertEquals(2, Tree.at(manifests().one("Deployment", "strata-controller").body(), "spec", "replicas"));
+        assertEquals("None", Tree.string(manifests().one("Service", "strata-controller-agents").body(), "spec", "clusterIP"));
+        assertFalse(broken(m -> Tree.map(m.one("Deployment", "strata-controller").body(), "spec").put("replicas", 1))
+                .replicas().isEmpty());
+        assertFalse(broken(m -> Tree.map(m.one("Deployment", "strata-controller").body(), "spec").remove("replicas"))
+                .replicas().isEmpty());
+        for (String sidecar : List.of("csi-provisioner", "csi-attacher")) {
+            assertFalse(broken(m -> args(m, "Deployment", "strata-controller", sidecar).removeIf(arg -> arg.equals("--leader-election")))
+                    .replicas().isEmpty(), sidecar);
+            assertFalse(broken(m -> {
+                List<Object> args = args(m, "Deployment", "strata-controller", sidecar);
+                args.set(args.indexOf("--leader-election"), "--leader-election=false");
+            }).replicas().isEmpty(), sidecar);
+        }
+        assertFalse(broken(m -> m.pod("Deployment", "strata-controller").spec().remove("affinity")).replicas().isEmpty());
+        assertFalse(broken(m -> Tree.maps(m.pod("Deployment", "strata-controller").spec(), "affinity", "podAntiAffinity",
+                "preferredDuringSchedulingIgnoredDuringExecution").forEach(term -> Tree.map(term, "podAffinityTerm")
+                .put("topologyKey", "topology.kubernetes.io/zone"))).replicas().isEmpty());
+        assertFalse(broken(m -> Tree.map(m.one("PodDisruptionBudget", "strata-controller").body(), "spec").put("minAvailable", 2))
+                .replicas().isEmpty());
+        assertFalse(broken(m -> m.all().remove(m.one("PodDisruptionBudget", "strata-controller"))).replicas().isEmpty());
+        assertFalse(broken(m -> Tree.map(m.one("PodDisruptionBudget", "strata-controller").body(), "spec", "selector", "matchLabels")
+                .put("app.kubernetes.io/name", "strata-node")).replicas().isEmpty());
     }
 
     @Test
