@@ -118,6 +118,10 @@ public final class Registration implements Component {
 
         /** One registration; the interval the controller asked for, or empty when it could not be reached. */
         private Optional<Duration> renew() {
+            if (!registered) {
+                // A controller restarted at the same address is tried now, not after gRPC's reconnect backoff (up to 2 min).
+                channel.resetConnectBackoff();
+            }
             try {
                 RegisterResponse reply = AgentRegistryGrpc.newBlockingStub(channel)
                         .withCallCredentials(security.token().credentials())

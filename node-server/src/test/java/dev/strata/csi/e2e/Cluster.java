@@ -19,8 +19,9 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * controller-server and several node-servers on one machine, each a real process with its own
- * socket, pool and agent port: a multi-node cluster as these tests see it.
+ * controller-server (one, or several replicas) and several node-servers on one machine, each a
+ * real process with its own socket, pool and agent port: a multi-node cluster as these tests see
+ * it. Every node-server is given the registry address of every controller replica.
  */
 public final class Cluster implements AutoCloseable {
 
@@ -36,23 +37,27 @@ public final class Cluster implements AutoCloseable {
     private final Path dir;
     private final Path tokenFile;
     private final List<String> sharedFlags;
-    private final int registryPort;
+    private final List<Integer> registryPorts = new ArrayList<>();
     private final List<ManagedChannel> channels = new ArrayList<>();
     private final Map<String, Node> nodes = new LinkedHashMap<>();
-    private ServerProcess controller;
-    private ManagedChannel controllerChannel;
+    private final List<ServerProcess> controllers = new ArrayList<>();
+    private final List<ManagedChannel> controllerChannels = new ArrayList<>();
 
     private final List<String> controllerFlags;
     private final Map<String, String> nodeEnvironment;
 
-    private Cluster(Path dir, List<String> sharedFlags, List<String> controllerFlags, Map<String, String> nodeEnvironment)
+    private Cluster(Path dir, int replicas, List<String> sharedFlags, List<String> controllerFlags, Map<String, String> nodeEnvironment)
             throws IOException {
         this.controllerFlags = List.copyOf(controllerFlags);
         this.nodeEnvironment = Map.copyOf(nodeEnvironment);
         this.dir = Files.createDirectories(dir);
         this.tokenFile = Files.writeString(dir.resolve("agent-token"), TOKEN + "\n");
         this.sharedFlags = List.copyOf(sharedFlags);
-        this.registryPort = freePort();
+        for (int replica = 0; replica < replicas; replica++) {
+            registryPorts.add(freePort());
+            controllers.add(null);
+            controllerChannels.add(null);
+        }
     }
 
     /** Starts the controller and one node-server per id; returns once every agent has registered. */
@@ -68,9 +73,21 @@ public final class Cluster implements AutoCloseable {
     /** Starts with flags of the controller's own too, and the node-servers run with extra environment variables. */
     public static Cluster start(Path dir, List<String> sharedFlags, List<String> controllerFlags, Map<String, String> nodeEnvironment,
             String... nodeIds) throws Exception {
-        Cluster cluster = new Cluster(dir, sharedFlags, controllerFlags, nodeEnvironment);
+        return start(dir, 1, sharedFlags, controllerFlags, nodeEnvironment, nodeIds);
+    }
+
+    /** Starts {@code replicas} controller-servers (plaintext agent channel) and the node-servers, each registered with all of them. */
+    public static Cluster startReplicated(Path dir, int replicas, String... nodeIds) throws Exception {
+        return start(dir, replicas, List.of("--agent-plaintext", "true"), List.of(), Map.of(), nodeIds);
+    }
+
+    private static Cluster start(Path dir, int replicas, List<String> sharedFlags, List<String> controllerFlags,
+            Map<String, String> nodeEnvironment, String... nodeIds) throws Exception {
+        Cluster cluster = new Cluster(dir, replicas, sharedFlags, controllerFlags, nodeEnvironment);
         try {
-            cluster.startController();
+            for (int replica = 0; replica < replicas; replica++) {
+                cluster.startController(replica);
+            }
             for (String nodeId : nodeIds) {
                 cluster.startNode(nodeId);
             }
@@ -81,11 +98,15 @@ public final class Cluster implements AutoCloseable {
         }
     }
 
-    private void startController() throws Exception {
-        Path socket = dir.resolve("controller/csi.sock");
+    /**
+     * Starts (or restarts, on the same socket and registry port) controller replica {@code replica}
+     * (0 is the first); the node-servers already running register with it at their next renewal.
+     */
+    public void startController(int replica) throws Exception {
+        Path socket = dir.resolve((replica == 0 ? "controller" : "controller-" + (replica + 1)) + "/csi.sock");
         List<String> args = new java.util.ArrayList<>(List.of(withShared(
                 "--endpoint", "unix://" + socket,
-                "--agent-registry-address", "127.0.0.1:" + registryPort,
+                "--agent-registry-address", "127.0.0.1:" + registryPorts.get(replica),
                 "--agent-token-file", tokenFile.toString(),
                 "--agent-renew-interval", "2s")));
         if (!controllerFlags.contains("--agent-settle-time")) {
@@ -93,8 +114,21 @@ public final class Cluster implements AutoCloseable {
             args.addAll(List.of("--agent-settle-time", "0s"));
         }
         args.addAll(controllerFlags);
-        controller = ServerProcess.start(ControllerServer.class, args.toArray(String[]::new)).awaitListening(socket);
-        controllerChannel = channel(socket);
+        controllers.set(replica, ServerProcess.start(ControllerServer.class, args.toArray(String[]::new)).awaitListening(socket));
+        controllerChannels.set(replica, channel(socket));
+    }
+
+    /** Kills controller replica {@code replica} (SIGKILL, as a node going down would). */
+    public void killController(int replica) {
+        controllers.get(replica).close();
+        controllerChannels.get(replica).shutdownNow();
+    }
+
+    /** Waits until controller replica {@code replica} knows the agent of every node of the cluster. */
+    public void awaitRegistered(int replica) throws InterruptedException {
+        for (Node node : nodes.values()) {
+            awaitRegistered(controllers.get(replica), node);
+        }
     }
 
     /**
@@ -147,12 +181,14 @@ public final class Cluster implements AutoCloseable {
                 "--node-id", nodeId,
                 "--pool-dir", poolSeen.toString(),
                 "--kubelet-dir", dir.toString(),
-                "--controller-address", "127.0.0.1:" + registryPort,
+                "--controller-address", String.join(",", registryPorts.stream().map(port -> "127.0.0.1:" + port).toList()),
                 "--agent-address", "127.0.0.1:0",
                 "--agent-token-file", tokenFile.toString())).awaitListening(socket);
         Node node = new Node(nodeId, socket, pool, process, channel(socket));
         nodes.put(nodeId, node);
-        awaitRegistered(node);
+        for (ServerProcess controller : controllers) {
+            awaitRegistered(controller, node);
+        }
         return node;
     }
 
@@ -166,8 +202,8 @@ public final class Cluster implements AutoCloseable {
         return startNode(nodeId, launch);
     }
 
-    /** Waits until the controller knows the node's agent at the port this process listens on. */
-    private void awaitRegistered(Node node) throws InterruptedException {
+    /** Waits until {@code controller} knows the node's agent at the port this process listens on. */
+    private void awaitRegistered(ServerProcess controller, Node node) throws InterruptedException {
         controller.awaitOutput("node=" + node.id() + " address=127.0.0.1:" + agentPort(node.id()) + " ");
     }
 
@@ -192,19 +228,24 @@ public final class Cluster implements AutoCloseable {
     }
 
     public ServerProcess controllerProcess() {
-        return controller;
+        return controllers.getFirst();
     }
 
     public ControllerGrpc.ControllerBlockingStub controller() {
-        return ControllerGrpc.newBlockingStub(controllerChannel);
+        return controller(0);
+    }
+
+    /** The Controller service of replica {@code replica}, as its own pod's sidecars call it. */
+    public ControllerGrpc.ControllerBlockingStub controller(int replica) {
+        return ControllerGrpc.newBlockingStub(controllerChannels.get(replica));
     }
 
     public IdentityGrpc.IdentityBlockingStub controllerIdentity() {
-        return IdentityGrpc.newBlockingStub(controllerChannel);
+        return IdentityGrpc.newBlockingStub(controllerChannels.getFirst());
     }
 
     public int registryPort() {
-        return registryPort;
+        return registryPorts.getFirst();
     }
 
     /** A directory kubelet would have made for this node (staging paths, pod target parents). */
@@ -237,8 +278,10 @@ public final class Cluster implements AutoCloseable {
         for (Node node : nodes.values()) {
             node.process().close();
         }
-        if (controller != null) {
-            controller.close();
+        for (ServerProcess controller : controllers) {
+            if (controller != null) {
+                controller.close();
+            }
         }
         for (String nodeId : nodes.keySet()) {
             // The shared mount a container-started node needed; a mount left below it keeps it (and shows as a leftover).
@@ -252,8 +295,10 @@ public final class Cluster implements AutoCloseable {
     /** All output of every process, for failure messages. */
     public String logs() {
         StringBuilder out = new StringBuilder();
-        if (controller != null) {
-            out.append("--- controller-server\n").append(controller.output()).append('\n');
+        for (int replica = 0; replica < controllers.size(); replica++) {
+            if (controllers.get(replica) != null) {
+                out.append("--- controller-server ").append(replica + 1).append('\n').append(controllers.get(replica).output()).append('\n');
+            }
         }
         nodes.values().forEach(node -> out.append("--- node-server ").append(node.id()).append('\n')
                 .append(node.process().output()).append('\n'));
