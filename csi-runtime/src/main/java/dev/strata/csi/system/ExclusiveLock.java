@@ -37,6 +37,21 @@ public final class ExclusiveLock implements AutoCloseable {
         }
     }
 
+    /**
+     * The lock, waiting while another process holds it (an fcntl lock: also between hosts on an NFS
+     * mount with locking). The JVM holds file locks for the whole process, so threads of one
+     * process must take turns before they call this.
+     */
+    public static ExclusiveLock acquire(Path file) throws IOException {
+        FileChannel channel = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+        try {
+            return new ExclusiveLock(channel, channel.lock());
+        } catch (IOException | RuntimeException e) {
+            channel.close();
+            throw e;
+        }
+    }
+
     @Override
     public void close() {
         try {

@@ -4,8 +4,11 @@ import dev.strata.csi.backend.nfs.records.NfsVolumeRecord;
 import dev.strata.csi.linux.SyscallException;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.ExclusiveLock;
 import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
@@ -25,6 +28,8 @@ final class VolumeQuotas {
     static final long FIRST_ID = 1L << 20;
     /** The last: the largest 32-bit id but one, since some tools read 0xffffffff as "no id". */
     static final long LAST_ID = 0xFFFF_FFFEL;
+    /** In the export's driver directory: held while an id is chosen and its record written. */
+    static final String LOCK_FILE = "project-ids.lock";
 
     private final ProjectQuotas quotas;
     private final Log log;
@@ -42,19 +47,39 @@ final class VolumeQuotas {
 
     /**
      * Writes a new volume's record with a project id of its own. One allocation per export at a
-     * time, and the records are read inside it, so two volumes never get one id.
+     * time, and the records are read inside it, so two volumes never get one id: the threads of
+     * this process take turns, and then hold a lock file in the export's driver directory, which
+     * other controller-server replicas (other processes, other hosts) wait for too.
      */
     NfsVolumeRecord writeWithNewId(Export export, String subDir, NfsVolumeRecord record) throws IOException {
         synchronized (allocating.computeIfAbsent(export.mountPoint(), path -> new Object())) {
-            VolumeRecords records = export.records();
-            long id = FIRST_ID;
-            for (NfsVolumeRecord other : records.all(log)) {
-                id = Math.max(id, Integer.toUnsignedLong(other.getProjectId()) + 1);
+            Files.createDirectories(export.driverDir());
+            try (ExclusiveLock held = ExclusiveLock.acquire(export.driverDir().resolve(LOCK_FILE))) {
+                return writeWithNewIdLocked(export, subDir, record);
             }
-            NfsVolumeRecord withId = record.toBuilder().setProjectId((int) firstUnused(export, id)).build();
-            records.write(subDir, withId);
-            return withId;
         }
+    }
+
+    private NfsVolumeRecord writeWithNewIdLocked(Export export, String subDir, NfsVolumeRecord record) throws IOException {
+        VolumeRecords records = export.records();
+        // Another replica may have made this very volume since the caller looked: its record and id stand.
+        Optional<NfsVolumeRecord> raced = records.read(subDir);
+        if (raced.isPresent()) {
+            NfsVolumeRecord other = raced.get();
+            if (other.getVolumeId().equals(record.getVolumeId()) && other.getName().equals(record.getName())
+                    && other.getCapacityBytes() == record.getCapacityBytes()) {
+                return other;
+            }
+            throw CsiException.aborted("subDir " + subDir + " was given to volume " + other.getName()
+                    + " meanwhile; the retry gets the answer for it");
+        }
+        long id = FIRST_ID;
+        for (NfsVolumeRecord other : records.all(log)) {
+            id = Math.max(id, Integer.toUnsignedLong(other.getProjectId()) + 1);
+        }
+        NfsVolumeRecord withId = record.toBuilder().setProjectId((int) firstUnused(export, id)).build();
+        records.write(subDir, withId);
+        return withId;
     }
 
     /**

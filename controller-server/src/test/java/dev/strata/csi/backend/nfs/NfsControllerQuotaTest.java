@@ -11,7 +11,9 @@ import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.linux.SyscallException;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountTable;
+import dev.strata.csi.backend.nfs.records.NfsVolumeRecord;
 import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.testing.ServerProcess;
 import io.grpc.Status;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -141,6 +143,40 @@ class NfsControllerQuotaTest {
             ids.add(projectIdOf("pvc-" + i));
         }
         assertEquals(16, Set.copyOf(ids).size(), "distinct ids: " + ids);
+    }
+
+    /**
+     * Two controller-server replicas are two processes: they take turns through the lock file in
+     * the export, so their volumes get ids of their own, and one name created by both at once is
+     * one volume with one id.
+     */
+    @Test
+    void twoControllerProcessesOnOneExportGiveIdsOfTheirOwn() throws Exception {
+        int count = 25;
+        Path go = root.resolve("go");
+        List<ServerProcess> replicas = new ArrayList<>();
+        try {
+            for (String prefix : List.of("one", "two")) {
+                replicas.add(ServerProcess.start(ControllerReplica.class, root.toString(), export.toString(), prefix,
+                        String.valueOf(count), go.toString()));
+            }
+            for (ServerProcess replica : replicas) {
+                replica.awaitOutput("ready");
+            }
+            Files.createFile(go);
+            for (ServerProcess replica : replicas) {
+                assertEquals(0, replica.exitCode(), replica.output());
+            }
+        } finally {
+            replicas.forEach(ServerProcess::close);
+        }
+        List<NfsVolumeRecord> records = new VolumeRecords(export.resolve(".strata-csi/volumes"))
+                .all(new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
+        assertEquals(2 * count + 1, records.size(), "one record per volume, pvc-shared once");
+        Set<Integer> ids = new java.util.HashSet<>();
+        records.forEach(record -> ids.add(record.getProjectId()));
+        assertEquals(2 * count + 1, ids.size(), "every volume has an id of its own: " + records);
+        assertTrue(Files.isRegularFile(export.resolve(".strata-csi/" + VolumeQuotas.LOCK_FILE)));
     }
 
     @Test
