@@ -2,6 +2,7 @@ package dev.strata.csi.e2e;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static dev.strata.csi.e2e.PipelineTest.on;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import csi.v1.ControllerGrpc.ControllerBlockingStub;
@@ -16,7 +17,6 @@ import csi.v1.Csi.NodePublishVolumeRequest;
 import csi.v1.Csi.NodeStageVolumeRequest;
 import csi.v1.Csi.NodeUnpublishVolumeRequest;
 import csi.v1.Csi.NodeUnstageVolumeRequest;
-import csi.v1.Csi.Topology;
 import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
@@ -43,7 +43,6 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class FailoverTest {
 
-    static final String TOPOLOGY_KEY = "topology.strata.csi.dev/node";
     static final long MIB = 1 << 20;
 
     @TempDir
@@ -54,15 +53,9 @@ class FailoverTest {
         assertEquals(List.of(), SystemState.cleanUp(dir), "the test left mounts or loop devices behind");
     }
 
-    static Topology on(String nodeId) {
-        return Topology.newBuilder().putSegments(TOPOLOGY_KEY, nodeId).build();
-    }
-
+    /** ext4, single node writer, as the pipeline tests use it. */
     static VolumeCapability ext4() {
-        return VolumeCapability.newBuilder()
-                .setMount(VolumeCapability.MountVolume.newBuilder().setFsType("ext4"))
-                .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER))
-                .build();
+        return PipelineTest.mount("ext4");
     }
 
     static CreateVolumeRequest create(String name, String node) {
