@@ -1,6 +1,8 @@
 package dev.strata.csi.controller;
 
 import dev.strata.csi.auth.AgentSecurity;
+import dev.strata.csi.backend.ControllerBackends;
+import dev.strata.csi.backend.local.LocalController;
 import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.backend.nfs.Exports;
 import dev.strata.csi.backend.nfs.NfsController;
@@ -71,9 +73,14 @@ public final class ControllerServer {
                             new NfsMounter(new Command(), nfsTimeout, context.log()), context.log());
                     NfsController nfs = new NfsController(exports, new SystemProjectQuotas(new Kernel()), nfsTimeout,
                             Clock.systemUTC(), context.log());
+                    // The backends, one line each; ControllerBackends chooses among them (the last takes
+                    // any StorageClass parameters the others do not want).
+                    ControllerBackends backends = new ControllerBackends(List.of(
+                            nfs,
+                            new LocalController(agents, Topology.forDriver(context.plugin().name()))));
                     return new DriverProgram.Plan(List.of(
                             new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, () -> true),
-                            new ControllerService(agents, Topology.forDriver(context.plugin().name()), nfs)),
+                            new ControllerService(agents, backends)),
                             List.of(registry));
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));

@@ -5,14 +5,17 @@ import dev.strata.csi.agent.NodeAgentService;
 import dev.strata.csi.agent.PoolOwnership;
 import dev.strata.csi.agent.Registration;
 import dev.strata.csi.auth.AgentSecurity;
+import dev.strata.csi.backend.NodeBackends;
 import dev.strata.csi.backend.local.Crashes;
 import dev.strata.csi.backend.local.ImagePool;
+import dev.strata.csi.backend.local.LocalNodeBackend;
 import dev.strata.csi.backend.local.SystemFilesystems;
 import dev.strata.csi.backend.local.SystemImageFiles;
 import dev.strata.csi.backend.local.SystemLoopDevices;
 import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.backend.nfs.NfsMounter;
+import dev.strata.csi.backend.nfs.NfsNodeBackend;
 import dev.strata.csi.backend.nfs.NfsProbe;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.flags.UsageException;
@@ -104,12 +107,14 @@ public final class NodeServer {
                             List.of(new CallLog(log), security.token().verifier()), log);
                     Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, security, log);
-                    LocalVolumes volumes = new LocalVolumes(pool, loops, SystemFilesystems.preferringLibblkid(commands), mounter, stats, crashes, log);
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
-                    NfsVolumes shares = new NfsVolumes(mounter, new NfsMounter(commands, nfsTimeout, log), new NfsProbe(commands, nfsTimeout), log);
+                    // The backends, one line each; NodeBackends chooses among them by volume id and context.
+                    NodeBackends backends = new NodeBackends(List.of(
+                            new LocalNodeBackend(nodeId, pool, loops, SystemFilesystems.preferringLibblkid(commands), mounter, stats, crashes, log),
+                            new NfsNodeBackend(mounter, new NfsMounter(commands, nfsTimeout, log), new NfsProbe(commands, nfsTimeout), log)));
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),
-                                    new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), volumes, shares, locks, kubeletDir, poolDir)),
+                                    new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), backends, locks, kubeletDir, poolDir)),
                             List.of(ownership, agent, registration));
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));

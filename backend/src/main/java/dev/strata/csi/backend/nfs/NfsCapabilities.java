@@ -2,9 +2,8 @@ package dev.strata.csi.backend.nfs;
 
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeCapability.AccessMode;
-import dev.strata.csi.backend.local.LocalCapabilities;
+import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.rpc.CsiException;
-import java.util.List;
 import java.util.Optional;
 import java.util.Set;
 
@@ -12,17 +11,15 @@ import java.util.Set;
  * What an NFS volume can be: a shared directory, so every access mode, many nodes at once, but
  * only mount access (there is no block device) and no filesystem of the driver's choosing.
  */
-public final class NfsCapabilities {
+public final class NfsCapabilities implements Capabilities {
 
     private static final Set<String> FS_TYPES = Set.of("", "nfs", "nfs4");
 
     private static final Set<AccessMode.Mode> READ_ONLY = Set.of(
             AccessMode.Mode.SINGLE_NODE_READER_ONLY, AccessMode.Mode.MULTI_NODE_READER_ONLY);
 
-    private NfsCapabilities() {}
-
-    /** Why the capability cannot be served, or empty when it can. */
-    public static Optional<String> unsupported(VolumeCapability capability) {
+    @Override
+    public Optional<String> unsupported(VolumeCapability capability) {
         AccessMode.Mode mode = capability.getAccessMode().getMode();
         if (mode == AccessMode.Mode.UNKNOWN || mode == AccessMode.Mode.UNRECOGNIZED) {
             return Optional.of("access mode " + mode + " is not supported");
@@ -36,13 +33,9 @@ public final class NfsCapabilities {
         };
     }
 
-    /** INVALID_ARGUMENT unless every capability can be served; {@code field} names the request field. */
-    public static void require(List<VolumeCapability> capabilities, String field) {
-        LocalCapabilities.requireEach(capabilities, field, NfsCapabilities::unsupported);
-    }
-
     /** Whether the access mode lets nobody write: the share is then mounted read-only. */
-    public static boolean readOnlyMode(VolumeCapability capability) {
+    @Override
+    public boolean readOnly(VolumeCapability capability) {
         return READ_ONLY.contains(capability.getAccessMode().getMode());
     }
 }

@@ -3,7 +3,7 @@ package dev.strata.csi.backend.nfs;
 import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.VolumeCapability;
-import dev.strata.csi.controller.CreateChecks;
+import dev.strata.csi.backend.CreateChecks;
 import dev.strata.csi.rpc.CsiException;
 import java.util.ArrayList;
 import java.util.List;
@@ -45,7 +45,7 @@ record NfsRequest(String name, NfsVolume volume, OnDelete onDelete, Optional<Int
 
     static NfsRequest of(CreateVolumeRequest request) {
         CreateChecks.nameAndSource(request);
-        NfsCapabilities.require(request.getVolumeCapabilitiesList(), "volume_capabilities");
+        new NfsCapabilities().require(request.getVolumeCapabilitiesList(), "volume_capabilities");
         Map<String, String> parameters = request.getParametersMap();
         for (String key : parameters.keySet()) {
             if (!KEYS.contains(key) && !key.startsWith(PROVISIONER_PREFIX)) {

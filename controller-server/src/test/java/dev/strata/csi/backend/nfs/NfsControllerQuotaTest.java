@@ -286,7 +286,7 @@ class NfsControllerQuotaTest {
             request.getCapacityRangeBuilder().setRequiredBytes(bytes);
         }
         try {
-            return controller.create(request.build());
+            return controller.create(controller.check(request.build()));
         } catch (CsiException e) {
             throw e;
         } catch (Exception e) {
@@ -295,7 +295,7 @@ class NfsControllerQuotaTest {
     }
 
     void delete(Volume volume) throws Exception {
-        controller.delete(NfsVolumeId.parse(volume.getVolumeId()).orElseThrow());
+        controller.delete(controller.byId(volume.getVolumeId()).orElseThrow());
     }
 
     long projectIdOf(Volume volume) throws Exception {

@@ -1,4 +1,4 @@
-package dev.strata.csi.controller;
+package dev.strata.csi.backend.local;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;

@@ -1,23 +1,24 @@
-package dev.strata.csi.controller;
+package dev.strata.csi.backend.local;
 
 import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.CreateVolumeRequest;
+import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.backend.local.LocalCapabilities;
+import dev.strata.csi.backend.CreateChecks;
 import dev.strata.csi.rpc.CsiException;
 import java.util.Map;
 
 /**
- * What a CreateVolume request asks for once checked: the name, the exact size of the image, and
- * how its blocks are allocated.
+ * What a CreateVolume request asks for once checked: the name, the exact size of the image, how
+ * its blocks are allocated, and the nodes it may go to.
  *
  * <p>StorageClass parameters: {@code allocation} = {@code sparse} (default: blocks are allocated
  * on first write, capacity is still reserved) or {@code full} (every block allocated at creation).
  * Keys under {@code csi.storage.k8s.io/} are the provisioner's own and are ignored; any other
  * key is refused, so a typo in a StorageClass is not silently dropped.
  */
-record VolumeRequest(String name, long capacityBytes, Allocation allocation) {
+record VolumeRequest(String name, long capacityBytes, Allocation allocation, TopologyRequirement requirements) {
 
     static final long MIB = 1L << 20;
     static final long DEFAULT_BYTES = 1L << 30;
@@ -29,7 +30,7 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation) {
 
     static VolumeRequest of(CreateVolumeRequest request) {
         CreateChecks.nameAndSource(request);
-        LocalCapabilities.require(request.getVolumeCapabilitiesList(), "volume_capabilities");
+        new LocalCapabilities().require(request.getVolumeCapabilitiesList(), "volume_capabilities");
         long minimum = MIB;
         for (VolumeCapability capability : request.getVolumeCapabilitiesList()) {
             if (capability.hasMount() && LocalCapabilities.fsType(capability).equals("xfs")) {
@@ -37,7 +38,7 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation) {
             }
         }
         return new VolumeRequest(request.getName(), size(request.getCapacityRange(), minimum),
-                allocation(request.getParametersMap()));
+                allocation(request.getParametersMap()), request.getAccessibilityRequirements());
     }
 
     /** The size to allocate: the required bytes (or a default) rounded up to whole MiB, at least {@code minimum}. */

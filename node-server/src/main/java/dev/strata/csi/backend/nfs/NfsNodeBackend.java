@@ -1,15 +1,12 @@
-package dev.strata.csi.node;
+package dev.strata.csi.backend.nfs;
 
 import csi.v1.Csi.NodeGetVolumeStatsResponse;
+import csi.v1.Csi.NodeServiceCapability;
 import csi.v1.Csi.VolumeCapability;
-import csi.v1.Csi.VolumeCondition;
-import csi.v1.Csi.VolumeUsage;
-import dev.strata.csi.backend.local.LocalCapabilities;
-import dev.strata.csi.backend.nfs.FileMode;
-import dev.strata.csi.backend.nfs.NfsCapabilities;
-import dev.strata.csi.backend.nfs.NfsMounter;
-import dev.strata.csi.backend.nfs.NfsProbe;
-import dev.strata.csi.backend.nfs.NfsVolume;
+import dev.strata.csi.backend.Capabilities;
+import dev.strata.csi.backend.NodeBackend;
+import dev.strata.csi.backend.TargetPaths;
+import dev.strata.csi.backend.VolumeStats;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.FilesystemUsage;
 import dev.strata.csi.mount.MountException;
@@ -25,8 +22,11 @@ import java.util.Map;
 import java.util.Optional;
 
 /**
- * Stage, publish and their undoing for NFS volumes: the share is mounted once per node at the
- * staging path and bind-mounted into each pod. Nothing here stats a path on a mounted share but
+ * The NFS backend on the node: stage, publish and their undoing for NFS volumes. The share is
+ * mounted once per node at the staging path and bind-mounted into each pod. A volume is NFS when
+ * its id says so ({@link NfsVolumeId}), or, for a static volume, when its volume context names a
+ * server and a share; in the calls without a context, any id no backend's scheme claims is taken
+ * for a static NFS volume, and served by the mount table alone. Nothing here stats a path on a mounted share but
  * through {@link NfsProbe} (a child process killed at the deadline), so a server that stops
  * answering slows its own volumes' calls down to the deadline, never a thread of the node-server.
  * Unstaging and unpublishing go by the mount table alone, and so also serve volumes whose ids
@@ -34,21 +34,75 @@ import java.util.Optional;
  * restarted with another export answers ESTALE: stage and publish then mount it afresh, and
  * NodeGetVolumeStats reports it abnormal until they do.
  */
-public final class NfsVolumes {
+public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share> {
+
+    private static final List<NodeServiceCapability.RPC.Type> RPC_CAPABILITIES = List.of(
+            NodeServiceCapability.RPC.Type.STAGE_UNSTAGE_VOLUME,
+            NodeServiceCapability.RPC.Type.GET_VOLUME_STATS,
+            NodeServiceCapability.RPC.Type.VOLUME_CONDITION,
+            NodeServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER);
+
+    /** NFS volumes are locked by id, which for a static volume may be any string: kept apart from the pool's image names. */
+    private static final String LOCK_PREFIX = "nfs ";
+
+    /**
+     * An NFS volume as a call names it: its id, and where its share is, known from the id or the
+     * volume context; unknown (empty) in the calls that carry no context for a static volume.
+     */
+    public record Share(String volumeId, Optional<NfsVolume> volume) {
+
+        NfsVolume described() {
+            return volume.orElseThrow(() -> CsiException.notFound("volume " + CsiException.printable(volumeId) + " does not exist"));
+        }
+    }
+
+    private final NfsCapabilities capabilities = new NfsCapabilities();
 
     private final Mounter mounter;
     private final NfsMounter nfs;
     private final NfsProbe probe;
     private final Log log;
 
-    public NfsVolumes(Mounter mounter, NfsMounter nfs, NfsProbe probe, Log log) {
+    public NfsNodeBackend(Mounter mounter, NfsMounter nfs, NfsProbe probe, Log log) {
         this.mounter = mounter;
         this.nfs = nfs;
         this.probe = probe;
         this.log = log;
     }
 
-    void stage(NfsVolume volume, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
+    @Override
+    public Optional<Share> byId(String volumeId) {
+        return NfsVolumeId.parse(volumeId).map(id -> new Share(volumeId, Optional.of(id.volume())));
+    }
+
+    @Override
+    public Optional<Share> byContext(String volumeId, Map<String, String> context) {
+        return NfsVolume.fromContext(context).map(volume -> new Share(volumeId, Optional.of(volume)));
+    }
+
+    @Override
+    public Optional<Share> byPathOnly(String volumeId) {
+        return Optional.of(new Share(volumeId, Optional.empty()));
+    }
+
+    @Override
+    public String lockKey(Share share) {
+        return LOCK_PREFIX + share.volumeId();
+    }
+
+    @Override
+    public Capabilities capabilities() {
+        return capabilities;
+    }
+
+    @Override
+    public List<NodeServiceCapability.RPC.Type> rpcCapabilities() {
+        return RPC_CAPABILITIES;
+    }
+
+    @Override
+    public void stage(Share share, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
+        NfsVolume volume = share.described();
         Optional<MountPoint> mounted = mounter.table().at(staging);
         if (mounted.isPresent()) {
             if (!isShare(mounted.get(), volume)) {
@@ -68,7 +122,7 @@ public final class NfsVolumes {
     private void mount(NfsVolume volume, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
         String modeValue = context.getOrDefault(FileMode.PARAMETER, "");
         Optional<Integer> mode = modeValue.isEmpty() ? Optional.empty() : Optional.of(FileMode.parse(modeValue));
-        boolean readOnly = NfsCapabilities.readOnlyMode(capability);
+        boolean readOnly = capabilities.readOnly(capability);
         List<String> options = new ArrayList<>(capability.getMount().getMountFlagsList());
         if (readOnly) {
             options.add("ro");
@@ -96,7 +150,8 @@ public final class NfsVolumes {
     }
 
     /** Unmounts the share; FAILED_PRECONDITION while a pod's bind of it is still mounted, which would then be left on a dead mount. */
-    void unstage(Path staging) throws Exception {
+    @Override
+    public void unstage(Share volume, Path staging) throws Exception {
         MountTable table = mounter.table();
         Optional<MountPoint> share = table.at(staging).filter(NfsMounter::isNfs);
         if (share.isPresent()) {
@@ -113,8 +168,10 @@ public final class NfsVolumes {
      * Binds the staged share onto the target. A stale share (ESTALE: its server restarted with
      * another export) is mounted afresh at the staging path and bound again at the target.
      */
-    void publish(NfsVolume volume, Path staging, Path target, VolumeCapability capability, Map<String, String> context,
+    @Override
+    public void publish(Share published, Path staging, Path target, VolumeCapability capability, Map<String, String> context,
             boolean readOnly) throws Exception {
+        NfsVolume volume = published.described();
         MountTable table = mounter.table();
         Optional<MountPoint> share = table.at(staging).filter(m -> isShare(m, volume));
         if (share.isEmpty()) {
@@ -139,20 +196,21 @@ public final class NfsVolumes {
         if (share.isEmpty()) {
             throw CsiException.failedPrecondition("volume " + volume.source() + " is not staged at " + staging + "; NodeStageVolume first");
         }
-        if (LocalCapabilities.singleWriter(capability)) {
+        if (Capabilities.singleWriter(capability)) {
             List<MountPoint> others = binds(table, share.get());
             if (!others.isEmpty()) {
                 throw CsiException.failedPrecondition("volume " + volume.source() + " has single-writer access and is already published at "
                         + others.getFirst().mountPoint());
             }
         }
-        RequestPaths.makeTarget(target, false);
+        TargetPaths.makeTarget(target, false);
         mounter.bindMount(staging, target, readOnly);
     }
 
-    void unpublish(Path target) throws Exception {
+    @Override
+    public void unpublish(Share share, Path target) throws Exception {
         unmountShares(target);
-        RequestPaths.removeTarget(target);
+        TargetPaths.removeTarget(target);
     }
 
     /**
@@ -160,26 +218,19 @@ public final class NfsVolumes {
      * not answer, or a stale share, is an abnormal volume condition, not an error: kubelet then
      * reports it on the pod.
      */
-    NodeGetVolumeStatsResponse stats(String volumeId, Path path) throws Exception {
+    @Override
+    public NodeGetVolumeStatsResponse stats(Share share, Path path) throws Exception {
         Optional<MountPoint> mount = mounter.table().at(path).filter(NfsMounter::isNfs);
         if (mount.isEmpty()) {
-            throw CsiException.notFound("volume " + CsiException.printable(volumeId) + " is not mounted at " + path);
+            throw CsiException.notFound("volume " + CsiException.printable(share.volumeId()) + " is not mounted at " + path);
         }
         FilesystemUsage usage;
         try {
             usage = probe.usage(path);
         } catch (NfsProbe.Unhealthy e) {
-            return NodeGetVolumeStatsResponse.newBuilder()
-                    .setVolumeCondition(VolumeCondition.newBuilder().setAbnormal(true).setMessage(unhealthy(mount.get(), e.health())))
-                    .build();
+            return VolumeStats.conditionOnly(VolumeStats.abnormal(unhealthy(mount.get(), e.health())));
         }
-        return NodeGetVolumeStatsResponse.newBuilder()
-                .addUsage(VolumeUsage.newBuilder().setUnit(VolumeUsage.Unit.BYTES)
-                        .setTotal(usage.totalBytes()).setAvailable(usage.availableBytes()).setUsed(usage.usedBytes()))
-                .addUsage(VolumeUsage.newBuilder().setUnit(VolumeUsage.Unit.INODES)
-                        .setTotal(usage.totalInodes()).setAvailable(usage.freeInodes()).setUsed(usage.usedInodes()))
-                .setVolumeCondition(VolumeCondition.newBuilder().setAbnormal(false).setMessage("the server answers"))
-                .build();
+        return VolumeStats.filesystem(usage, VolumeStats.healthy("the server answers"));
     }
 
     /** The share's health at {@code path}: ANSWERS or STALE; UNAVAILABLE when its server does not answer. */

@@ -1,22 +1,15 @@
-package dev.strata.csi.node;
+package dev.strata.csi.backend.local;
 
 import csi.v1.Csi.NodeGetVolumeStatsResponse;
+import csi.v1.Csi.NodeServiceCapability;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeCondition;
-import csi.v1.Csi.VolumeUsage;
-import dev.strata.csi.agent.api.Image;
-import dev.strata.csi.backend.local.CrashPoint;
-import dev.strata.csi.backend.local.Crashes;
-import dev.strata.csi.backend.local.DeviceException;
-import dev.strata.csi.backend.local.Filesystems;
-import dev.strata.csi.backend.local.ImagePool;
-import dev.strata.csi.backend.local.LocalCapabilities;
-import dev.strata.csi.backend.local.LoopDevice;
-import dev.strata.csi.backend.local.LoopDevices;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.Capabilities;
+import dev.strata.csi.backend.NodeBackend;
+import dev.strata.csi.backend.TargetPaths;
+import dev.strata.csi.backend.VolumeStats;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.FilesystemStats;
-import dev.strata.csi.mount.FilesystemUsage;
 import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.mount.Mounter;
@@ -24,14 +17,26 @@ import dev.strata.csi.rpc.CsiException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 
 /**
- * Stage, publish and their undoing for local volumes, written as the spec reads. The mount table
- * is the truth about what is mounted where; every step first checks whether it is already done,
- * so a repeated call succeeds without a second effect.
+ * The local backend on the node: stage, publish and their undoing for volumes of this node's
+ * pool, written as the spec reads. Which device a volume uses is asked of the pool, never taken
+ * from the publish context alone: after a reboot the loop device number may differ from the one
+ * the attacher recorded. The mount table is the truth about what is mounted where; every step
+ * first checks whether it is already done, so a repeated call succeeds without a second effect.
  */
-public final class LocalVolumes {
+public final class LocalNodeBackend implements NodeBackend<VolumeId> {
+
+    private static final List<NodeServiceCapability.RPC.Type> RPC_CAPABILITIES = List.of(
+            NodeServiceCapability.RPC.Type.STAGE_UNSTAGE_VOLUME,
+            NodeServiceCapability.RPC.Type.GET_VOLUME_STATS,
+            NodeServiceCapability.RPC.Type.VOLUME_CONDITION,
+            NodeServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER);
+
+    private final String nodeId;
+    private final LocalCapabilities capabilities = new LocalCapabilities();
 
     private final ImagePool pool;
     private final LoopDevices loops;
@@ -41,8 +46,9 @@ public final class LocalVolumes {
     private final Crashes crashes;
     private final Log log;
 
-    public LocalVolumes(ImagePool pool, LoopDevices loops, Filesystems filesystems, Mounter mounter,
+    public LocalNodeBackend(String nodeId, ImagePool pool, LoopDevices loops, Filesystems filesystems, Mounter mounter,
             FilesystemStats stats, Crashes crashes, Log log) {
+        this.nodeId = nodeId;
         this.crashes = crashes;
         this.pool = pool;
         this.loops = loops;
@@ -52,7 +58,29 @@ public final class LocalVolumes {
         this.log = log;
     }
 
-    void stage(VolumeId id, Path staging, VolumeCapability capability) throws Exception {
+    @Override
+    public Optional<VolumeId> byId(String volumeId) {
+        return VolumeId.parse(volumeId);
+    }
+
+    /** The image's name: the pool's images are one namespace. */
+    @Override
+    public String lockKey(VolumeId id) {
+        return id.name();
+    }
+
+    @Override
+    public Capabilities capabilities() {
+        return capabilities;
+    }
+
+    @Override
+    public List<NodeServiceCapability.RPC.Type> rpcCapabilities() {
+        return RPC_CAPABILITIES;
+    }
+
+    @Override
+    public void stage(VolumeId id, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
         LoopDevice device = attachedDevice(id);
         if (!Files.isDirectory(staging)) {
             throw CsiException.invalidArgument("staging_target_path " + staging + " is not a directory");
@@ -70,7 +98,7 @@ public final class LocalVolumes {
                     + mounted.get().source() + ")");
         }
         String fsType = LocalCapabilities.fsType(capability);
-        boolean readOnly = LocalCapabilities.readOnlyMode(capability);
+        boolean readOnly = capabilities.readOnly(capability);
         String holds = readOnly ? existingFilesystem(id, device) : holdsFilesystem(id, device, fsType);
         if (!holds.equals(fsType)) {
             throw CsiException.failedPrecondition("volume " + id + " holds a " + holds
@@ -123,12 +151,16 @@ public final class LocalVolumes {
         return holds;
     }
 
-    void unstage(Path staging) throws Exception {
+    @Override
+    public void unstage(VolumeId id, Path staging) throws Exception {
+        requireHere(id);
         mounter.unmountAll(staging);
         crashes.reach(CrashPoint.UNSTAGE_UNMOUNTED);
     }
 
-    void publish(VolumeId id, Path staging, Path target, VolumeCapability capability, boolean readOnly) throws Exception {
+    @Override
+    public void publish(VolumeId id, Path staging, Path target, VolumeCapability capability, Map<String, String> context,
+            boolean readOnly) throws Exception {
         LoopDevice device = attachedDevice(id);
         MountTable table = mounter.table();
         boolean block = LocalCapabilities.isBlock(capability);
@@ -142,7 +174,7 @@ public final class LocalVolumes {
             }
             throw CsiException.alreadyExists("target_path " + target + " is already published with other arguments");
         }
-        if (LocalCapabilities.singleWriter(capability)) {
+        if (Capabilities.singleWriter(capability)) {
             List<MountPoint> others = table.all().stream()
                     .filter(m -> device.backs(m) && !m.mountPoint().equals(staging))
                     .toList();
@@ -151,19 +183,23 @@ public final class LocalVolumes {
                         + others.getFirst().mountPoint());
             }
         }
-        RequestPaths.makeTarget(target, block);
+        TargetPaths.makeTarget(target, block);
         crashes.reach(CrashPoint.PUBLISH_TARGET_MADE);
         mounter.bindMount(block ? device.device() : staging, target, readOnly);
         crashes.reach(CrashPoint.PUBLISH_MOUNTED);
     }
 
-    void unpublish(Path target) throws Exception {
+    @Override
+    public void unpublish(VolumeId id, Path target) throws Exception {
+        requireHere(id);
         mounter.unmountAll(target);
         crashes.reach(CrashPoint.UNPUBLISH_UNMOUNTED);
-        RequestPaths.removeTarget(target);
+        TargetPaths.removeTarget(target);
     }
 
-    NodeGetVolumeStatsResponse stats(VolumeId id, Path path) throws Exception {
+    @Override
+    public NodeGetVolumeStatsResponse stats(VolumeId id, Path path) throws Exception {
+        requireHere(id);
         Path image = pool.imagePath(id.name());
         Optional<MountPoint> mount = mounter.table().at(path);
         // The loop device says which image a mount is of, also when the image file was deleted.
@@ -172,32 +208,32 @@ public final class LocalVolumes {
         if (device.isEmpty()) {
             throw CsiException.notFound("volume " + id + " is not mounted at " + path);
         }
-        var reply = NodeGetVolumeStatsResponse.newBuilder();
         if (!Files.isDirectory(path)) { // a published block volume: the device node bound onto a file
-            reply.addUsage(VolumeUsage.newBuilder().setUnit(VolumeUsage.Unit.BYTES).setTotal(loops.sizeBytes(device.get().device())));
-        } else {
-            FilesystemUsage usage = stats.usage(path);
-            reply.addUsage(VolumeUsage.newBuilder().setUnit(VolumeUsage.Unit.BYTES)
-                    .setTotal(usage.totalBytes()).setAvailable(usage.availableBytes()).setUsed(usage.usedBytes()));
-            reply.addUsage(VolumeUsage.newBuilder().setUnit(VolumeUsage.Unit.INODES)
-                    .setTotal(usage.totalInodes()).setAvailable(usage.freeInodes()).setUsed(usage.usedInodes()));
+            return VolumeStats.block(loops.sizeBytes(device.get().device()), condition(id, image));
         }
-        return reply.setVolumeCondition(condition(id, image)).build();
+        return VolumeStats.filesystem(stats.usage(path), condition(id, image));
     }
 
     /** Abnormal when the image file or the pool's record of it is gone from under a mounted volume. */
     private VolumeCondition condition(VolumeId id, Path image) throws Exception {
         if (!Files.exists(image)) {
-            return VolumeCondition.newBuilder().setAbnormal(true)
-                    .setMessage("image file " + image + " is missing; the volume lives on only while it stays mounted").build();
+            return VolumeStats.abnormal("image file " + image + " is missing; the volume lives on only while it stays mounted");
         }
         if (pool.get(id.name()).isEmpty()) {
-            return VolumeCondition.newBuilder().setAbnormal(true).setMessage("the pool has no record of volume " + id).build();
+            return VolumeStats.abnormal("the pool has no record of volume " + id);
         }
-        return VolumeCondition.newBuilder().setAbnormal(false).setMessage("healthy").build();
+        return VolumeStats.healthy("healthy");
+    }
+
+    /** NOT_FOUND for a volume of another node's pool. */
+    private void requireHere(VolumeId id) {
+        if (!id.nodeId().equals(nodeId)) {
+            throw CsiException.notFound("volume " + id + " lives on node " + id.nodeId() + ", not on " + nodeId);
+        }
     }
 
     private LoopDevice attachedDevice(VolumeId id) throws Exception {
+        requireHere(id);
         if (!pool.exists(id.name())) {
             throw CsiException.notFound("volume " + id + " does not exist on this node");
         }

@@ -1,4 +1,4 @@
-package dev.strata.csi.controller;
+package dev.strata.csi.backend.local;
 
 import csi.v1.Csi.TopologyRequirement;
 import dev.strata.csi.agent.api.CreateImageRequest;

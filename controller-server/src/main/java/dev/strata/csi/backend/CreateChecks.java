@@ -1,4 +1,4 @@
-package dev.strata.csi.controller;
+package dev.strata.csi.backend;
 
 import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.CreateVolumeRequest;

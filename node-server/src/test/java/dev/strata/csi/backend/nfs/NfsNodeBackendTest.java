@@ -1,4 +1,4 @@
-package dev.strata.csi.node;
+package dev.strata.csi.backend.nfs;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -7,9 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeCapability.AccessMode;
-import dev.strata.csi.backend.nfs.NfsMounter;
-import dev.strata.csi.backend.nfs.NfsProbe;
-import dev.strata.csi.backend.nfs.NfsVolume;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.mount.Mounter;
@@ -26,17 +23,19 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * NfsVolumes' decisions on a mount table that holds NFS mounts. This kernel has no NFS client, so
+ * NfsNodeBackend's decisions on a mount table that holds NFS mounts. This kernel has no NFS client, so
  * the table is a FAKE: {@link FakeMounts} keeps mountinfo lines as the kernel would write them for
  * a share and its binds. Target paths are real directories under a temporary directory.
  */
-class NfsVolumesTest {
+class NfsNodeBackendTest {
 
     static final NfsVolume VOLUME = new NfsVolume("10.0.0.5", "/exports", "pvc-1");
+    static final NfsNodeBackend.Share SHARE = share(VOLUME);
 
     @TempDir
     Path dir;
@@ -44,17 +43,21 @@ class NfsVolumesTest {
     final FakeMounts mounts = new FakeMounts();
     final Log log = new Log(new PrintStream(new ByteArrayOutputStream(), true), 0);
 
-    NfsVolumes volumes() {
+    NfsNodeBackend volumes() {
         FakeCommands tools = mounts.tools();
-        return new NfsVolumes(mounts, new NfsMounter(tools, Duration.ofSeconds(5), log), new NfsProbe(tools, Duration.ofSeconds(5)), log);
+        return new NfsNodeBackend(mounts, new NfsMounter(tools, Duration.ofSeconds(5), log), new NfsProbe(tools, Duration.ofSeconds(5)), log);
     }
 
     /** VOLUME staged (the FAKE share mounted) and published multi-writer at {@code target}. */
-    NfsVolumes published(Path staging, Path target) throws Exception {
+    NfsNodeBackend published(Path staging, Path target) throws Exception {
         mounts.share(Files.createDirectories(staging), VOLUME.source());
-        NfsVolumes volumes = volumes();
-        volumes.publish(VOLUME, staging, target, capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER), noContext(), false);
+        NfsNodeBackend volumes = volumes();
+        volumes.publish(SHARE, staging, target, capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER), noContext(), false);
         return volumes;
+    }
+
+    static NfsNodeBackend.Share share(NfsVolume volume) {
+        return new NfsNodeBackend.Share(new NfsVolumeId(volume, OnDelete.DELETE).toString(), Optional.of(volume));
     }
 
     static Map<String, String> noContext() {
@@ -72,18 +75,18 @@ class NfsVolumesTest {
         Path first = dir.resolve("pod-1");
         Path second = dir.resolve("pod-2");
         mounts.share(staging, VOLUME.source());
-        NfsVolumes volumes = volumes();
+        NfsNodeBackend volumes = volumes();
         VolumeCapability single = capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER);
-        volumes.publish(VOLUME, staging, first, single, noContext(), false);
-        volumes.publish(VOLUME, staging, first, single, noContext(), false); // the same call again: nothing to do
-        CsiException e = assertThrows(CsiException.class, () -> volumes.publish(VOLUME, staging, second, single, noContext(), false));
+        volumes.publish(SHARE, staging, first, single, noContext(), false);
+        volumes.publish(SHARE, staging, first, single, noContext(), false); // the same call again: nothing to do
+        CsiException e = assertThrows(CsiException.class, () -> volumes.publish(SHARE, staging, second, single, noContext(), false));
         assertEquals(Status.Code.FAILED_PRECONDITION, e.code());
         assertTrue(e.getMessage().contains(first.toString()), e.getMessage());
         assertFalse(mounts.table().isMountPoint(second), "a refused publish mounts nothing");
         assertFalse(Files.exists(second), "a refused publish makes no target path");
 
         // Multi-writer modes share the volume between targets.
-        volumes.publish(VOLUME, staging, second, capability(AccessMode.Mode.SINGLE_NODE_MULTI_WRITER), noContext(), false);
+        volumes.publish(SHARE, staging, second, capability(AccessMode.Mode.SINGLE_NODE_MULTI_WRITER), noContext(), false);
         assertTrue(mounts.table().isMountPoint(second));
     }
 
@@ -95,13 +98,13 @@ class NfsVolumesTest {
         // The kernel gives mounts of one server's export one device and lists each one's root as "/".
         mounts.shareOnSameDevice(otherStaging, "10.0.0.5:/exports/pvc-2", staging);
         mounts.shareOnSameDevice(Files.createDirectories(dir.resolve("export")), "10.0.0.5:/exports", staging);
-        NfsVolumes volumes = volumes();
-        volumes.publish(new NfsVolume("10.0.0.5", "/exports", "pvc-2"), otherStaging, dir.resolve("pod-2"),
+        NfsNodeBackend volumes = volumes();
+        volumes.publish(share(new NfsVolume("10.0.0.5", "/exports", "pvc-2")), otherStaging, dir.resolve("pod-2"),
                 capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER), noContext(), false);
-        volumes.publish(VOLUME, staging, dir.resolve("pod-1"), capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER), noContext(), false);
+        volumes.publish(SHARE, staging, dir.resolve("pod-1"), capability(AccessMode.Mode.SINGLE_NODE_SINGLE_WRITER), noContext(), false);
         assertTrue(mounts.table().isMountPoint(dir.resolve("pod-1")));
-        volumes.unpublish(dir.resolve("pod-1"));
-        volumes.unstage(staging); // pvc-2's bind and the whole export's mount are not binds of pvc-1
+        volumes.unpublish(SHARE, dir.resolve("pod-1"));
+        volumes.unstage(SHARE, staging); // pvc-2's bind and the whole export's mount are not binds of pvc-1
         assertFalse(mounts.table().isMountPoint(staging));
     }
 
@@ -109,14 +112,14 @@ class NfsVolumesTest {
     void unstageWaitsUntilNoPodHasTheShareMounted() throws Exception {
         Path staging = dir.resolve("staging");
         Path target = dir.resolve("pod-1");
-        NfsVolumes volumes = published(staging, target);
-        CsiException e = assertThrows(CsiException.class, () -> volumes.unstage(staging));
+        NfsNodeBackend volumes = published(staging, target);
+        CsiException e = assertThrows(CsiException.class, () -> volumes.unstage(SHARE, staging));
         assertEquals(Status.Code.FAILED_PRECONDITION, e.code());
         assertTrue(mounts.table().isMountPoint(staging), "the share stays while a pod's bind of it is mounted");
 
-        volumes.unpublish(target);
+        volumes.unpublish(SHARE, target);
         assertFalse(Files.exists(target));
-        volumes.unstage(staging);
+        volumes.unstage(SHARE, staging);
         assertFalse(mounts.table().isMountPoint(staging));
     }
 
@@ -124,21 +127,21 @@ class NfsVolumesTest {
     void aServerThatDoesNotAnswerIsAnAbnormalConditionAndUnavailable() throws Exception {
         Path staging = dir.resolve("staging");
         Path target = dir.resolve("pod-1");
-        NfsVolumes volumes = published(staging, target);
+        NfsNodeBackend volumes = published(staging, target);
         mounts.health = "hung";
-        var stats = volumes.stats("pvc-1", target);
+        var stats = volumes.stats(SHARE, target);
         assertTrue(stats.getVolumeCondition().getAbnormal());
         assertEquals("NFS server 10.0.0.5 not responding", stats.getVolumeCondition().getMessage());
         assertEquals(0, stats.getUsageCount());
-        CsiException e = assertThrows(CsiException.class, () -> volumes.stage(VOLUME, staging,
+        CsiException e = assertThrows(CsiException.class, () -> volumes.stage(SHARE, staging,
                 capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER), noContext()));
         assertEquals(Status.Code.UNAVAILABLE, e.code());
         assertEquals("NFS server 10.0.0.5 not responding", e.getMessage());
 
         // Unpublish and unstage go by the mount table and umount(8) alone: no stat of the dead share.
         int stats0 = mounts.stats;
-        volumes.unpublish(target);
-        volumes.unstage(staging);
+        volumes.unpublish(SHARE, target);
+        volumes.unstage(SHARE, staging);
         assertEquals(stats0, mounts.stats, "no stat of a path on the share while undoing");
         assertFalse(mounts.table().isMountPoint(target) || mounts.table().isMountPoint(staging));
         assertFalse(Files.exists(target));
@@ -148,23 +151,23 @@ class NfsVolumesTest {
     void aStaleShareIsReportedAndMountedAfreshByTheNextStageAndPublish() throws Exception {
         Path staging = dir.resolve("staging");
         Path target = dir.resolve("pod-1");
-        NfsVolumes volumes = published(staging, target);
+        NfsNodeBackend volumes = published(staging, target);
         VolumeCapability capability = capability(AccessMode.Mode.MULTI_NODE_MULTI_WRITER);
         var old = mounts.table().at(target).orElseThrow().device();
         mounts.health = "stale";
-        var stats = volumes.stats("pvc-1", target);
+        var stats = volumes.stats(SHARE, target);
         assertTrue(stats.getVolumeCondition().getAbnormal());
         assertTrue(stats.getVolumeCondition().getMessage().contains("stale"), stats.getVolumeCondition().getMessage());
 
-        volumes.stage(VOLUME, staging, capability, noContext());
+        volumes.stage(SHARE, staging, capability, noContext());
         var fresh = mounts.table().at(staging).orElseThrow().device();
         assertFalse(fresh.equals(old), "stage mounted the share afresh");
         mounts.staleDevices.add(old.toString());
         mounts.health = "";
-        volumes.publish(VOLUME, staging, target, capability, noContext(), false);
+        volumes.publish(SHARE, staging, target, capability, noContext(), false);
         assertEquals(fresh, mounts.table().at(target).orElseThrow().device(), "publish bound the fresh share");
         assertEquals(2, mounts.table().all().stream().filter(m -> m.fsType().equals("nfs4")).count(), "the stale mounts are gone");
-        assertFalse(volumes.stats("pvc-1", target).getVolumeCondition().getAbnormal());
+        assertFalse(volumes.stats(SHARE, target).getVolumeCondition().getAbnormal());
     }
 
     /**
@@ -222,7 +225,7 @@ class NfsVolumesTest {
 
         @Override
         public void mount(String source, Path target, String fsType, List<String> options) {
-            throw new AssertionError("NfsVolumes mounts shares with NfsMounter");
+            throw new AssertionError("NfsNodeBackend mounts shares with NfsMounter");
         }
 
         @Override

@@ -1,0 +1,81 @@
+package dev.strata.csi.backend;
+
+import csi.v1.Csi.ControllerServiceCapability;
+import csi.v1.Csi.CreateVolumeRequest;
+import csi.v1.Csi.GetCapacityRequest;
+import csi.v1.Csi.ListVolumesResponse;
+import csi.v1.Csi.Volume;
+import csi.v1.Csi.VolumeCapability;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * One backend's work on the controller: what ControllerService delegates to once it has checked
+ * the request, chosen the backend ({@link ControllerBackends}) and taken the volume's lock. Each
+ * call is idempotent. Expansion and snapshots come here as further methods.
+ *
+ * @param <V> the backend's own description of an existing volume, read from its id (or context) once
+ * @param <C> a CreateVolume request for this backend, once checked
+ */
+public interface ControllerBackend<V, C> {
+
+    /** Whether StorageClass parameters (CreateVolume, GetCapacity) ask for this backend. */
+    boolean wanted(Map<String, String> parameters);
+
+    /** The volume an id of this backend's scheme names; empty for an id of another scheme. */
+    Optional<V> byId(String volumeId);
+
+    /**
+     * A volume whose id no backend's scheme claims, described by its volume context (a
+     * PersistentVolume written by hand); empty when the context is not this backend's.
+     */
+    default Optional<V> byContext(String volumeId, Map<String, String> context) {
+        return Optional.empty();
+    }
+
+    /**
+     * A volume whose id no scheme claims, in a call without volume context
+     * (ControllerUnpublishVolume): a static volume. Empty when this backend has none.
+     */
+    default Optional<V> byIdOnly(String volumeId) {
+        return Optional.empty();
+    }
+
+    /** One call at a time per key: the volume's, distinct from every other volume's of any backend. */
+    String lockKey(V volume);
+
+    Capabilities capabilities();
+
+    /** The Controller service capabilities this backend needs advertised. */
+    List<ControllerServiceCapability.RPC.Type> rpcCapabilities();
+
+    /** The request checked (INVALID_ARGUMENT, OUT_OF_RANGE...), before any lock is taken. */
+    C check(CreateVolumeRequest request);
+
+    /** The lock a CreateVolume takes: the same as the volume's once made. */
+    String createLockKey(C request);
+
+    Volume create(C request) throws Exception;
+
+    /** Frees the volume; success when it is gone already. */
+    void delete(V volume) throws Exception;
+
+    /** Makes the volume usable on the node; the reply's publish_context. */
+    Map<String, String> publish(V volume, String nodeId, VolumeCapability capability) throws Exception;
+
+    /** Undoes publish for the node (every node when empty); success when not published there. */
+    void unpublish(V volume, String nodeId) throws Exception;
+
+    /**
+     * NOT_FOUND unless the volume exists; then why these StorageClass parameters would be refused,
+     * or empty when they are fine (ValidateVolumeCapabilities).
+     */
+    Optional<String> validate(V volume, Map<String, String> parameters) throws Exception;
+
+    /** Every volume of this backend, for ListVolumes. */
+    List<ListVolumesResponse.Entry> list() throws Exception;
+
+    /** What a new volume can get, for GetCapacity (the request's topology and parameters). */
+    long availableBytes(GetCapacityRequest request) throws Exception;
+}
