@@ -8,7 +8,6 @@ import dev.strata.csi.system.Commands;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.regex.Pattern;
 import jnr.constants.platform.Errno;
@@ -51,12 +50,7 @@ public final class SystemMounter implements Mounter {
         String where = absolute(target);
         String what = "mount " + source + " on " + target;
         if (helpers.mount(fsType)) {
-            List<String> argv = new ArrayList<>(List.of("mount", "-t", fsType));
-            if (!options.isEmpty()) {
-                argv.addAll(List.of("-o", MountOptions.join(options)));
-            }
-            argv.addAll(List.of("--", source, where));
-            run(what, argv.toArray(String[]::new));
+            run(what, MountCommand.argv(fsType, options, source, where));
             return;
         }
         MountFlags flags = MountFlags.of(options);

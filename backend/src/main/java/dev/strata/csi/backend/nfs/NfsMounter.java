@@ -1,14 +1,13 @@
 package dev.strata.csi.backend.nfs;
 
 import dev.strata.csi.log.Log;
+import dev.strata.csi.mount.MountCommand;
 import dev.strata.csi.mount.MountException;
-import dev.strata.csi.mount.MountOptions;
 import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.system.CommandException;
 import dev.strata.csi.system.Commands;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -39,12 +38,8 @@ public final class NfsMounter {
     }
 
     public void mount(NfsVolume volume, Path target, List<String> options) throws MountException {
-        List<String> argv = new ArrayList<>(List.of("mount", "-t", FS_TYPE));
-        if (!options.isEmpty()) {
-            argv.addAll(List.of("-o", MountOptions.join(options)));
-        }
-        argv.addAll(List.of("--", volume.source(), target.toString()));
-        run("mount " + volume.source() + " on " + target, timeout, argv);
+        run("mount " + volume.source() + " on " + target, timeout,
+                List.of(MountCommand.argv(FS_TYPE, options, volume.source(), target.toString())));
     }
 
     /**
