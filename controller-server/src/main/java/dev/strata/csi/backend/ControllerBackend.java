@@ -47,8 +47,19 @@ public interface ControllerBackend<V, C> {
 
     Capabilities capabilities();
 
-    /** The Controller service capabilities this backend needs advertised. */
-    List<ControllerServiceCapability.RPC.Type> rpcCapabilities();
+    /**
+     * The Controller service capabilities this backend needs advertised: by default what every
+     * backend of this driver does; a backend that can do more (expansion, snapshots) lists more.
+     */
+    default List<ControllerServiceCapability.RPC.Type> rpcCapabilities() {
+        return List.of(
+                ControllerServiceCapability.RPC.Type.CREATE_DELETE_VOLUME,
+                ControllerServiceCapability.RPC.Type.PUBLISH_UNPUBLISH_VOLUME,
+                ControllerServiceCapability.RPC.Type.LIST_VOLUMES,
+                ControllerServiceCapability.RPC.Type.LIST_VOLUMES_PUBLISHED_NODES,
+                ControllerServiceCapability.RPC.Type.GET_CAPACITY,
+                ControllerServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER);
+    }
 
     /** The request checked (INVALID_ARGUMENT, OUT_OF_RANGE...), before any lock is taken. */
     C check(CreateVolumeRequest request);

@@ -42,8 +42,17 @@ public interface NodeBackend<V> {
 
     Capabilities capabilities();
 
-    /** The Node service capabilities this backend needs advertised. */
-    List<NodeServiceCapability.RPC.Type> rpcCapabilities();
+    /**
+     * The Node service capabilities this backend needs advertised: by default what every backend
+     * of this driver does; a backend that can do more (expansion) lists more.
+     */
+    default List<NodeServiceCapability.RPC.Type> rpcCapabilities() {
+        return List.of(
+                NodeServiceCapability.RPC.Type.STAGE_UNSTAGE_VOLUME,
+                NodeServiceCapability.RPC.Type.GET_VOLUME_STATS,
+                NodeServiceCapability.RPC.Type.VOLUME_CONDITION,
+                NodeServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER);
+    }
 
     void stage(V volume, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception;
 

@@ -1,6 +1,5 @@
 package dev.strata.csi.backend.local;
 
-import csi.v1.Csi.ControllerServiceCapability;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.GetCapacityRequest;
 import csi.v1.Csi.ListVolumesResponse;
@@ -34,14 +33,6 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     /** The publish_context key naming the loop device the image is attached to. */
     public static final String DEVICE_PATH = "devicePath";
 
-    private static final List<ControllerServiceCapability.RPC.Type> RPC_CAPABILITIES = List.of(
-            ControllerServiceCapability.RPC.Type.CREATE_DELETE_VOLUME,
-            ControllerServiceCapability.RPC.Type.PUBLISH_UNPUBLISH_VOLUME,
-            ControllerServiceCapability.RPC.Type.LIST_VOLUMES,
-            ControllerServiceCapability.RPC.Type.LIST_VOLUMES_PUBLISHED_NODES,
-            ControllerServiceCapability.RPC.Type.GET_CAPACITY,
-            ControllerServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER);
-
     private final AgentDirectory agents;
     private final Topology topology;
     private final Placement placement;
@@ -72,11 +63,6 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     @Override
     public Capabilities capabilities() {
         return capabilities;
-    }
-
-    @Override
-    public List<ControllerServiceCapability.RPC.Type> rpcCapabilities() {
-        return RPC_CAPABILITIES;
     }
 
     @Override

@@ -1,6 +1,5 @@
 package dev.strata.csi.backend.nfs;
 
-import csi.v1.Csi.ControllerServiceCapability;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.GetCapacityRequest;
 import csi.v1.Csi.ListVolumesResponse;
@@ -28,14 +27,6 @@ import java.util.Optional;
  * with a deadline (see {@link Bounded}).
  */
 public final class NfsController implements ControllerBackend<NfsController.VolumeHandle, NfsRequest> {
-
-    private static final List<ControllerServiceCapability.RPC.Type> RPC_CAPABILITIES = List.of(
-            ControllerServiceCapability.RPC.Type.CREATE_DELETE_VOLUME,
-            ControllerServiceCapability.RPC.Type.PUBLISH_UNPUBLISH_VOLUME,
-            ControllerServiceCapability.RPC.Type.LIST_VOLUMES,
-            ControllerServiceCapability.RPC.Type.LIST_VOLUMES_PUBLISHED_NODES,
-            ControllerServiceCapability.RPC.Type.GET_CAPACITY,
-            ControllerServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER);
 
     /**
      * An NFS volume as a call names it (a PersistentVolume's volumeHandle): its id; the id parsed,
@@ -93,11 +84,6 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
     @Override
     public Capabilities capabilities() {
         return capabilities;
-    }
-
-    @Override
-    public List<ControllerServiceCapability.RPC.Type> rpcCapabilities() {
-        return RPC_CAPABILITIES;
     }
 
     @Override

@@ -1,7 +1,6 @@
 package dev.strata.csi.backend.local;
 
 import csi.v1.Csi.NodeGetVolumeStatsResponse;
-import csi.v1.Csi.NodeServiceCapability;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeCondition;
 import dev.strata.csi.backend.Capabilities;
@@ -28,12 +27,6 @@ import java.util.Optional;
  * first checks whether it is already done, so a repeated call succeeds without a second effect.
  */
 public final class LocalNodeBackend implements NodeBackend<VolumeId> {
-
-    private static final List<NodeServiceCapability.RPC.Type> RPC_CAPABILITIES = List.of(
-            NodeServiceCapability.RPC.Type.STAGE_UNSTAGE_VOLUME,
-            NodeServiceCapability.RPC.Type.GET_VOLUME_STATS,
-            NodeServiceCapability.RPC.Type.VOLUME_CONDITION,
-            NodeServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER);
 
     private final String nodeId;
     private final LocalCapabilities capabilities = new LocalCapabilities();
@@ -72,11 +65,6 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
     @Override
     public Capabilities capabilities() {
         return capabilities;
-    }
-
-    @Override
-    public List<NodeServiceCapability.RPC.Type> rpcCapabilities() {
-        return RPC_CAPABILITIES;
     }
 
     @Override

@@ -1,7 +1,6 @@
 package dev.strata.csi.backend.nfs;
 
 import csi.v1.Csi.NodeGetVolumeStatsResponse;
-import csi.v1.Csi.NodeServiceCapability;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.NodeBackend;
@@ -35,12 +34,6 @@ import java.util.Optional;
  * NodeGetVolumeStats reports it abnormal until they do.
  */
 public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share> {
-
-    private static final List<NodeServiceCapability.RPC.Type> RPC_CAPABILITIES = List.of(
-            NodeServiceCapability.RPC.Type.STAGE_UNSTAGE_VOLUME,
-            NodeServiceCapability.RPC.Type.GET_VOLUME_STATS,
-            NodeServiceCapability.RPC.Type.VOLUME_CONDITION,
-            NodeServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER);
 
     /** NFS volumes are locked by id, which for a static volume may be any string: kept apart from the pool's image names. */
     private static final String LOCK_PREFIX = "nfs ";
@@ -93,11 +86,6 @@ public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share> {
     @Override
     public Capabilities capabilities() {
         return capabilities;
-    }
-
-    @Override
-    public List<NodeServiceCapability.RPC.Type> rpcCapabilities() {
-        return RPC_CAPABILITIES;
     }
 
     @Override
