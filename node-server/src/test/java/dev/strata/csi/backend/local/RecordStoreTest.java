@@ -15,13 +15,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The image records on disk across releases: a record exactly as release 0.1.0 wrote it (the
+ * The image records on disk across releases: a record exactly as the driver wrote it before the change (the
  * message then sat in agent.proto and had no version) is read with every field; what is written
  * now carries version 1; a record of a newer release is left alone, not misread.
  */
 class RecordStoreTest {
 
-    /** Byte for byte what 0.1.0's RecordStore wrote for an attached, formatted, published volume. */
+    /** Byte for byte what RecordStore wrote at 5ee9c66 for an attached, formatted, published volume. */
     private static final String RELEASE_0_1_0 = """
             name: "pvc-old"
             capacity_bytes: 67108864
