@@ -56,7 +56,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
         return VolumeId.parse(volumeId);
     }
 
-    /** The image's name: the pool's images are one namespace. */
+    /** The image's name, by which the node agent locks the image too: the pool's images are one namespace. */
     @Override
     public String lockKey(VolumeId id) {
         return id.name();
