@@ -44,11 +44,11 @@ public final class ControllerReplica {
     }
 
     private static void create(NfsController controller, String name) throws Exception {
-        controller.create(CreateVolumeRequest.newBuilder().setName(name)
+        controller.create(controller.check(CreateVolumeRequest.newBuilder().setName(name)
                 .putParameters("server", "nfs.example").putParameters("share", "/srv/share")
                 .setCapacityRange(csi.v1.Csi.CapacityRange.newBuilder().setRequiredBytes(1 << 20))
                 .addVolumeCapabilities(VolumeCapability.newBuilder().setMount(VolumeCapability.MountVolume.getDefaultInstance())
                         .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.MULTI_NODE_MULTI_WRITER)))
-                .build());
+                .build()));
     }
 }
