@@ -11,7 +11,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 suite=trixie
 java_version=$("$JAVA_HOME/bin/java" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
-tag=${1:-strata-base:$suite-java$java_version}
+# The modules jdeps finds in the servers and their libraries (gRPC, Netty, protobuf, jnr, the
+# JDK's HTTP server behind --http-endpoint), plus the DNS provider for name lookups and, on JDK
+# 21, the elliptic-curve provider TLS uses.
+modules=java.base,java.logging,java.management,java.naming,java.sql,jdk.httpserver,jdk.jfr,jdk.unsupported,jdk.naming.dns
+if "$JAVA_HOME/bin/java" --list-modules | grep -q '^jdk.crypto.ec@'; then
+  modules+=,jdk.crypto.ec
+fi
+# The tag names the module list, so a base made before the list changed is not reused.
+tag=${1:-strata-base:$suite-java$java_version-$(echo "$modules" | sha256sum | cut -c1-8)}
 if docker image inspect "$tag" >/dev/null 2>&1; then
   echo "$tag"
   exit 0
@@ -28,12 +36,6 @@ debootstrap --variant=minbase "$suite" "$rootfs" http://deb.debian.org/debian >"
   || { tail -20 "$rootfs.log" >&2; rm -f "$rootfs.log"; exit 1; }
 rm -f "$rootfs.log"
 
-# The modules jdeps finds in the servers and their libraries (gRPC, Netty, protobuf, jnr), plus
-# the DNS provider for name lookups and, on JDK 21, the elliptic-curve provider TLS uses.
-modules=java.base,java.logging,java.management,java.naming,java.sql,jdk.jfr,jdk.unsupported,jdk.naming.dns
-if "$JAVA_HOME/bin/java" --list-modules | grep -q '^jdk.crypto.ec@'; then
-  modules+=,jdk.crypto.ec
-fi
 "$JAVA_HOME/bin/jlink" --add-modules "$modules" --strip-debug --no-header-files --no-man-pages \
   --output "$rootfs/opt/java"
 

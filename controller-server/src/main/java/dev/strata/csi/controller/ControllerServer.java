@@ -6,9 +6,11 @@ import dev.strata.csi.backend.local.LocalController;
 import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.backend.nfs.Exports;
 import dev.strata.csi.backend.nfs.NfsController;
+import dev.strata.csi.backend.nfs.NfsExportMetrics;
 import dev.strata.csi.backend.nfs.NfsMounter;
 import dev.strata.csi.backend.nfs.SystemProjectQuotas;
 import dev.strata.csi.controller.agents.AgentDirectory;
+import dev.strata.csi.controller.agents.AgentMetrics;
 import dev.strata.csi.controller.agents.AgentRegistryService;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.identity.IdentityService;
@@ -61,16 +63,18 @@ public final class ControllerServer {
                     var flags = context.flags();
                     AgentSecurity security = AgentSecurity.fromFlags(flags);
                     Duration renew = flags.durationValue(RENEW);
+                    AgentMetrics agentMetrics = new AgentMetrics(context.metrics());
                     AgentDirectory agents = new AgentDirectory(renew, flags.durationValue(SETTLE),
                             flags.durationValue(AGENT_TIMEOUT), security,
-                            Clock.systemUTC(), context.log());
+                            Clock.systemUTC(), context.log(), agentMetrics);
+                    agentMetrics.watch(agents, Clock.systemUTC(), context.metrics());
                     TcpComponent registry = new TcpComponent(
                             TcpComponent.address(REGISTRY_ADDRESS.name(), flags.get(REGISTRY_ADDRESS)), security.serverTls(),
                             List.of(new AgentRegistryService(agents)),
                             List.of(new CallLog(context.log()), security.token().verifier()), context.log());
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     Exports exports = new Exports(Path.of(flags.get(EXPORT_ROOT)), flags.booleanValue(MOUNT_EXPORTS),
-                            new NfsMounter(new Command(), nfsTimeout, context.log()), context.log());
+                            new NfsMounter(new Command(), nfsTimeout, context.log()), new NfsExportMetrics(context.metrics()), context.log());
                     NfsController nfs = new NfsController(exports, new SystemProjectQuotas(new Kernel()), nfsTimeout,
                             Clock.systemUTC(), context.log());
                     // The backends, one line each; ControllerBackends chooses among them (the last takes

@@ -8,12 +8,18 @@ import dev.strata.csi.identity.PluginInfo;
 import dev.strata.csi.log.CallLog;
 import dev.strata.csi.log.JulBridge;
 import dev.strata.csi.log.Log;
+import dev.strata.csi.metrics.OperationMetrics;
 import io.grpc.BindableService;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.PrintStream;
+import java.net.InetSocketAddress;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.BooleanSupplier;
 
 /**
  * The life of a server program: flags, socket, serving until SIGTERM, orderly stop. Exit codes:
@@ -29,12 +35,22 @@ public final class DriverProgram {
             "log verbosity: 0 logs calls, warnings and errors; 5 adds request bodies (secrets removed) and health checks");
     public static final Flag SHUTDOWN_GRACE = new Flag("shutdown-grace", "SHUTDOWN_GRACE", "30s",
             "on SIGTERM, how long calls in flight may run before they are cancelled");
+    public static final Flag HTTP_ENDPOINT = new Flag("http-endpoint", "HTTP_ENDPOINT", "",
+            "host:port serving /metrics (Prometheus) and /healthz (200 once ready, 503 before), as the sidecars' "
+                    + "--http-endpoint; empty: no HTTP server");
 
-    /** What a server is given to build its services from. */
-    public record Context(FlagSet.Values flags, PluginInfo plugin, Log log) {}
+    /** What a server is given to build its services from; its metrics go into {@code metrics}. */
+    public record Context(FlagSet.Values flags, PluginInfo plugin, Log log, PrometheusRegistry metrics) {}
 
-    /** What a program serves: CSI services on the socket and components beside them. */
-    public record Plan(List<BindableService> csiServices, List<Component> components) {
+    /**
+     * What a program serves: CSI services on the socket and components beside them, and whether
+     * it is ready (what Probe answers; /healthz says 200 only when this is true and the socket is open).
+     */
+    public record Plan(List<BindableService> csiServices, List<Component> components, BooleanSupplier ready) {
+
+        public Plan(List<BindableService> csiServices, List<Component> components) {
+            this(csiServices, components, () -> true);
+        }
 
         public Plan(List<BindableService> csiServices) {
             this(csiServices, List.of());
@@ -51,7 +67,7 @@ public final class DriverProgram {
     private final Services services;
 
     public DriverProgram(String program, String summary, List<Flag> ownFlags, Services services) {
-        List<Flag> all = new ArrayList<>(List.of(ENDPOINT, DRIVER_NAME, VERBOSITY, SHUTDOWN_GRACE));
+        List<Flag> all = new ArrayList<>(List.of(ENDPOINT, DRIVER_NAME, VERBOSITY, SHUTDOWN_GRACE, HTTP_ENDPOINT));
         all.addAll(ownFlags);
         this.flagSet = new FlagSet(program, summary, all);
         this.services = services;
@@ -64,6 +80,8 @@ public final class DriverProgram {
         Duration grace;
         Log log;
         Plan plan;
+        Optional<InetSocketAddress> httpAddress;
+        PrometheusRegistry metrics = new PrometheusRegistry();
         try {
             FlagSet.Parsed parsed = flagSet.parse(args, env);
             if (parsed instanceof FlagSet.Help) {
@@ -77,10 +95,12 @@ public final class DriverProgram {
             flags = ((FlagSet.Run) parsed).values();
             endpoint = Endpoint.parse(flags.get(ENDPOINT));
             grace = flags.durationValue(SHUTDOWN_GRACE);
+            httpAddress = flags.get(HTTP_ENDPOINT).isEmpty() ? Optional.empty()
+                    : Optional.of(TcpComponent.address(HTTP_ENDPOINT.name(), flags.get(HTTP_ENDPOINT)));
             log = new Log(stderr, flags.intValue(VERBOSITY, 0, 10));
             JulBridge.install(log);
             PluginInfo plugin = PluginInfo.of(flags.get(DRIVER_NAME), BuildInfo.version());
-            plan = services.create(new Context(flags, plugin, log));
+            plan = services.create(new Context(flags, plugin, log, metrics));
         } catch (UsageException e) {
             stderr.println(flagSet.program() + ": " + e.getMessage() + " (see --help)");
             return 2;
@@ -90,18 +110,29 @@ public final class DriverProgram {
                 "driver", flags.get(DRIVER_NAME));
         List<Component> started = new ArrayList<>();
         GrpcServer server;
+        AtomicBoolean serving = new AtomicBoolean();
+        BooleanSupplier planReady = plan.ready();
+        List<Component> components = new ArrayList<>();
+        // First, so that /healthz answers 503 (not a refused connection) while the others start.
+        httpAddress.ifPresent(address -> components.add(
+                new HttpEndpoint(address, metrics, () -> serving.get() && planReady.getAsBoolean(), log)));
+        components.addAll(plan.components());
         try {
-            for (Component component : plan.components()) {
+            for (Component component : components) {
                 component.start();
                 started.add(component);
             }
-            server = GrpcServer.onUnixSocket(endpoint, plan.csiServices(), List.of(new CallLog(log)), log);
+            // The metrics interceptor outermost: it sees the INTERNAL that CallLog answers for a handler that threw.
+            server = GrpcServer.onUnixSocket(endpoint, plan.csiServices(),
+                    List.of(new OperationMetrics(metrics, flags.get(DRIVER_NAME)), new CallLog(log)), log);
         } catch (StartupException e) {
             log.error("cannot start", "error", e.getMessage());
             started.reversed().forEach(component -> component.stop(grace));
             return 1;
         }
+        serving.set(true);
         Thread stopper = new Thread(() -> {
+            serving.set(false);
             server.stop(grace);
             started.reversed().forEach(component -> component.stop(grace));
         }, "sigterm");

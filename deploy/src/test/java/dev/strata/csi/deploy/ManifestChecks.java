@@ -202,6 +202,87 @@ final class ManifestChecks {
         return problems;
     }
 
+    /**
+     * Both servers serve /metrics (--http-endpoint) on a port their container declares as
+     * http-metrics, and their pod template carries the prometheus.io annotations naming it.
+     */
+    List<String> metricsScraped() {
+        List<String> problems = new ArrayList<>();
+        for (PodTemplate pod : manifests.pods()) {
+            String where = pod.owner().describe() + ": ";
+            Optional<Integer> port = pod.driver().flagValue("http-endpoint").flatMap(Container::port);
+            if (port.isEmpty()) {
+                problems.add(where + pod.driver().name() + " has no --http-endpoint=host:port: no metrics");
+                continue;
+            }
+            if (!port.equals(Optional.ofNullable(pod.driver().ports().get("http-metrics")))) {
+                problems.add(where + pod.driver().name() + " serves metrics on " + port.get() + " but declares http-metrics as "
+                        + pod.driver().ports().get("http-metrics"));
+            }
+            Object annotations = Tree.at(pod.owner().body(), "spec", "template", "metadata", "annotations");
+            Map<?, ?> found = annotations instanceof Map<?, ?> map ? map : Map.of();
+            Map<String, String> wanted = Map.of("prometheus.io/scrape", "true", "prometheus.io/port", String.valueOf(port.get()),
+                    "prometheus.io/path", "/metrics");
+            wanted.forEach((key, value) -> {
+                if (!value.equals(found.get(key))) {
+                    problems.add(where + "pod annotation " + key + " is " + found.get(key) + ", should be \"" + value + "\"");
+                }
+            });
+        }
+        return problems;
+    }
+
+    private static final Pattern METRIC = Pattern.compile("\\b((?:strata|csi_plugin)_[a-z0-9_]+)");
+    private static final Set<String> SEVERITIES = Set.of("warning", "critical");
+
+    /**
+     * The example alerting rules (deploy/monitoring/alerts.yaml): each rule complete (alert, expr,
+     * for, a severity, a summary), every metric an expression names one the servers export, and
+     * the four conditions a platform team pages on covered, each by the metric that tells it.
+     */
+    List<String> alertRules(Set<String> exported) {
+        List<String> problems = new ArrayList<>();
+        Set<String> used = new HashSet<>();
+        for (Map<String, Object> group : Tree.maps(manifests.alertRules(), "groups")) {
+            for (Map<String, Object> rule : Tree.maps(group, "rules")) {
+                Object alert = rule.get("alert");
+                String where = "alert " + alert + ": ";
+                if (!(alert instanceof String name) || name.isBlank()) {
+                    problems.add("a rule of group " + group.get("name") + " has no alert name");
+                }
+                if (!(rule.get("expr") instanceof String expr) || expr.isBlank()) {
+                    problems.add(where + "no expr");
+                    continue;
+                }
+                if (!(rule.get("for") instanceof String duration) || !duration.matches("[0-9]+[smh]")) {
+                    problems.add(where + "'for' is " + rule.get("for") + ", not a duration");
+                }
+                Object severity = Tree.at(rule, "labels", "severity");
+                if (severity == null || !SEVERITIES.contains(severity)) {
+                    problems.add(where + "severity label is " + Tree.at(rule, "labels", "severity"));
+                }
+                if (!(Tree.at(rule, "annotations", "summary") instanceof String)) {
+                    problems.add(where + "no summary annotation");
+                }
+                Matcher metric = METRIC.matcher(expr);
+                while (metric.find()) {
+                    String name = metric.group(1).replaceFirst("_(bucket|count|sum)$", "");
+                    used.add(name);
+                    if (!exported.contains(name)) {
+                        problems.add(where + "expr names " + metric.group(1) + ", which neither server exports");
+                    }
+                }
+            }
+        }
+        for (String needed : List.of("strata_pool_available_bytes", "csi_plugin_operations_seconds",
+                "strata_agent_lease_age_seconds", "strata_nfs_export_reachable")) {
+            if (!used.contains(needed)) {
+                problems.add("no alert uses " + needed);
+            }
+        }
+        return problems;
+    }
+
     /** Ports the pod's containers serve on, from the flags that set listening addresses. */
     private static Set<Integer> listeningPorts(PodTemplate pod) {
         Set<Integer> ports = new HashSet<>();

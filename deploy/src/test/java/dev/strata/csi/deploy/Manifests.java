@@ -20,17 +20,21 @@ import org.yaml.snakeyaml.constructor.SafeConstructor;
 final class Manifests {
 
     static final String KUSTOMIZATION = "kustomization.yaml";
+    /** The example alerting rules: a Prometheus rules file, not a Kubernetes object. */
+    static final String ALERT_RULES = "monitoring/alerts.yaml";
     /** Kinds whose pod template the checks look into. */
     private static final Set<String> WORKLOADS = Set.of("Deployment", "DaemonSet", "StatefulSet");
 
     private final Path dir;
     private final List<KubeObject> objects;
     private final Map<String, Object> kustomization;
+    private final Map<String, Object> alertRules;
 
-    private Manifests(Path dir, List<KubeObject> objects, Map<String, Object> kustomization) {
+    private Manifests(Path dir, List<KubeObject> objects, Map<String, Object> kustomization, Map<String, Object> alertRules) {
         this.dir = dir;
         this.objects = objects;
         this.kustomization = kustomization;
+        this.alertRules = alertRules;
     }
 
     static Path defaultDir() {
@@ -48,7 +52,7 @@ final class Manifests {
                 documents.forEach(document -> objects.add(new KubeObject(file, document)));
             }
         }
-        return new Manifests(dir, objects, kustomization);
+        return new Manifests(dir, objects, kustomization, parse(dir.resolve(ALERT_RULES)).getFirst());
     }
 
     /** The YAML files of deploy/ and deploy/examples/, not the build's or the tests' own. */
@@ -95,6 +99,10 @@ final class Manifests {
 
     Map<String, Object> kustomization() {
         return kustomization;
+    }
+
+    Map<String, Object> alertRules() {
+        return alertRules;
     }
 
     List<KubeObject> ofKind(String kind) {

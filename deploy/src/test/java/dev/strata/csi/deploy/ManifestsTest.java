@@ -11,6 +11,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -225,5 +226,37 @@ class ManifestsTest {
                 .storageClasses().isEmpty());
         assertFalse(broken(m -> m.one("StorageClass", "strata-nfs").body().put("allowVolumeExpansion", true))
                 .storageClasses().isEmpty());
+    }
+
+    @Test
+    void bothServersServeMetricsWherePrometheusLooks() throws Exception {
+        assertEquals(List.of(), checks().metricsScraped());
+        assertFalse(broken(m -> args(m, "DaemonSet", "strata-node", "node-server").removeIf(arg -> String.valueOf(arg).startsWith("--http-endpoint")))
+                .metricsScraped().isEmpty());
+        assertFalse(broken(m -> Tree.map(m.one("Deployment", "strata-controller").body(), "spec", "template", "metadata", "annotations")
+                .put("prometheus.io/port", "9808")).metricsScraped().isEmpty());
+        // The readiness probe and the declared port must follow a moved endpoint.
+        assertFalse(broken(m -> replaceArg(m, "Deployment", "strata-controller", "controller-server", "--http-endpoint",
+                "--http-endpoint=:9999")).portsAgree().isEmpty());
+    }
+
+    @Test
+    void alertRulesAreCompleteAndNameMetricsTheServersExport() throws Exception {
+        var exported = ExportedMetrics.fromSources(Manifests.defaultDir());
+        assertTrue(exported.containsAll(List.of("csi_plugin_operations_seconds", "strata_pool_capacity_bytes",
+                "strata_agent_lease_age_seconds", "strata_nfs_export_mount_failures_total")), exported.toString());
+        assertEquals(List.of(), checks().alertRules(exported));
+        List<Map<String, Object>> rules = Tree.maps(Tree.maps(manifests().alertRules(), "groups").getFirst(), "rules");
+        assertTrue(rules.size() >= 4, rules.toString());
+        // A metric renamed in the code but not in the rules, and a rule without its severity.
+        assertFalse(checks().alertRules(Set.of("strata_pool_available_bytes", "strata_pool_capacity_bytes")).isEmpty());
+        List<String> problems = broken(m -> Tree.maps(Tree.maps(m.alertRules(), "groups").getFirst(), "rules").getFirst()
+                .remove("labels")).alertRules(exported);
+        assertEquals(1, problems.size(), problems.toString());
+        // Dropping the pool alert leaves that condition uncovered.
+        problems = broken(m -> Tree.list(Tree.maps(m.alertRules(), "groups").getFirst(), "rules")
+                .removeIf(rule -> String.valueOf(((Map<?, ?>) rule).get("expr")).contains("strata_pool_available_bytes")))
+                .alertRules(exported);
+        assertEquals(List.of("no alert uses strata_pool_available_bytes"), problems);
     }
 }

@@ -9,6 +9,11 @@ import dev.strata.csi.backend.NodeBackends;
 import dev.strata.csi.backend.local.Crashes;
 import dev.strata.csi.backend.local.ImagePool;
 import dev.strata.csi.backend.local.LocalNodeBackend;
+import dev.strata.csi.backend.local.LoopDevices;
+import dev.strata.csi.backend.local.MeteredFilesystems;
+import dev.strata.csi.backend.local.MeteredImageFiles;
+import dev.strata.csi.backend.local.MeteredLoopDevices;
+import dev.strata.csi.backend.local.PoolMetrics;
 import dev.strata.csi.backend.local.SystemFilesystems;
 import dev.strata.csi.backend.local.SystemImageFiles;
 import dev.strata.csi.backend.local.SystemLoopDevices;
@@ -22,7 +27,10 @@ import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.identity.IdentityService;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.CallLog;
+import dev.strata.csi.metrics.SystemSteps;
+import dev.strata.csi.mount.MeteredMounter;
 import dev.strata.csi.mount.MountHelpers;
+import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.mount.SystemFilesystemStats;
 import dev.strata.csi.mount.SystemMounter;
 import dev.strata.csi.rpc.VolumeLocks;
@@ -87,8 +95,9 @@ public final class NodeServer {
                     Path kubeletDir = kubeletDir(flags.get(KUBELET_DIR));
                     Command commands = new Command();
                     Kernel kernel = new Kernel();
-                    SystemLoopDevices loops = new SystemLoopDevices(kernel);
-                    SystemMounter mounter = new SystemMounter(kernel, commands, MountHelpers.system());
+                    SystemSteps steps = new SystemSteps(context.metrics());
+                    LoopDevices loops = new MeteredLoopDevices(new SystemLoopDevices(kernel), steps);
+                    Mounter mounter = new MeteredMounter(new SystemMounter(kernel, commands, MountHelpers.system()), steps);
                     SystemFilesystemStats stats = new SystemFilesystemStats();
                     Crashes crashes;
                     try {
@@ -98,7 +107,9 @@ public final class NodeServer {
                     }
                     crashes.armed().ifPresent(point -> log.warn("test-only crash point armed: this process halts when it reaches it",
                             "point", point, "variable", Crashes.ENVIRONMENT));
-                    ImagePool pool = new ImagePool(poolDir, new SystemImageFiles(kernel, stats), loops, mounter, crashes, log);
+                    ImagePool pool = new ImagePool(poolDir, new MeteredImageFiles(new SystemImageFiles(kernel, stats), steps),
+                            loops, mounter, crashes, log);
+                    PoolMetrics.register(pool, context.metrics());
                     VolumeLocks locks = new VolumeLocks();
                     PoolOwnership ownership = new PoolOwnership(pool);
                     TcpComponent agent = new TcpComponent(
@@ -110,12 +121,12 @@ public final class NodeServer {
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     // The backends, one line each; NodeBackends chooses among them by volume id and context.
                     NodeBackends backends = new NodeBackends(List.of(
-                            new LocalNodeBackend(nodeId, pool, loops, SystemFilesystems.preferringLibblkid(commands), mounter, stats, crashes, log),
+                            new LocalNodeBackend(nodeId, pool, loops, new MeteredFilesystems(SystemFilesystems.preferringLibblkid(commands), steps), mounter, stats, crashes, log),
                             new NfsNodeBackend(mounter, new NfsMounter(commands, nfsTimeout, log), new NfsProbe(commands, nfsTimeout), log)));
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),
                                     new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), backends, locks, kubeletDir, poolDir)),
-                            List.of(ownership, agent, registration));
+                            List.of(ownership, agent, registration), ownership::ready);
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));
     }

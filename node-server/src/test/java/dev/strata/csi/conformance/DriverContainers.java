@@ -130,8 +130,9 @@ final class DriverContainers implements AutoCloseable {
         Network network = Network.newNetwork();
         DriverContainers driver = new DriverContainers(shared, pool, started, network);
         try {
-            String[] tls = {"--agent-token-file=/etc/strata/agent/token", "--agent-tls-cert=/etc/strata/agent/tls.crt",
-                    "--agent-tls-key=/etc/strata/agent/tls.key", "--agent-tls-ca=/etc/strata/agent/ca.crt"};
+            // As deploy/ runs them: with the HTTP endpoint too (the image's runtime must have the JDK's HTTP server).
+            String[] common = {"--agent-token-file=/etc/strata/agent/token", "--agent-tls-cert=/etc/strata/agent/tls.crt",
+                    "--agent-tls-key=/etc/strata/agent/tls.key", "--agent-tls-ca=/etc/strata/agent/ca.crt", "--http-endpoint=:9873"};
             GenericContainer<?> controller = container(image, network, "controller",
                     List.of(readOnly(credentials, "/etc/strata/agent"), writable(shared.resolve("sockets"), PropagationMode.DEFAULT_MODE)),
                     false)
@@ -139,7 +140,7 @@ final class DriverContainers implements AutoCloseable {
                             "--endpoint=unix://" + driver.controllerSocket(), "--agent-registry-address=0.0.0.0:9869",
                             // Its one node registers before the suite starts (the node's wait below):
                             // no need to wait out the time other agents would take to come back.
-                            "--agent-settle-time=0s"}, tls))
+                            "--agent-settle-time=0s"}, common))
                     .waitingFor(Wait.forLogMessage(".*msg=listening.*", 1).withStartupTimeout(START_TIMEOUT));
             start(controller, started);
             GenericContainer<?> node = container(image, network, "node",
@@ -148,7 +149,7 @@ final class DriverContainers implements AutoCloseable {
                     true)
                     .withCommand(concat(new String[] {"/opt/strata/node-server.jar", "--endpoint=unix://" + driver.nodeSocket(),
                             "--node-id=" + NODE_ID, "--pool-dir=" + pool, "--kubelet-dir=" + shared, "--controller-address=controller:9869",
-                            "--agent-address=0.0.0.0:9870", "--agent-advertise-host=node"}, tls))
+                            "--agent-address=0.0.0.0:9870", "--agent-advertise-host=node"}, common))
                     // Registered with the controller: CreateVolume can place volumes on it.
                     .waitingFor(Wait.forLogMessage(".*" + REGISTERED + ".*", 1).withStartupTimeout(START_TIMEOUT));
             start(node, started);

@@ -28,6 +28,7 @@ public final class Exports {
     private final NfsMounter mounter;
     private final Log log;
     private final MountSource mounts;
+    private final NfsExportMetrics metrics;
     private final ConcurrentMap<Path, Object> mounting = new ConcurrentHashMap<>();
 
     /** Where the mount table comes from: the kernel, or a test that describes the exports' filesystems. */
@@ -35,11 +36,12 @@ public final class Exports {
         MountTable read() throws MountException;
     }
 
-    public Exports(Path root, boolean mountOnDemand, NfsMounter mounter, Log log) {
-        this(root, mountOnDemand, mounter, log, MountTable::read);
+    public Exports(Path root, boolean mountOnDemand, NfsMounter mounter, NfsExportMetrics metrics, Log log) {
+        this(root, mountOnDemand, mounter, metrics, log, MountTable::read);
     }
 
-    Exports(Path root, boolean mountOnDemand, NfsMounter mounter, Log log, MountSource mounts) {
+    Exports(Path root, boolean mountOnDemand, NfsMounter mounter, NfsExportMetrics metrics, Log log, MountSource mounts) {
+        this.metrics = metrics;
         this.root = root.toAbsolutePath().normalize();
         this.mountOnDemand = mountOnDemand;
         this.mounter = mounter;
@@ -65,6 +67,7 @@ public final class Exports {
                 try {
                     mounter.mount(export, dir, mountFlags);
                 } catch (MountException e) {
+                    metrics.mountFailed(export);
                     throw CsiException.unavailable("cannot mount export " + export.source() + " on controller-server: " + e.getMessage());
                 }
                 mounted = mounts.read().at(dir);
@@ -75,6 +78,10 @@ public final class Exports {
             }
             return new Export(export, dir, mounted.get());
         }
+    }
+
+    NfsExportMetrics metrics() {
+        return metrics;
     }
 
     /** The exports mounted under the export root now, for the calls that name no export (ListVolumes, unpublishing a static volume). */

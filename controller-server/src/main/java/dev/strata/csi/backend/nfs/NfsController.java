@@ -301,7 +301,17 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         NfsVolume export = NfsVolume.fromContext(Map.of(
                 NfsVolume.SERVER, parameters.getOrDefault(NfsVolume.SERVER, ""),
                 NfsVolume.SHARE, parameters.getOrDefault(NfsVolume.SHARE, ""))).orElseThrow();
-        return Bounded.call(deadline, "GetCapacity of " + export.source(), () -> exports.open(export, List.of()).availableBytes());
+        try {
+            long available = Bounded.call(deadline, "GetCapacity of " + export.source(),
+                    () -> exports.open(export, List.of()).availableBytes());
+            exports.metrics().answered(export, available);
+            return available;
+        } catch (CsiException e) {
+            if (e.code() == io.grpc.Status.Code.UNAVAILABLE) {
+                exports.metrics().unreachable(export);
+            }
+            throw e;
+        }
     }
 
     /** A directory can hold one volume, and one volume's directory cannot hold another's: deleting one would take the other's data. */

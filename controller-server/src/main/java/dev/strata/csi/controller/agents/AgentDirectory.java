@@ -39,6 +39,7 @@ public final class AgentDirectory implements AutoCloseable {
     private final AgentSecurity security;
     private final Clock clock;
     private final Log log;
+    private final AgentMetrics metrics;
     private final Instant settledAt;
 
     /**
@@ -46,7 +47,8 @@ public final class AgentDirectory implements AutoCloseable {
      *                   (two renewal intervals cover every agent that is up)
      */
     public AgentDirectory(Duration renewEvery, Duration settleTime, Duration callTimeout, AgentSecurity security,
-            Clock clock, Log log) {
+            Clock clock, Log log, AgentMetrics metrics) {
+        this.metrics = metrics;
         this.renewEvery = renewEvery;
         this.callTimeout = callTimeout;
         this.security = security;
@@ -166,6 +168,7 @@ public final class AgentDirectory implements AutoCloseable {
             throw CsiException.unavailable("the node agent of " + nodeId + " is not registered; is node-server running there?");
         }
         return NodeAgentGrpc.newBlockingStub(entry.channel())
+                .withInterceptors(metrics.forNode(nodeId))
                 .withCallCredentials(security.token().credentials())
                 .withDeadlineAfter(callTimeout.toMillis(), TimeUnit.MILLISECONDS);
     }

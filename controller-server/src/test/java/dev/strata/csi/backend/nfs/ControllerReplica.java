@@ -29,7 +29,8 @@ public final class ControllerReplica {
         String mountinfo = "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
                 + "40 22 7:3 / " + export + " rw,relatime shared:30 - xfs /dev/loop3 rw,attr2,inode64,prjquota\n";
         Log log = new Log(System.out, 0);
-        NfsController controller = new NfsController(new Exports(root, false, null, log, () -> MountTable.parse(mountinfo)),
+        NfsController controller = new NfsController(new Exports(root, false, null,
+                new NfsExportMetrics(new io.prometheus.metrics.model.registry.PrometheusRegistry()), log, () -> MountTable.parse(mountinfo)),
                 new NfsControllerQuotaTest.FakeQuotas(), Duration.ofSeconds(30), Clock.systemUTC(), log);
         System.out.println("ready");
         while (!Files.exists(go)) {

@@ -36,6 +36,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.stream.Stream;
 import jnr.constants.platform.Errno;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -66,7 +67,8 @@ class NfsControllerQuotaTest {
         export = Files.createDirectories(root.resolve("nfs.example/srv/share"));
         mounted("xfs", "rw,attr2,inode64,prjquota");
         Log log = new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0);
-        Exports exports = new Exports(root, false, null, log, () -> MountTable.parse(mountinfo));
+        Exports exports = new Exports(root, false, null, new NfsExportMetrics(new PrometheusRegistry()), log,
+                () -> MountTable.parse(mountinfo));
         controller = new NfsController(exports, quotas, Duration.ofSeconds(30),
                 Clock.fixed(Instant.parse("2026-01-02T03:04:05Z"), ZoneOffset.UTC), log);
     }

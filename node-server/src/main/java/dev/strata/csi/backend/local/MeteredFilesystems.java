@@ -1,0 +1,38 @@
+package dev.strata.csi.backend.local;
+
+import dev.strata.csi.metrics.SystemSteps;
+import java.nio.file.Path;
+import java.util.Optional;
+
+/** {@link Filesystems} whose mkfs runs are timed as the step {@code mkfs} (a device that was not blank made none). */
+public final class MeteredFilesystems implements Filesystems {
+
+    private final Filesystems filesystems;
+    private final SystemSteps steps;
+
+    public MeteredFilesystems(Filesystems filesystems, SystemSteps steps) {
+        this.filesystems = filesystems;
+        this.steps = steps;
+    }
+
+    @Override
+    public Optional<String> probe(Path device) throws DeviceException {
+        return steps.time("blkid", () -> filesystems.probe(device));
+    }
+
+    @Override
+    public Optional<String> formatIfBlank(Path device, String fsType) throws DeviceException {
+        long start = System.nanoTime();
+        boolean ok = false;
+        Optional<String> existing = Optional.empty();
+        try {
+            existing = filesystems.formatIfBlank(device, fsType);
+            ok = true;
+            return existing;
+        } finally {
+            if (existing.isEmpty()) {
+                steps.record("mkfs", start, ok);
+            }
+        }
+    }
+}

@@ -1,0 +1,33 @@
+package dev.strata.csi.backend.local;
+
+import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.metrics.SystemSteps;
+import java.io.IOException;
+import java.nio.file.Path;
+
+/** {@link ImageFiles} whose image creation (truncate or fallocate to the size) is timed as the step {@code create_image}. */
+public final class MeteredImageFiles implements ImageFiles {
+
+    private final ImageFiles files;
+    private final SystemSteps steps;
+
+    public MeteredImageFiles(ImageFiles files, SystemSteps steps) {
+        this.files = files;
+        this.steps = steps;
+    }
+
+    @Override
+    public void create(Path image, long bytes, Allocation allocation) throws IOException {
+        steps.time("create_image", () -> files.create(image, bytes, allocation));
+    }
+
+    @Override
+    public long allocatedBytes(Path image) throws IOException {
+        return files.allocatedBytes(image);
+    }
+
+    @Override
+    public Space space(Path dir) throws IOException {
+        return files.space(dir);
+    }
+}
