@@ -15,11 +15,17 @@ public final class JulBridge extends Handler {
     private final Log log;
     /** java.util.logging holds loggers weakly; a level set on one nobody references is soon forgotten. */
     private final Logger nettyBootstrap = Logger.getLogger("io.grpc.netty.shaded.io.netty.bootstrap");
+    private final Logger serverFrames = Logger.getLogger("io.grpc.netty.shaded.io.grpc.netty.NettyServerHandler");
+    private final Logger clientFrames = Logger.getLogger("io.grpc.netty.shaded.io.grpc.netty.NettyClientHandler");
 
     private JulBridge(Log log) {
         this.log = log;
         // Netty warns on every connection that unix sockets have no SO_KEEPALIVE, which gRPC asks for.
         nettyBootstrap.setLevel(Level.SEVERE);
+        // At FINE, gRPC logs every HTTP/2 frame with its headers: the agent token's authorization
+        // header among them. Secrets never reach the log, whatever the verbosity.
+        serverFrames.setLevel(Level.INFO);
+        clientFrames.setLevel(Level.INFO);
     }
 
     public static void install(Log log) {

@@ -6,10 +6,11 @@ import java.io.StringWriter;
 import java.time.Instant;
 
 /**
- * Structured log lines in logfmt ({@code key=value}, values quoted when needed), one line per
- * event, so that {@code kubectl logs} stays readable and log pipelines can parse it. Verbosity
- * follows the sidecars' {@code --v}: 0 shows info, warnings and errors; 5 adds details such as
- * request bodies (with secrets removed) and health checks.
+ * Structured log lines, one line per event: logfmt ({@code key=value}, values quoted when
+ * needed), so that {@code kubectl logs} stays readable and log pipelines can parse it, or one
+ * JSON object per line ({@code --log-format=json}) with {@code time}, {@code level}, {@code msg}
+ * and the event's fields. Verbosity follows the sidecars' {@code --v}: 0 shows info, warnings and
+ * errors; 5 adds details such as request bodies (with secrets removed) and health checks.
  */
 public final class Log {
 
@@ -18,10 +19,16 @@ public final class Log {
 
     private final PrintStream out;
     private final int verbosity;
+    private final LogFormat format;
 
     public Log(PrintStream out, int verbosity) {
+        this(out, verbosity, LogFormat.TEXT);
+    }
+
+    public Log(PrintStream out, int verbosity, LogFormat format) {
         this.out = out;
         this.verbosity = verbosity;
+        this.format = format;
     }
 
     public boolean debugEnabled() {
@@ -56,23 +63,47 @@ public final class Log {
             throw new IllegalArgumentException("log fields come in key/value pairs");
         }
         StringBuilder line = new StringBuilder(128);
-        line.append("time=").append(Instant.now()).append(" level=").append(level).append(" msg=");
-        appendValue(line, msg);
+        field(line, "time", Instant.now().toString(), true);
+        field(line, "level", level, false);
+        field(line, "msg", msg, false);
         for (int i = 0; i < keyValues.length; i += 2) {
             Object value = keyValues[i + 1];
-            if (value == null) {
-                continue;
+            if (value != null) {
+                field(line, String.valueOf(keyValues[i]), String.valueOf(value), false);
             }
-            line.append(' ').append(keyValues[i]).append('=');
-            appendValue(line, String.valueOf(value));
         }
         if (cause != null) {
             StringWriter trace = new StringWriter();
             cause.printStackTrace(new PrintWriter(trace));
-            line.append(" stack=");
-            appendValue(line, trace.toString());
+            field(line, "stack", trace.toString(), false);
         }
+        if (format == LogFormat.JSON) {
+            line.append('}');
+        }
+        // One println of the whole line: lines of concurrent threads never interleave.
         out.println(line);
+    }
+
+    private void field(StringBuilder line, String key, String value, boolean first) {
+        if (format == LogFormat.JSON) {
+            line.append(first ? '{' : ',');
+            appendQuoted(line, key);
+            line.append(':');
+            appendQuoted(line, value);
+        } else {
+            if (!first) {
+                line.append(' ');
+            }
+            line.append(key).append('=');
+            appendValue(line, value);
+        }
+    }
+
+    /** A quoted string: a JSON string (RFC 8259), and logfmt's quoted value. */
+    private static void appendQuoted(StringBuilder line, String value) {
+        line.append('"');
+        appendEscaped(line, value);
+        line.append('"');
     }
 
     private static void appendValue(StringBuilder line, String value) {
@@ -85,7 +116,11 @@ public final class Log {
             line.append(value);
             return;
         }
-        line.append('"');
+        appendQuoted(line, value);
+    }
+
+    /** Quotes, backslashes and control characters escaped alike for logfmt's quoted values and JSON strings. */
+    private static void appendEscaped(StringBuilder line, String value) {
         for (int i = 0; i < value.length(); i++) {
             char c = value.charAt(i);
             switch (c) {
@@ -95,7 +130,7 @@ public final class Log {
                 case '\r' -> line.append("\\r");
                 case '\t' -> line.append("\\t");
                 default -> {
-                    if (c < ' ') {
+                    if (c < ' ' || c == 0x2028 || c == 0x2029) {
                         line.append(String.format("\\u%04x", (int) c));
                     } else {
                         line.append(c);
@@ -103,6 +138,5 @@ public final class Log {
                 }
             }
         }
-        line.append('"');
     }
 }

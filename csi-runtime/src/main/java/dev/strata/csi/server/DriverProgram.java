@@ -8,6 +8,8 @@ import dev.strata.csi.identity.PluginInfo;
 import dev.strata.csi.log.CallLog;
 import dev.strata.csi.log.JulBridge;
 import dev.strata.csi.log.Log;
+import dev.strata.csi.log.LogFormat;
+import dev.strata.csi.log.JsonConsole;
 import dev.strata.csi.metrics.OperationMetrics;
 import io.grpc.BindableService;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
@@ -35,6 +37,9 @@ public final class DriverProgram {
             "log verbosity: 0 logs calls, warnings and errors; 5 adds request bodies (secrets removed) and health checks");
     public static final Flag SHUTDOWN_GRACE = new Flag("shutdown-grace", "SHUTDOWN_GRACE", "30s",
             "on SIGTERM, how long calls in flight may run before they are cancelled");
+    public static final Flag LOG_FORMAT = new Flag("log-format", "LOG_FORMAT", "text",
+            "text: logfmt lines; json: one JSON object per line (time, level, msg and the event's fields), "
+                    + "on stdout and stderr alike");
     public static final Flag HTTP_ENDPOINT = new Flag("http-endpoint", "HTTP_ENDPOINT", "",
             "host:port serving /metrics (Prometheus) and /healthz (200 once ready, 503 before), as the sidecars' "
                     + "--http-endpoint; empty: no HTTP server");
@@ -67,14 +72,19 @@ public final class DriverProgram {
     private final Services services;
 
     public DriverProgram(String program, String summary, List<Flag> ownFlags, Services services) {
-        List<Flag> all = new ArrayList<>(List.of(ENDPOINT, DRIVER_NAME, VERBOSITY, SHUTDOWN_GRACE, HTTP_ENDPOINT));
+        List<Flag> all = new ArrayList<>(List.of(ENDPOINT, DRIVER_NAME, VERBOSITY, LOG_FORMAT, SHUTDOWN_GRACE, HTTP_ENDPOINT));
         all.addAll(ownFlags);
         this.flagSet = new FlagSet(program, summary, all);
         this.services = services;
     }
 
-    /** Runs until SIGTERM; returns the exit code. */
+    /**
+     * Runs until SIGTERM; returns the exit code. With {@code --log-format=json} the process's
+     * console is taken over once the flags are read (see {@link JsonConsole}).
+     */
     public int run(String[] args, Map<String, String> env, PrintStream stdout, PrintStream stderr) {
+        // Known before the flags are parsed, so that a bad command line is reported in the format asked for.
+        LogFormat format = LogFormat.requested(List.of(args), env);
         FlagSet.Values flags;
         Endpoint endpoint;
         Duration grace;
@@ -97,14 +107,24 @@ public final class DriverProgram {
             grace = flags.durationValue(SHUTDOWN_GRACE);
             httpAddress = flags.get(HTTP_ENDPOINT).isEmpty() ? Optional.empty()
                     : Optional.of(TcpComponent.address(HTTP_ENDPOINT.name(), flags.get(HTTP_ENDPOINT)));
-            log = new Log(stderr, flags.intValue(VERBOSITY, 0, 10));
+            format = LogFormat.parse(flags.get(LOG_FORMAT));
+            int verbosity = flags.intValue(VERBOSITY, 0, 10);
+            log = format == LogFormat.JSON ? JsonConsole.install(verbosity) : new Log(stderr, verbosity);
             JulBridge.install(log);
             PluginInfo plugin = PluginInfo.of(flags.get(DRIVER_NAME), BuildInfo.version());
             plan = services.create(new Context(flags, plugin, log, metrics));
         } catch (UsageException e) {
-            stderr.println(flagSet.program() + ": " + e.getMessage() + " (see --help)");
+            String message = flagSet.program() + ": " + e.getMessage() + " (see --help)";
+            if (format == LogFormat.JSON) {
+                new Log(stderr, 0, format).error(message, "program", flagSet.program());
+            } else {
+                stderr.println(message);
+            }
             return 2;
         }
+        Log uncaught = log;
+        Thread.setDefaultUncaughtExceptionHandler((thread, e) ->
+                uncaught.error("uncaught exception", e, "thread", thread.getName()));
 
         log.info("starting", "program", flagSet.program(), "version", BuildInfo.version(),
                 "driver", flags.get(DRIVER_NAME));

@@ -35,4 +35,29 @@ class LogTest {
         assertEquals("", line(0, log -> log.debug("hidden")));
         assertTrue(line(5, log -> log.debug("shown")).contains("level=DEBUG msg=shown"));
     }
+
+    @Test
+    void jsonLinesAreOneObjectEachWithEveryCharacterEscaped() {
+        write(new Log(new PrintStream(buffer, true, StandardCharsets.UTF_8), 0, LogFormat.JSON),
+                log -> log.warn("call", "error", "say \"no\"\nnext\tc:\\ \u0001", "code", "NOT_FOUND", "none", null));
+        String out = buffer.toString(StandardCharsets.UTF_8);
+        assertEquals(1, out.lines().count(), out);
+        assertTrue(out.matches("\\{\"time\":\"[0-9T:.Z-]+\",\"level\":\"WARN\",\"msg\":\"call\","
+                + "\"error\":\"say \\\\\"no\\\\\"\\\\nnext\\\\tc:\\\\\\\\ \\\\u0001\",\"code\":\"NOT_FOUND\"}\\n"), out);
+    }
+
+    @Test
+    void theFormatAskedForIsFoundBeforeTheFlagsAreParsed() throws Exception {
+        assertEquals(LogFormat.JSON, LogFormat.requested(java.util.List.of("--log-format", "json", "--bad"), java.util.Map.of()));
+        assertEquals(LogFormat.JSON, LogFormat.requested(java.util.List.of("-log-format=json"), java.util.Map.of()));
+        assertEquals(LogFormat.JSON, LogFormat.requested(java.util.List.of(), java.util.Map.of("LOG_FORMAT", "json")));
+        assertEquals(LogFormat.TEXT, LogFormat.requested(java.util.List.of("--log-format=text"), java.util.Map.of("LOG_FORMAT", "json")));
+        assertEquals(LogFormat.TEXT, LogFormat.requested(java.util.List.of(), java.util.Map.of()));
+        assertEquals("flag --log-format takes text or json, got 'xml'",
+                org.junit.jupiter.api.Assertions.assertThrows(dev.strata.csi.flags.UsageException.class, () -> LogFormat.parse("xml")).getMessage());
+    }
+
+    private static void write(Log log, java.util.function.Consumer<Log> body) {
+        body.accept(log);
+    }
 }

@@ -82,11 +82,11 @@ public final class ServerProcess implements AutoCloseable {
         }
     }
 
-    /** Waits until the server logs that it listens, or fails with what it printed. */
+    /** Waits until the server logs that it listens (in either log format), or fails with what it printed. */
     public ServerProcess awaitListening(Path socket) throws InterruptedException {
         long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
         while (System.nanoTime() < deadline) {
-            if (Files.exists(socket) && output().contains("msg=listening")) {
+            if (Files.exists(socket) && (output().contains("msg=listening") || output().contains("\"msg\":\"listening\""))) {
                 return this;
             }
             if (!process.isAlive()) {
@@ -107,6 +107,18 @@ public final class ServerProcess implements AutoCloseable {
             Thread.sleep(20);
         }
         throw new AssertionError("no output containing '" + text + "' within " + START_TIMEOUT.toSeconds() + "s:\n" + output());
+    }
+
+    /** Waits until the output matches {@code pattern}. */
+    public void awaitOutputMatching(java.util.regex.Pattern pattern) throws InterruptedException {
+        long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
+        while (System.nanoTime() < deadline) {
+            if (pattern.matcher(output()).find()) {
+                return;
+            }
+            Thread.sleep(20);
+        }
+        throw new AssertionError("no output matching '" + pattern + "' within " + START_TIMEOUT.toSeconds() + "s:\n" + output());
     }
 
     /**

@@ -17,6 +17,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.regex.Pattern;
 
 /**
  * controller-server (one, or several replicas) and several node-servers on one machine, each a
@@ -202,16 +203,20 @@ public final class Cluster implements AutoCloseable {
         return startNode(nodeId, launch);
     }
 
-    /** Waits until {@code controller} knows the node's agent at the port this process listens on. */
+    /** Waits until {@code controller} knows the node's agent at the port this process listens on (either log format). */
     private void awaitRegistered(ServerProcess controller, Node node) throws InterruptedException {
-        controller.awaitOutput("node=" + node.id() + " address=127.0.0.1:" + agentPort(node.id()) + " ");
+        int port = agentPort(node.id());
+        controller.awaitOutputMatching(Pattern.compile(
+                "node=" + Pattern.quote(node.id()) + " address=127\\.0\\.0\\.1:" + port + " |\"node\":\"" + Pattern.quote(node.id()) + "\",\"address\":\"127\\.0\\.0\\.1:" + port + "\""));
     }
 
     /** The port the node agent of {@code nodeId} listens on, as it logged it. */
     public int agentPort(String nodeId) throws InterruptedException {
         Node node = nodes.get(nodeId);
-        node.process().awaitOutput("endpoint=tcp://127.0.0.1:");
-        var port = java.util.regex.Pattern.compile("endpoint=tcp://127\\.0\\.0\\.1:(\\d+)").matcher(node.process().output());
+        // logfmt (endpoint=tcp://...) or JSON ("endpoint":"tcp://...")
+        var pattern = java.util.regex.Pattern.compile("endpoint\"?[=:]\"?tcp://127\\.0\\.0\\.1:(\\d+)");
+        node.process().awaitOutputMatching(pattern);
+        var port = pattern.matcher(node.process().output());
         if (!port.find()) {
             throw new AssertionError("node-server " + node.id() + " logged no agent port:\n" + node.process().output());
         }
