@@ -283,6 +283,64 @@ final class ManifestChecks {
         return problems;
     }
 
+    /**
+     * The NFS component (deploy/components/nfs-exports) gives controller-server what mounting an
+     * export takes: CAP_SYS_ADMIN (with allowPrivilegeEscalation, without which Kubernetes refuses
+     * the capability), a mount the default AppArmor profile would refuse, and a writable directory
+     * at --nfs-export-root; it patches a container that exists, and the kustomization names it.
+     */
+    List<String> nfsComponent(String kustomizationText) {
+        List<String> problems = new ArrayList<>();
+        Map<String, Object> component = manifests.nfsComponent();
+        if (!"Component".equals(component.get("kind"))) {
+            problems.add("components/nfs-exports is a " + component.get("kind") + ", not a Component");
+        }
+        if (!kustomizationText.contains("#   - " + Manifests.NFS_COMPONENT)) {
+            problems.add("kustomization.yaml does not show how to add " + Manifests.NFS_COMPONENT);
+        }
+        List<Map<String, Object>> patches = Tree.maps(component, "patches");
+        if (patches.size() != 1 || !(patches.getFirst().get("document") instanceof Map<?, ?>)) {
+            problems.add("components/nfs-exports should name one patch file that exists: " + patches);
+            return problems;
+        }
+        Map<String, Object> patch = Tree.map(patches.getFirst(), "document");
+        PodTemplate controller = manifests.pod("Deployment", "strata-controller");
+        if (!"Deployment".equals(patch.get("kind")) || !controller.owner().name().equals(Tree.at(patch, "metadata", "name"))
+                || !controller.namespace().equals(Tree.at(patch, "metadata", "namespace"))) {
+            problems.add("the NFS patch does not name the Deployment strata-controller in " + controller.namespace());
+        }
+        Map<String, Object> spec = Tree.map(patch, "spec", "template", "spec");
+        List<Map<String, Object>> containers = Tree.maps(spec, "containers");
+        if (containers.size() != 1 || !controller.driver().name().equals(containers.getFirst().get("name"))) {
+            problems.add("the NFS patch should patch the one container " + controller.driver().name());
+            return problems;
+        }
+        Map<String, Object> container = containers.getFirst();
+        if (!Tree.strings(container, "securityContext", "capabilities", "add").contains("SYS_ADMIN")) {
+            problems.add("the NFS patch does not add CAP_SYS_ADMIN, which mount.nfs needs");
+        }
+        if (!Boolean.TRUE.equals(Tree.at(container, "securityContext", "allowPrivilegeEscalation"))) {
+            problems.add("the NFS patch must set allowPrivilegeEscalation: true; Kubernetes refuses CAP_SYS_ADMIN without it");
+        }
+        if (!"Unconfined".equals(Tree.at(container, "securityContext", "appArmorProfile", "type"))) {
+            problems.add("the NFS patch leaves the default AppArmor profile, which refuses mount");
+        }
+        if (controller.driver().flagValue("nfs-mount-exports").filter(value -> value.equals("false")).isPresent()) {
+            problems.add("controller-server runs with --nfs-mount-exports=false: it would not mount the exports");
+        }
+        // The program's default, as --help shows it, where the manifests do not give the flag.
+        String exportRoot = controller.driver().flagValue("nfs-export-root").orElse("/var/lib/strata/exports");
+        Optional<Map<String, Object>> mount = Tree.maps(container, "volumeMounts").stream()
+                .filter(candidate -> exportRoot.equals(candidate.get("mountPath"))).findFirst();
+        Optional<Map<String, Object>> volume = mount.flatMap(m -> Tree.maps(spec, "volumes").stream()
+                .filter(candidate -> m.get("name").equals(candidate.get("name"))).findFirst());
+        if (volume.isEmpty() || !volume.get().containsKey("emptyDir") || Boolean.TRUE.equals(mount.get().get("readOnly"))) {
+            problems.add("the NFS patch mounts no writable emptyDir at --nfs-export-root " + exportRoot
+                    + " (the root filesystem is read-only)");
+        }
+        return problems;
+    }
+
     /** Ports the pod's containers serve on, from the flags that set listening addresses. */
     private static Set<Integer> listeningPorts(PodTemplate pod) {
         Set<Integer> ports = new HashSet<>();

@@ -22,6 +22,8 @@ final class Manifests {
     static final String KUSTOMIZATION = "kustomization.yaml";
     /** The example alerting rules: a Prometheus rules file, not a Kubernetes object. */
     static final String ALERT_RULES = "monitoring/alerts.yaml";
+    /** The kustomize component that lets controller-server mount NFS exports, and its patch. */
+    static final String NFS_COMPONENT = "components/nfs-exports";
     /** Kinds whose pod template the checks look into. */
     private static final Set<String> WORKLOADS = Set.of("Deployment", "DaemonSet", "StatefulSet");
 
@@ -29,12 +31,15 @@ final class Manifests {
     private final List<KubeObject> objects;
     private final Map<String, Object> kustomization;
     private final Map<String, Object> alertRules;
+    private final Map<String, Object> nfsComponent;
 
-    private Manifests(Path dir, List<KubeObject> objects, Map<String, Object> kustomization, Map<String, Object> alertRules) {
+    private Manifests(Path dir, List<KubeObject> objects, Map<String, Object> kustomization, Map<String, Object> alertRules,
+            Map<String, Object> nfsComponent) {
         this.dir = dir;
         this.objects = objects;
         this.kustomization = kustomization;
         this.alertRules = alertRules;
+        this.nfsComponent = nfsComponent;
     }
 
     static Path defaultDir() {
@@ -52,7 +57,8 @@ final class Manifests {
                 documents.forEach(document -> objects.add(new KubeObject(file, document)));
             }
         }
-        return new Manifests(dir, objects, kustomization, parse(dir.resolve(ALERT_RULES)).getFirst());
+        return new Manifests(dir, objects, kustomization, parse(dir.resolve(ALERT_RULES)).getFirst(),
+                component(dir.resolve(NFS_COMPONENT)));
     }
 
     /** The YAML files of deploy/ and deploy/examples/, not the build's or the tests' own. */
@@ -65,6 +71,18 @@ final class Manifests {
             }
         }
         return files;
+    }
+
+    /** A component's kustomization with its patches' documents read in, so that a test can break either. */
+    private static Map<String, Object> component(Path dir) throws IOException {
+        Map<String, Object> component = parse(dir.resolve(KUSTOMIZATION)).getFirst();
+        for (Map<String, Object> patch : Tree.maps(component, "patches")) {
+            Path file = dir.resolve(String.valueOf(patch.get("path")));
+            if (Files.isRegularFile(file)) {
+                patch.put("document", parse(file).getFirst());
+            }
+        }
+        return component;
     }
 
     /** Every document of one file; a YAML error or a document that is not a mapping throws, naming the file. */
@@ -103,6 +121,11 @@ final class Manifests {
 
     Map<String, Object> alertRules() {
         return alertRules;
+    }
+
+    /** The NFS component's kustomization, with each patch it names parsed into its {@code patches} entry's "document". */
+    Map<String, Object> nfsComponent() {
+        return nfsComponent;
     }
 
     List<KubeObject> ofKind(String kind) {

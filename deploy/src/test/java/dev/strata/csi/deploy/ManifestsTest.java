@@ -259,4 +259,26 @@ class ManifestsTest {
                 .alertRules(exported);
         assertEquals(List.of("no alert uses strata_pool_available_bytes"), problems);
     }
+
+    @Test
+    void theNfsComponentLetsTheControllerMountExports() throws Exception {
+        String kustomization = Files.readString(Manifests.defaultDir().resolve(Manifests.KUSTOMIZATION));
+        assertEquals(List.of(), checks().nfsComponent(kustomization));
+        Consumer<Manifests> noCapability = m -> Tree.list(nfsContainer(m), "securityContext", "capabilities", "add").clear();
+        assertEquals(1, broken(noCapability).nfsComponent(kustomization).size());
+        assertEquals(1, broken(m -> Tree.map(nfsContainer(m), "securityContext").put("allowPrivilegeEscalation", false))
+                .nfsComponent(kustomization).size());
+        assertEquals(1, broken(m -> Tree.maps(nfsContainer(m), "volumeMounts").getFirst().put("mountPath", "/exports"))
+                .nfsComponent(kustomization).size());
+        assertEquals(1, broken(m -> args(m, "Deployment", "strata-controller", "controller-server").add("--nfs-mount-exports=false"))
+                .nfsComponent(kustomization).size());
+        assertEquals(1, checks().nfsComponent(kustomization.replace("components/nfs-exports", "components/nfs")).size());
+        // The base install keeps every capability dropped: the component is what adds one.
+        assertTrue(Tree.at(manifests().pod("Deployment", "strata-controller").driver().body(), "securityContext", "capabilities", "add") == null);
+    }
+
+    private static Map<String, Object> nfsContainer(Manifests manifests) {
+        Map<String, Object> patch = Tree.map(Tree.maps(manifests.nfsComponent(), "patches").getFirst(), "document");
+        return Tree.maps(patch, "spec", "template", "spec", "containers").getFirst();
+    }
 }
