@@ -61,7 +61,7 @@ public final class ControllerServer {
                 flags(),
                 context -> {
                     var flags = context.flags();
-                    AgentSecurity security = AgentSecurity.fromFlags(flags);
+                    AgentSecurity security = AgentSecurity.fromFlags(flags, context.log());
                     Duration renew = flags.durationValue(RENEW);
                     AgentMetrics agentMetrics = new AgentMetrics(context.metrics());
                     AgentDirectory agents = new AgentDirectory(renew, flags.durationValue(SETTLE),

@@ -3,15 +3,15 @@ package dev.strata.csi.auth;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.flags.FlagSet;
 import dev.strata.csi.flags.UsageException;
+import dev.strata.csi.log.Log;
 import io.grpc.ManagedChannel;
 import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.shaded.io.netty.handler.ssl.SslContext;
-import java.io.File;
+import io.grpc.netty.shaded.io.netty.handler.ssl.SslContextBuilder;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Optional;
-import javax.net.ssl.SSLException;
 
 /**
  * How controller-server and the node agents trust each other: the shared token on every call,
@@ -37,7 +37,7 @@ public record AgentSecurity(AgentToken token, Optional<SslContext> serverTls, Op
         return List.of(TOKEN_FILE, TLS_CERT, TLS_KEY, TLS_CA, PLAINTEXT);
     }
 
-    public static AgentSecurity fromFlags(FlagSet.Values flags) throws UsageException {
+    public static AgentSecurity fromFlags(FlagSet.Values flags, Log log) throws UsageException {
         AgentToken token = AgentToken.fromFile(Path.of(flags.get(TOKEN_FILE)));
         String cert = flags.get(TLS_CERT);
         String key = flags.get(TLS_KEY);
@@ -57,10 +57,12 @@ public record AgentSecurity(AgentToken token, Optional<SslContext> serverTls, Op
             throw new UsageException("flags --agent-tls-cert, --agent-tls-key and --agent-tls-ca go together");
         }
         try {
-            SslContext server = GrpcSslContexts.forServer(new File(cert), new File(key)).build();
-            SslContext client = GrpcSslContexts.forClient().trustManager(new File(ca)).build();
+            // Read again when the files are replaced (a renewed Secret): new handshakes use the new ones.
+            SslContext server = GrpcSslContexts.configure(SslContextBuilder.forServer(
+                    new ReloadingKeyManager(Path.of(cert), Path.of(key), log))).build();
+            SslContext client = GrpcSslContexts.forClient().trustManager(new ReloadingTrustManager(Path.of(ca), log)).build();
             return new AgentSecurity(token, Optional.of(server), Optional.of(client));
-        } catch (SSLException | IllegalArgumentException e) {
+        } catch (Exception e) {
             throw new UsageException("cannot load the agent TLS files: " + e.getMessage());
         }
     }

@@ -89,7 +89,7 @@ public final class NodeServer {
                     var log = context.log();
                     String nodeId = nodeId(flags.get(NODE_ID));
                     var controllers = ControllerAddresses.parse(CONTROLLER_ADDRESS.name(), flags.get(CONTROLLER_ADDRESS));
-                    AgentSecurity security = AgentSecurity.fromFlags(flags);
+                    AgentSecurity security = AgentSecurity.fromFlags(flags, context.log());
                     Topology topology = Topology.forDriver(context.plugin().name());
                     Path poolDir = poolDir(flags.get(POOL_DIR));
                     Path kubeletDir = kubeletDir(flags.get(KUBELET_DIR));

@@ -10,6 +10,7 @@ import csi.v1.Csi.Volume;
 import dev.strata.csi.agent.api.AgentRegistryGrpc;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.testing.Root;
+import dev.strata.csi.testing.SecretVolume;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -56,5 +57,86 @@ class AgentTlsTest {
             PipelineTest.cluster = null;
             assertEquals(List.of(), SystemState.cleanUp(dir));
         }
+    }
+
+    /**
+     * A renewed Secret, replaced as kubelet replaces a Secret volume's files (a new directory, then
+     * the ..data link swapped in one rename): the next TLS handshake with either server presents
+     * the new certificate, with no restart, and volumes keep working.
+     */
+    @Test
+    void renewedCertificatesAreServedByTheNextHandshakeWithoutARestart() throws Exception {
+        Root.require();
+        Path script = Path.of(System.getProperty("user.dir")).getParent().resolve("hack/agent-credentials.sh");
+        Path first = dir.resolve("first");
+        SystemState.run("bash", script.toString(), first.toString(), "1");
+        Path renewed = dir.resolve("renewed");
+        SystemState.run("cp", "-r", first.toString(), renewed.toString());
+        assertTrue(SystemState.run("bash", script.toString(), "--renew", renewed.toString(), "1").contains("wrote tls.crt"));
+
+        Path secret = dir.resolve("secret");
+        publish(secret, first, "..2026_11_23_first");
+        List<String> tls = List.of("--agent-tls-cert", secret.resolve("tls.crt").toString(),
+                "--agent-tls-key", secret.resolve("tls.key").toString(),
+                "--agent-tls-ca", secret.resolve("ca.crt").toString());
+        try (Cluster cluster = Cluster.start(dir.resolve("cluster"), tls, "node-a")) {
+            int agentPort = cluster.agentPort("node-a");
+            assertEquals(fingerprint(first.resolve("tls.crt")), presented(cluster.registryPort()));
+            assertEquals(fingerprint(first.resolve("tls.crt")), presented(agentPort));
+
+            publish(secret, renewed, "..2026_11_23_renewed");
+            assertEquals(fingerprint(renewed.resolve("tls.crt")), presented(cluster.registryPort()), "controller-server");
+            assertEquals(fingerprint(renewed.resolve("tls.crt")), presented(agentPort), "node-server's agent");
+            cluster.controllerProcess().awaitOutput("agent TLS certificate reloaded");
+            cluster.node("node-a").process().awaitOutput("agent TLS certificate reloaded");
+
+            // Files caught mid-replacement (a key of another certificate) are not served: the previous pair stays.
+            Path mismatched = dir.resolve("mismatched");
+            SystemState.run("cp", "-r", renewed.toString(), mismatched.toString());
+            java.nio.file.Files.copy(first.resolve("tls.key"), mismatched.resolve("tls.key"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            publish(secret, mismatched, "..2026_11_23_mismatched");
+            assertEquals(fingerprint(renewed.resolve("tls.crt")), presented(agentPort));
+            cluster.node("node-a").process().awaitOutput("cannot be used; serving the previous ones");
+
+            PipelineTest.cluster = cluster;
+            Volume volume = PipelineTest.create("pvc-renewed", 8 << 20, PipelineTest.mount("ext4"), "node-a");
+            cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).build());
+        } finally {
+            PipelineTest.cluster = null;
+            assertEquals(List.of(), SystemState.cleanUp(dir));
+        }
+    }
+
+    static void publish(Path secret, Path from, String version) throws Exception {
+        SecretVolume.publish(secret, from, version, List.of("token", "ca.crt", "tls.crt", "tls.key"));
+    }
+
+    /** The SHA-256 of the certificate a new TLS handshake with 127.0.0.1:port presents (trusting anything: only to look). */
+    static String presented(int port) throws Exception {
+        javax.net.ssl.SSLContext context = javax.net.ssl.SSLContext.getInstance("TLS");
+        context.init(null, new javax.net.ssl.TrustManager[] {new javax.net.ssl.X509TrustManager() {
+            public void checkClientTrusted(java.security.cert.X509Certificate[] chain, String type) {}
+            public void checkServerTrusted(java.security.cert.X509Certificate[] chain, String type) {}
+            public java.security.cert.X509Certificate[] getAcceptedIssuers() {
+                return new java.security.cert.X509Certificate[0];
+            }
+        }}, null);
+        try (javax.net.ssl.SSLSocket socket = (javax.net.ssl.SSLSocket) context.getSocketFactory().createSocket("127.0.0.1", port)) {
+            javax.net.ssl.SSLParameters parameters = socket.getSSLParameters();
+            parameters.setApplicationProtocols(new String[] {"h2"});
+            socket.setSSLParameters(parameters);
+            socket.startHandshake();
+            return sha256(socket.getSession().getPeerCertificates()[0].getEncoded());
+        }
+    }
+
+    static String fingerprint(Path pem) throws Exception {
+        try (var in = java.nio.file.Files.newInputStream(pem)) {
+            return sha256(java.security.cert.CertificateFactory.getInstance("X.509").generateCertificate(in).getEncoded());
+        }
+    }
+
+    private static String sha256(byte[] bytes) throws Exception {
+        return java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256").digest(bytes));
     }
 }
