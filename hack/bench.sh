@@ -6,6 +6,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 mvn_run -q package -DskipTests
+"$REPO_ROOT/hack/aot-cache.sh"
 # The benchmark's own JVM plays kubelet and the sidecars, Go programs that compile nothing while
 # they run. With the JVM's default compilers it would spend a core on C2 compilations during the
 # measured rounds, taking it from the servers and the tools alike on a small machine; it runs with

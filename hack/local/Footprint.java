@@ -1,6 +1,3 @@
-import csi.v1.Csi.ProbeRequest;
-import csi.v1.IdentityGrpc;
-import io.grpc.ManagedChannel;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -12,61 +9,135 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
- * What each server costs on a node, beside a bare JVM with the same options (deploy/jvm.options)
- * measured in the same run: resident memory idle and after a fixed workload (full pipelines), and
- * the time from exec to ready (Probe answers ready; for the bare JVM, its main method runs),
- * median of several starts. Run by hack/footprint.sh.
+ * What each server costs on a node, beside a bare JVM with the same options measured in the same
+ * run: resident memory idle and after a fixed workload (full pipelines), and the time from exec
+ * to ready (Probe answers ready; for the bare JVM, its main method runs), median of several
+ * starts. Run by hack/footprint.sh.
+ *
+ * <p>The servers run as deployed (deploy/jvm.options, with the AOT caches of hack/aot-cache.sh
+ * where the JDK has them), and beside them any other variants asked for: another options file,
+ * with or without AOT caches, or another build. Variants take turns start by start and run their
+ * workloads at the same time, so a comparison sees the same machine and the same load.
  */
 final class Footprint {
 
     private static final String NODE = "node-a";
+
+    /** One way of running the servers: a build (a repository with its jars) and a JVM. */
+    record Variant(String name, Path repo, LocalCluster.Jvm jvm) {
+
+        /** {@code OPTIONS_FILE[@AOT_DIR][#REPO]}: AOT_DIR "-" for none; the repository defaults to this one. */
+        static Variant parse(String spec, Path defaultRepo) {
+            String rest = spec;
+            Path repo = defaultRepo;
+            if (rest.contains("#")) {
+                repo = Path.of(rest.substring(rest.indexOf('#') + 1)).toAbsolutePath();
+                rest = rest.substring(0, rest.indexOf('#'));
+            }
+            Path aot = null;
+            if (rest.contains("@")) {
+                String dir = rest.substring(rest.indexOf('@') + 1);
+                aot = dir.equals("-") ? null : Path.of(dir).toAbsolutePath();
+                rest = rest.substring(0, rest.indexOf('@'));
+            }
+            Path options = Path.of(rest).toAbsolutePath();
+            if (!Files.isRegularFile(options)) {
+                throw new IllegalArgumentException("no options file " + options + " (variant " + spec + ")");
+            }
+            return new Variant(spec, repo, new LocalCluster.Jvm(options, aot, false));
+        }
+    }
 
     public static void main(String[] args) throws Exception {
         Path repo = Path.of(args[0]);
         int starts = args.length > 1 ? Integer.parseInt(args[1]) : 5;
         int pipelines = args.length > 2 ? Integer.parseInt(args[2]) : 20;
         long settleMillis = args.length > 3 ? Long.parseLong(args[3]) : 10_000;
+        List<Variant> variants = new ArrayList<>(List.of(new Variant("deployed", repo, LocalCluster.Jvm.deployed(repo))));
+        for (int i = 4; i < args.length; i++) {
+            variants.add(Variant.parse(args[i], repo));
+        }
         Path bare = bareJvm();
+        for (int v = 0; v < variants.size(); v++) {
+            Variant variant = variants.get(v);
+            System.out.printf("variant %d: %s (%s, jars of %s)%n", v, variant.name(), variant.jvm(), variant.repo());
+        }
 
-        System.out.printf("exec to ready, median of %d starts:%n", starts);
-        List<Long> bareStarts = new ArrayList<>();
-        List<Long> controllerStarts = new ArrayList<>();
-        List<Long> nodeStarts = new ArrayList<>();
+        int n = variants.size();
+        List<List<Long>> bareStarts = lists(n);
+        List<List<Long>> controllerStarts = lists(n);
+        List<List<Long>> nodeStarts = lists(n);
         for (int i = 0; i < starts; i++) {
-            bareStarts.add(bareExecToReady(repo, bare));
-            try (LocalCluster cluster = LocalCluster.start(repo, NODE)) {
-                controllerStarts.add(cluster.execToReadyMillis("controller"));
-                nodeStarts.add(cluster.execToReadyMillis(NODE));
-                cluster.stopAndListLeftovers();
+            for (int v = 0; v < n; v++) {
+                Variant variant = variants.get(v);
+                bareStarts.get(v).add(bareExecToReady(variant, bare));
+                try (LocalCluster cluster = LocalCluster.start(variant.repo(), variant.jvm(), NODE)) {
+                    controllerStarts.get(v).add(cluster.execToReadyMillis("controller"));
+                    nodeStarts.get(v).add(cluster.execToReadyMillis(NODE));
+                    cluster.stopAndListLeftovers();
+                }
             }
         }
-        System.out.printf("  %-18s %6d ms%n  %-18s %6d ms%n  %-18s %6d ms%n", "bare JVM", median(bareStarts),
-                "controller-server", median(controllerStarts), "node-server", median(nodeStarts));
+        System.out.printf("%nexec to ready, median of %d starts (all starts, in order):%n", starts);
+        for (int v = 0; v < n; v++) {
+            System.out.printf("  variant %d  %-18s %6d ms  %s%n", v, "bare JVM", median(bareStarts.get(v)), bareStarts.get(v));
+            System.out.printf("  variant %d  %-18s %6d ms  %s%n", v, "controller-server", median(controllerStarts.get(v)),
+                    controllerStarts.get(v));
+            System.out.printf("  variant %d  %-18s %6d ms  %s%n", v, "node-server", median(nodeStarts.get(v)), nodeStarts.get(v));
+        }
 
-        Process idle = bareProcess(repo, bare);
-        try (LocalCluster cluster = LocalCluster.start(repo, NODE)) {
-            awaitLine(idle, "ready");
-            Thread.sleep(settleMillis);
-            long bareRss = rssKib(idle.pid());
-            long controllerIdle = rssKib(cluster.pid("controller"));
-            long nodeIdle = rssKib(cluster.pid(NODE));
-            for (int i = 0; i < pipelines; i++) {
-                Bench.driverPipeline(cluster, "footprint-" + i, new Bench.Samples());
+        List<Process> idle = new ArrayList<>();
+        List<LocalCluster> clusters = new ArrayList<>();
+        try {
+            for (Variant variant : variants) {
+                Process process = bareProcess(variant, bare);
+                idle.add(process);
+                awaitLine(process, "ready");
+                clusters.add(LocalCluster.start(variant.repo(), variant.jvm(), NODE));
             }
             Thread.sleep(settleMillis);
-            long controllerWorked = rssKib(cluster.pid("controller"));
-            long nodeWorked = rssKib(cluster.pid(NODE));
-            System.out.printf("%nresident memory (VmRSS), %d s after start and %d s after %d full pipelines:%n",
-                    settleMillis / 1000, settleMillis / 1000, pipelines);
-            System.out.printf("  %-18s %6.1f MiB idle%n", "bare JVM", bareRss / 1024.0);
-            System.out.printf("  %-18s %6.1f MiB idle, %6.1f MiB after work%n", "controller-server", controllerIdle / 1024.0,
-                    controllerWorked / 1024.0);
-            System.out.printf("  %-18s %6.1f MiB idle, %6.1f MiB after work%n", "node-server", nodeIdle / 1024.0, nodeWorked / 1024.0);
-            List<String> left = cluster.stopAndListLeftovers();
+            Memory[] bareIdle = new Memory[n];
+            Memory[] controllerIdle = new Memory[n];
+            Memory[] nodeIdle = new Memory[n];
+            for (int v = 0; v < n; v++) {
+                bareIdle[v] = Memory.of(idle.get(v).pid());
+                controllerIdle[v] = Memory.of(clusters.get(v).pid("controller"));
+                nodeIdle[v] = Memory.of(clusters.get(v).pid(NODE));
+            }
+            for (int i = 0; i < pipelines; i++) {
+                for (LocalCluster cluster : clusters) {
+                    Bench.driverPipeline(cluster, "footprint-" + i, new Bench.Samples());
+                }
+            }
+            Thread.sleep(settleMillis);
+            System.out.printf("%nresident memory, %d s after start and %d s after %d full pipelines, MiB: VmRSS (RssAnon: the"
+                    + " process's own pages, without the files it maps: libjvm, class archives, which the page cache holds"
+                    + " and shares):%n", settleMillis / 1000, settleMillis / 1000, pipelines);
+            for (int v = 0; v < n; v++) {
+                LocalCluster cluster = clusters.get(v);
+                System.out.printf("  variant %d  %-18s %s idle%n", v, "bare JVM", bareIdle[v]);
+                System.out.printf("  variant %d  %-18s %s idle, %s after work%n", v, "controller-server", controllerIdle[v],
+                        Memory.of(cluster.pid("controller")));
+                System.out.printf("  variant %d  %-18s %s idle, %s after work%n", v, "node-server", nodeIdle[v],
+                        Memory.of(cluster.pid(NODE)));
+            }
+            List<String> left = new ArrayList<>();
+            for (LocalCluster cluster : clusters) {
+                left.addAll(cluster.stopAndListLeftovers());
+            }
             System.out.printf("%nleft behind: %s%n", left.isEmpty() ? "nothing" : left);
         } finally {
-            idle.destroyForcibly();
+            clusters.forEach(LocalCluster::close);
+            idle.forEach(Process::destroyForcibly);
         }
+    }
+
+    private static List<List<Long>> lists(int n) {
+        List<List<Long>> lists = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            lists.add(new ArrayList<>());
+        }
+        return lists;
     }
 
     /** A class whose main says it runs and then waits: the JVM and its options, nothing of ours. */
@@ -87,14 +158,14 @@ final class Footprint {
         return dir;
     }
 
-    private static Process bareProcess(Path repo, Path classes) throws Exception {
+    private static Process bareProcess(Variant variant, Path classes) throws Exception {
         return new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "@" + repo.resolve("deploy/jvm.options"), "-cp", classes.toString(), "Idle").redirectErrorStream(true).start();
+                "@" + variant.jvm().options(), "-cp", classes.toString(), "Idle").redirectErrorStream(true).start();
     }
 
-    private static long bareExecToReady(Path repo, Path classes) throws Exception {
+    private static long bareExecToReady(Variant variant, Path classes) throws Exception {
         long start = System.nanoTime();
-        Process process = bareProcess(repo, classes);
+        Process process = bareProcess(variant, classes);
         try {
             awaitLine(process, "ready");
             return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
@@ -113,13 +184,29 @@ final class Footprint {
         throw new IllegalStateException("the bare JVM exited without saying " + line);
     }
 
-    static long rssKib(long pid) throws Exception {
-        for (String line : Files.readAllLines(Path.of("/proc/" + pid + "/status"))) {
-            if (line.startsWith("VmRSS:")) {
-                return Long.parseLong(line.replaceAll("[^0-9]", ""));
+    /** VmRSS and RssAnon of a process, KiB. */
+    record Memory(long rssKib, long anonKib) {
+
+        static Memory of(long pid) throws Exception {
+            long rss = -1;
+            long anon = -1;
+            for (String line : Files.readAllLines(Path.of("/proc/" + pid + "/status"))) {
+                if (line.startsWith("VmRSS:")) {
+                    rss = Long.parseLong(line.replaceAll("[^0-9]", ""));
+                } else if (line.startsWith("RssAnon:")) {
+                    anon = Long.parseLong(line.replaceAll("[^0-9]", ""));
+                }
             }
+            if (rss < 0 || anon < 0) {
+                throw new IllegalStateException("no VmRSS or RssAnon for process " + pid);
+            }
+            return new Memory(rss, anon);
         }
-        throw new IllegalStateException("no VmRSS for process " + pid);
+
+        @Override
+        public String toString() {
+            return String.format("%5.1f (%5.1f)", rssKib / 1024.0, anonKib / 1024.0);
+        }
     }
 
     private static long median(List<Long> values) {

@@ -32,23 +32,68 @@ final class LocalCluster implements AutoCloseable {
     private static final java.util.logging.Logger NETTY_BOOTSTRAP =
             java.util.logging.Logger.getLogger("io.grpc.netty.shaded.io.netty.bootstrap");
 
+    /**
+     * How the servers' JVMs start: with an options file (deploy/jvm.options as deployed) and, on
+     * JDK 25 and later, each program's AOT cache from {@code aotDir} when one is there
+     * ({@code <program>.aot}, made by hack/aot-cache.sh: classes loaded and linked, and profiles,
+     * from a training run). {@code training} writes the caches instead, when the JVM exits.
+     */
+    record Jvm(Path options, Path aotDir, boolean training) {
+
+        /** deploy/jvm.options and the caches hack/aot-cache.sh trains, in target/aot. */
+        static Jvm deployed(Path repo) {
+            return new Jvm(repo.resolve("deploy/jvm.options"), repo.resolve("target/aot"), false);
+        }
+
+        static boolean aotSupported() {
+            return Runtime.version().feature() >= 25;
+        }
+
+        List<String> command(Path repo, String program) {
+            List<String> command = new ArrayList<>(List.of(
+                    Path.of(System.getProperty("java.home"), "bin", "java").toString(), "@" + options));
+            if (aotDir != null && aotSupported()) {
+                Path cache = aotDir.resolve(program + ".aot");
+                if (training) {
+                    command.add("-XX:AOTCacheOutput=" + cache);
+                } else if (Files.exists(cache)) {
+                    command.add("-XX:AOTCache=" + cache);
+                }
+            }
+            command.addAll(List.of("-jar", repo.resolve(program + "/target/" + program + ".jar").toString()));
+            return command;
+        }
+
+        @Override
+        public String toString() {
+            return options.getFileName() + (aotDir != null && Files.isDirectory(aotDir) && aotSupported() ? " + AOT cache" : "");
+        }
+    }
+
     final Path work;
     private final Path repo;
+    private final Jvm jvm;
     private final List<String> nodeIds;
     private final java.util.Map<String, Process> servers = new java.util.LinkedHashMap<>();
     private final java.util.Map<String, Long> execToReadyMillis = new java.util.HashMap<>();
     private final MultiThreadIoEventLoopGroup clientLoop = new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory());
 
-    private LocalCluster(Path repo, Path work, List<String> nodeIds) {
+    private LocalCluster(Path repo, Jvm jvm, Path work, List<String> nodeIds) {
         this.repo = repo;
+        this.jvm = jvm;
         this.work = work;
         this.nodeIds = nodeIds;
     }
 
     /** Starts the servers and waits until every node agent has registered with the controller. */
     static LocalCluster start(Path repo, String... nodeIds) throws Exception {
+        return start(repo, Jvm.deployed(repo), nodeIds);
+    }
+
+    /** Starts the servers in JVMs started as {@code jvm} says. */
+    static LocalCluster start(Path repo, Jvm jvm, String... nodeIds) throws Exception {
         NETTY_BOOTSTRAP.setLevel(java.util.logging.Level.SEVERE);
-        LocalCluster cluster = new LocalCluster(repo, Files.createTempDirectory("strata-"), List.of(nodeIds));
+        LocalCluster cluster = new LocalCluster(repo, jvm, Files.createTempDirectory("strata-"), List.of(nodeIds));
         try {
             cluster.startServers();
             return cluster;
@@ -116,7 +161,8 @@ final class LocalCluster implements AutoCloseable {
             server.toHandle().destroy();
         }
         for (Process server : servers.values()) {
-            server.waitFor(60, TimeUnit.SECONDS);
+            // A training run writes its AOT cache as it exits: tens of seconds on a busy machine.
+            server.waitFor(jvm.training() ? 300 : 60, TimeUnit.SECONDS);
         }
         List<String> left = new ArrayList<>();
         for (String nodeId : nodeIds) {
@@ -148,10 +194,7 @@ final class LocalCluster implements AutoCloseable {
 
     /** Starts {@code program} as {@code server} (its socket's and log's name) and waits until its Probe says ready. */
     private void start(String program, String server, String... flags) throws Exception {
-        List<String> command = new ArrayList<>(List.of(
-                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "@" + repo.resolve("deploy/jvm.options"),
-                "-jar", repo.resolve(program + "/target/" + program + ".jar").toString()));
+        List<String> command = jvm.command(repo, program);
         command.addAll(List.of(flags));
         File log = work.resolve(server + ".log").toFile();
         long started = System.nanoTime();

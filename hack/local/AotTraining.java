@@ -1,0 +1,34 @@
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * Trains the servers' AOT caches (JDK 25 and later) on a real run: controller-server and a
+ * node-server started with deploy/jvm.options and -XX:AOTCacheOutput, full pipelines driven
+ * through them, then SIGTERM; each JVM writes {@code <program>.aot} as it exits. Run by
+ * hack/aot-cache.sh; LocalCluster (demo, benchmarks) then starts the servers with the caches.
+ */
+final class AotTraining {
+
+    public static void main(String[] args) throws Exception {
+        Path repo = Path.of(args[0]);
+        Path caches = Path.of(args[1]);
+        int pipelines = args.length > 2 ? Integer.parseInt(args[2]) : 5;
+        Files.createDirectories(caches);
+        LocalCluster.Jvm training = new LocalCluster.Jvm(repo.resolve("deploy/jvm.options"), caches, true);
+        try (LocalCluster cluster = LocalCluster.start(repo, training, "node-a")) {
+            for (int i = 0; i < pipelines; i++) {
+                Bench.driverPipeline(cluster, "training-" + i, new Bench.Samples());
+            }
+            List<String> left = cluster.stopAndListLeftovers();
+            if (!left.isEmpty()) {
+                throw new IllegalStateException("the training run left " + left);
+            }
+        }
+        for (String program : List.of("controller-server", "node-server")) {
+            if (!Files.isRegularFile(caches.resolve(program + ".aot"))) {
+                throw new IllegalStateException("no AOT cache written for " + program + "; see the servers' logs");
+            }
+        }
+    }
+}
