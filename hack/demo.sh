@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on an embedded default: builds the servers, starts controller-server and two
-# node-servers locally (with AOT caches on JDK 25+, trained first by hack/aot-cache.sh), drives one volume through create -> attach -> stage -> publish and back
-# with real loop devices and mounts, and checks nothing is left. No cluster; run as root.
+# node-servers locally (with AOT caches on JDK 25+, trained first by hack/aot-cache.sh), drives one
+# volume through create -> attach -> stage -> publish and back with real loop devices and mounts,
+# and checks nothing is left. No cluster; run as root.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
