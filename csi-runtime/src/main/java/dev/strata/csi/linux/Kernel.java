@@ -51,6 +51,12 @@ public final class Kernel {
      * bits of size, except on powerpc, mips and sparc, where read is 2, write 4 and size 13 bits.
      */
     private static final boolean THREE_DIRECTION_BITS = System.getProperty("os.arch").matches("ppc.*|mips.*|sparc.*");
+    /** AT_FDCWD (fcntl.h): a path relative to the working directory, for the *at calls. */
+    private static final int AT_FDCWD = -100;
+    /** STATX_BLOCKS, and where stx_blocks lies in struct statx (linux/stat.h), which is 256 bytes. */
+    private static final int STATX_BLOCKS = 0x400;
+    private static final int STATX_BLOCKS_OFFSET = 48;
+    private static final int STATX_SIZE = 256;
     /** S_IFBLK from sys/stat.h: the node mknod makes is a block device. */
     private static final int S_IFBLK = 060000;
 
@@ -146,6 +152,21 @@ public final class Kernel {
     /** Makes a block device node, mode {@code permissions}, for the device {@code number}. */
     public void mknodBlock(String path, int permissions, DeviceNumber number) throws SyscallException {
         call("mknod " + path, () -> libc.mknod(path, S_IFBLK | permissions, makedev(number)));
+    }
+
+    /** umask(2): sets the process's file mode creation mask, returns the previous one. */
+    public int umask(int mask) {
+        return libc.umask(mask);
+    }
+
+    /** The 512-byte blocks allocated to {@code path} (st_blocks), whatever the filesystem's block size. */
+    public long allocatedBlocks(String path) throws SyscallException {
+        Pointer statx = Memory.allocateDirect(runtime, STATX_SIZE, true);
+        call("statx " + path, () -> libc.statx(AT_FDCWD, path, 0, STATX_BLOCKS, statx));
+        if ((statx.getInt(0) & STATX_BLOCKS) == 0) {
+            throw new SyscallException("statx " + path + " (no block count)", Errno.EOPNOTSUPP.intValue());
+        }
+        return statx.getLong(STATX_BLOCKS_OFFSET);
     }
 
     void close(int fd) {

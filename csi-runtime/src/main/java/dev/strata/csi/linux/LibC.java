@@ -52,4 +52,11 @@ public interface LibC {
 
     @SaveError
     int mknod(String path, @mode_t int mode, @dev_t long device);
+
+    /** umask(2) never fails; it returns the previous mask. */
+    int umask(@mode_t int mask);
+
+    /** statx(2): the same structure on every architecture, unlike stat(2)'s. */
+    @SaveError
+    int statx(int directoryFd, String path, int flags, int mask, Pointer statx);
 }

@@ -1,5 +1,6 @@
 package dev.strata.csi.server;
 
+import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import io.grpc.BindableService;
 import io.grpc.Server;
@@ -22,8 +23,6 @@ import java.util.Optional;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
-import jnr.posix.POSIX;
-import jnr.posix.POSIXFactory;
 
 /**
  * A gRPC server on Netty's native epoll transport: on a unix socket for the CSI services, on TCP
@@ -65,14 +64,14 @@ public final class GrpcServer {
         }
         NettyServerBuilder builder = NettyServerBuilder.forAddress(new DomainSocketAddress(endpoint.socket().toFile()))
                 .channelType(EpollServerDomainSocketChannel.class);
-        POSIX posix = POSIXFactory.getNativePOSIX();
+        Kernel kernel = new Kernel();
         // The socket file takes its mode from the umask at bind(); setting it here leaves no
         // moment in which the socket is world-writable.
-        int previous = posix.umask(SOCKET_UMASK);
+        int previous = kernel.umask(SOCKET_UMASK);
         try {
             return start(endpoint.toString(), builder, services, interceptors, claim, log);
         } finally {
-            posix.umask(previous);
+            kernel.umask(previous);
         }
     }
 

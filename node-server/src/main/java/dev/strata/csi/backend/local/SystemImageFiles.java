@@ -10,8 +10,6 @@ import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import jnr.posix.POSIX;
-import jnr.posix.POSIXFactory;
 
 /**
  * Image files made with ftruncate (sparse) and then fallocate(2) (every block reserved at once;
@@ -21,7 +19,6 @@ public final class SystemImageFiles implements ImageFiles {
 
     private final Kernel kernel;
     private final FilesystemStats stats;
-    private final POSIX posix = POSIXFactory.getNativePOSIX();
 
     public SystemImageFiles(Kernel kernel, FilesystemStats stats) {
         this.kernel = kernel;
@@ -51,8 +48,11 @@ public final class SystemImageFiles implements ImageFiles {
         if (!Files.exists(image)) {
             return 0;
         }
-        // st_blocks counts 512-byte units whatever the filesystem's block size.
-        return posix.stat(image.toString()).blocks() * 512;
+        try {
+            return kernel.allocatedBlocks(image.toString()) * 512;
+        } catch (SyscallException e) {
+            throw new IOException(e.getMessage(), e);
+        }
     }
 
     @Override
