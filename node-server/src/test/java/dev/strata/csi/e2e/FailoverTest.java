@@ -26,7 +26,15 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.MessageDigest;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import java.util.ArrayList;
 import java.util.HexFormat;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -85,6 +93,34 @@ class FailoverTest {
                 entry.getStatus().getPublishedNodeIdsList().stream().sorted().toList()));
         assertEquals("", page.getNextToken(), "one page holds every volume");
         return volumes;
+    }
+
+    /**
+     * Runs both calls at the same moment and each until it is not ABORTED (an agent busy with the
+     * other's call on the volume), as a sidecar retries; their answers, in order.
+     */
+    static List<Map<String, String>> bothAtOnce(Callable<Map<String, String>> one, Callable<Map<String, String>> other)
+            throws Exception {
+        CyclicBarrier start = new CyclicBarrier(2);
+        try (ExecutorService callers = Executors.newFixedThreadPool(2)) {
+            List<Future<Map<String, String>>> answers = new ArrayList<>();
+            for (Callable<Map<String, String>> call : List.of(one, other)) {
+                answers.add(callers.submit(() -> {
+                    start.await();
+                    while (true) {
+                        try {
+                            return call.call();
+                        } catch (StatusRuntimeException e) {
+                            if (e.getStatus().getCode() != Status.Code.ABORTED) {
+                                throw e;
+                            }
+                            Thread.sleep(20);
+                        }
+                    }
+                }));
+            }
+            return List.of(answers.get(0).get(), answers.get(1).get());
+        }
     }
 
     @Test
@@ -156,6 +192,24 @@ class FailoverTest {
             assertEquals(device, second.controllerPublishVolume(attach(made, "node-a")).getPublishContextOrThrow("devicePath"));
             Path madeImage = cluster.node("node-a").pool().resolve("pvc-failover-again.img");
             assertEquals(List.of(device), SystemState.loopDevicesOf(madeImage), "one loop device, whichever replica attached");
+
+            // An old leader still finishing its call while the new one starts: both replicas send the
+            // same call at once. The agent takes one at a time (the other is ABORTED and retried, as
+            // the sidecars do) and every answer is the same.
+            ControllerBlockingStub restarted = first;
+            for (int round = 0; round < 5; round++) {
+                List<Map<String, String>> detached = bothAtOnce(
+                        () -> { restarted.controllerUnpublishVolume(detach(made, "node-a")); return Map.of(); },
+                        () -> { second.controllerUnpublishVolume(detach(made, "node-a")); return Map.of(); });
+                assertEquals(List.of(Map.of(), Map.of()), detached);
+                assertEquals(List.of(), SystemState.loopDevicesOf(madeImage), "detached, round " + round);
+                List<Map<String, String>> attached = bothAtOnce(
+                        () -> restarted.controllerPublishVolume(attach(made, "node-a")).getPublishContextMap(),
+                        () -> second.controllerPublishVolume(attach(made, "node-a")).getPublishContextMap());
+                assertEquals(attached.get(0), attached.get(1), "both replicas answer the same device, round " + round);
+                assertEquals(List.of(attached.get(0).get("devicePath")), SystemState.loopDevicesOf(madeImage),
+                        "one loop device after two attaches at once, round " + round);
+            }
             assertEquals(Map.of(made.getVolumeId(), List.of("node-a")), listed(first));
             assertEquals(listed(first), listed(second), "both replicas list the same volumes");
             second.controllerUnpublishVolume(detach(made, "node-a"));
