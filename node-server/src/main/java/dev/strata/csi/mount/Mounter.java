@@ -20,15 +20,11 @@ public interface Mounter {
 
     MountTable table() throws MountException;
 
-    /** Unmounts until nothing is mounted at {@code path}; stacked mounts come off one by one. */
-    default void unmountAll(Path path) throws MountException {
-        unmountAll(path, top -> unmount(path));
-    }
-
     /**
      * Unmounts until nothing is mounted at {@code path}, taking each mount on top off with
-     * {@code unmountTop} (a backend may need its own way for its mounts, e.g. NFS escalation).
-     * Bounded, so a mount that keeps coming back fails the call instead of looping.
+     * {@code unmountTop}: the caller decides whether the mount is its to take off (and throws if
+     * not), and how (a backend may need its own way for its mounts, e.g. NFS escalation). Bounded,
+     * so a mount that keeps coming back fails the call instead of looping.
      */
     default void unmountAll(Path path, TopUnmount unmountTop) throws MountException {
         for (int i = 0; i < 8; i++) {

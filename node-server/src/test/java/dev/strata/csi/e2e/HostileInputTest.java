@@ -183,6 +183,70 @@ class HostileInputTest {
                 "the log says what was left and why");
     }
 
+    /**
+     * Unstage and unpublish take off only the volume's own mounts: another volume's mount, or a
+     * filesystem a person mounted below kubelet's directory, stays mounted, whatever id the call names.
+     */
+    @Test
+    void unstageAndUnpublishLeaveMountsThatAreNotTheVolumes() throws Exception {
+        var controller = cluster.controller();
+        var node = cluster.node("node-a").node();
+        VolumeCapability capability = PipelineTest.mount("ext4");
+        for (String name : List.of("pvc-own-a", "pvc-own-b")) {
+            controller.createVolume(CreateVolumeRequest.newBuilder().setName(name).addVolumeCapabilities(capability)
+                    .setCapacityRange(csi.v1.Csi.CapacityRange.newBuilder().setRequiredBytes(16L << 20)).build());
+            controller.controllerPublishVolume(csi.v1.Csi.ControllerPublishVolumeRequest.newBuilder().setVolumeId("local/node-a/" + name)
+                    .setNodeId("node-a").setVolumeCapability(capability).build());
+        }
+        String a = "local/node-a/pvc-own-a";
+        Path staging = cluster.kubeletDir("node-a", "plugins/own-a/globalmount");
+        Path target = cluster.kubeletDir("node-a", "pods/uid-own-a/volumes").resolve("mount");
+        node.nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(a).setStagingTargetPath(staging.toString())
+                .setVolumeCapability(capability).build());
+        node.nodePublishVolume(NodePublishVolumeRequest.newBuilder().setVolumeId(a).setStagingTargetPath(staging.toString())
+                .setTargetPath(target.toString()).setVolumeCapability(capability).build());
+        Files.writeString(target.resolve("data"), "a's data");
+        Path foreign = cluster.kubeletDir("node-a", "pods/uid-foreign/volumes/tmpfs");
+        SystemState.run("mount", "-t", "tmpfs", "-o", "size=1m", "foreign-tmpfs", foreign.toString());
+        try {
+            Files.writeString(foreign.resolve("kept"), "a person's data");
+            List<String> notA = List.of("local/node-a/pvc-own-b", "nfs/server/%2Fshare/sub/delete", "static-nfs-volume");
+            for (String id : notA) {
+                for (Path path : List.of(staging, target)) {
+                    assertEquals(Status.Code.FAILED_PRECONDITION, code(() -> node.nodeUnpublishVolume(
+                            NodeUnpublishVolumeRequest.newBuilder().setVolumeId(id).setTargetPath(path.toString()).build())), id + " at " + path);
+                    assertEquals(Status.Code.FAILED_PRECONDITION, code(() -> node.nodeUnstageVolume(csi.v1.Csi.NodeUnstageVolumeRequest
+                            .newBuilder().setVolumeId(id).setStagingTargetPath(path.toString()).build())), id + " at " + path);
+                }
+            }
+            for (String id : List.of(a, "local/node-a/pvc-own-b", "nfs/server/%2Fshare/sub/delete", "static-nfs-volume")) {
+                assertEquals(Status.Code.FAILED_PRECONDITION, code(() -> node.nodeUnpublishVolume(
+                        NodeUnpublishVolumeRequest.newBuilder().setVolumeId(id).setTargetPath(foreign.toString()).build())), id);
+                assertEquals(Status.Code.FAILED_PRECONDITION, code(() -> node.nodeUnstageVolume(csi.v1.Csi.NodeUnstageVolumeRequest
+                        .newBuilder().setVolumeId(id).setStagingTargetPath(foreign.toString()).build())), id);
+            }
+            assertEquals("ext4", SystemState.mountAt(staging).orElseThrow().fsType(), "a's staging mount stays");
+            assertEquals("a's data", Files.readString(target.resolve("data")), "a's publish mount stays");
+            assertEquals("a person's data", Files.readString(foreign.resolve("kept")), "the foreign tmpfs stays");
+            assertTrue(cluster.node("node-a").process().output().contains("left a mount that is not the volume's in place"),
+                    "the log says what was left and why");
+
+            // The volume's own mounts come off with its own id.
+            node.nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder().setVolumeId(a).setTargetPath(target.toString()).build());
+            node.nodeUnstageVolume(csi.v1.Csi.NodeUnstageVolumeRequest.newBuilder().setVolumeId(a).setStagingTargetPath(staging.toString()).build());
+            assertEquals(List.of(), SystemState.mountsUnder(cluster.kubeletDir("node-a", "plugins/own-a")));
+            assertFalse(Files.exists(target), "the target the driver made is removed");
+            assertTrue(SystemState.mountAt(foreign).isPresent(), "the foreign tmpfs is still mounted");
+        } finally {
+            SystemState.run("umount", foreign.toString());
+        }
+        for (String name : List.of("pvc-own-a", "pvc-own-b")) {
+            controller.controllerUnpublishVolume(csi.v1.Csi.ControllerUnpublishVolumeRequest.newBuilder()
+                    .setVolumeId("local/node-a/" + name).setNodeId("node-a").build());
+            controller.deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId("local/node-a/" + name).build());
+        }
+    }
+
     @Test
     void veryLongPathIsRefused() {
         String path = "/tmp/" + "x".repeat(5000);

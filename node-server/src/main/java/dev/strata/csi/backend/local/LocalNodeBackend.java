@@ -5,6 +5,7 @@ import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeCondition;
 import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.NodeBackend;
+import dev.strata.csi.backend.OwnMounts;
 import dev.strata.csi.backend.TargetPaths;
 import dev.strata.csi.backend.VolumeStats;
 import dev.strata.csi.log.Log;
@@ -142,7 +143,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
     @Override
     public void unstage(VolumeId id, Path staging) throws Exception {
         requireHere(id);
-        mounter.unmountAll(staging);
+        unmountOwn(id, "staging_target_path", staging);
         crashes.reach(CrashPoint.UNSTAGE_UNMOUNTED);
     }
 
@@ -180,7 +181,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
     @Override
     public void unpublish(VolumeId id, Path target) throws Exception {
         requireHere(id);
-        mounter.unmountAll(target);
+        unmountOwn(id, "target_path", target);
         crashes.reach(CrashPoint.UNPUBLISH_UNMOUNTED);
         TargetPaths.removeTarget(target);
     }
@@ -218,6 +219,13 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
         if (!id.nodeId().equals(nodeId)) {
             throw CsiException.notFound("volume " + id + " lives on node " + id.nodeId() + ", not on " + nodeId);
         }
+    }
+
+    /** Unmounts what the volume's loop device backs at {@code path}; anything else mounted there stays. */
+    private void unmountOwn(VolumeId id, String field, Path path) throws Exception {
+        Optional<LoopDevice> device = pool.device(id.name());
+        OwnMounts.unmount(mounter, log, id.toString(), field, path, mount -> device.map(d -> d.backs(mount)).orElse(false),
+                top -> mounter.unmount(path));
     }
 
     private LoopDevice attachedDevice(VolumeId id) throws Exception {

@@ -4,6 +4,7 @@ import csi.v1.Csi.NodeGetVolumeStatsResponse;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.NodeBackend;
+import dev.strata.csi.backend.OwnMounts;
 import dev.strata.csi.backend.TargetPaths;
 import dev.strata.csi.backend.VolumeStats;
 import dev.strata.csi.log.Log;
@@ -29,7 +30,8 @@ import java.util.Optional;
  * through {@link NfsProbe} (a child process killed at the deadline), so a server that stops
  * answering slows its own volumes' calls down to the deadline, never a thread of the node-server.
  * Unstaging and unpublishing go by the mount table alone, and so also serve volumes whose ids
- * this node cannot read (static volumes: a PersistentVolume's volumeHandle). A share whose server
+ * name no share (static volumes: a PersistentVolume's volumeHandle): what they take off is the
+ * share the id names, or for a static volume an NFS mount, never anything else at the path. A share whose server
  * restarted with another export answers ESTALE: stage and publish then mount it afresh, and
  * NodeGetVolumeStats reports it abnormal until they do.
  */
@@ -149,7 +151,7 @@ public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share> {
                         + binds.getFirst().mountPoint() + "; NodeUnpublishVolume first");
             }
         }
-        unmountShares(staging);
+        unmountShares(volume, "staging_target_path", staging);
     }
 
     /**
@@ -197,7 +199,7 @@ public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share> {
 
     @Override
     public void unpublish(Share share, Path target) throws Exception {
-        unmountShares(target);
+        unmountShares(share, "target_path", target);
         TargetPaths.removeTarget(target);
     }
 
@@ -265,14 +267,12 @@ public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share> {
         return NfsMounter.isNfs(mount) && mount.source().equals(volume.source());
     }
 
-    /** Unmounts everything at {@code path}; a share's mount comes off with {@link NfsMounter}'s escalation. */
-    private void unmountShares(Path path) throws MountException {
-        mounter.unmountAll(path, top -> {
-            if (NfsMounter.isNfs(top)) {
-                nfs.unmount(path);
-            } else {
-                mounter.unmount(path);
-            }
-        });
+    /**
+     * Unmounts the volume's share at {@code path}, with {@link NfsMounter}'s escalation: mounts of
+     * the share the id names, or for a static volume NFS mounts; anything else stays.
+     */
+    private void unmountShares(Share share, String field, Path path) throws MountException {
+        OwnMounts.unmount(mounter, log, CsiException.printable(share.volumeId()), field, path,
+                mount -> share.volume().map(v -> isShare(mount, v)).orElse(NfsMounter.isNfs(mount)), top -> nfs.unmount(path));
     }
 }

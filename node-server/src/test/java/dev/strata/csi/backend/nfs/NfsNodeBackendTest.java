@@ -124,6 +124,19 @@ class NfsNodeBackendTest {
     }
 
     @Test
+    void anotherVolumesIdTakesNothingOff() throws Exception {
+        Path staging = dir.resolve("staging");
+        Path target = dir.resolve("pod-1");
+        NfsNodeBackend volumes = published(staging, target);
+        NfsNodeBackend.Share other = share(new NfsVolume("10.0.0.5", "/exports", "pvc-2"));
+        CsiException unpublish = assertThrows(CsiException.class, () -> volumes.unpublish(other, target));
+        CsiException unstage = assertThrows(CsiException.class, () -> volumes.unstage(other, staging));
+        assertEquals(List.of(Status.Code.FAILED_PRECONDITION, Status.Code.FAILED_PRECONDITION), List.of(unpublish.code(), unstage.code()));
+        assertTrue(unpublish.getMessage().contains("which is not volume " + other.volumeId()), unpublish.getMessage());
+        assertTrue(mounts.table().isMountPoint(target) && mounts.table().isMountPoint(staging), "pvc-1's mounts stay");
+    }
+
+    @Test
     void aServerThatDoesNotAnswerIsAnAbnormalConditionAndUnavailable() throws Exception {
         Path staging = dir.resolve("staging");
         Path target = dir.resolve("pod-1");
@@ -139,9 +152,11 @@ class NfsNodeBackendTest {
         assertEquals("NFS server 10.0.0.5 not responding", e.getMessage());
 
         // Unpublish and unstage go by the mount table and umount(8) alone: no stat of the dead share.
+        // A static volume's id names no share: its NFS mounts at the paths are its own.
         int stats0 = mounts.stats;
-        volumes.unpublish(SHARE, target);
-        volumes.unstage(SHARE, staging);
+        NfsNodeBackend.Share staticVolume = new NfsNodeBackend.Share("static-pv", Optional.empty());
+        volumes.unpublish(staticVolume, target);
+        volumes.unstage(staticVolume, staging);
         assertEquals(stats0, mounts.stats, "no stat of a path on the share while undoing");
         assertFalse(mounts.table().isMountPoint(target) || mounts.table().isMountPoint(staging));
         assertFalse(Files.exists(target));
