@@ -15,7 +15,6 @@ import dev.strata.csi.controller.agents.AgentRegistryService;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.identity.IdentityService;
 import dev.strata.csi.linux.Kernel;
-import dev.strata.csi.log.CallLog;
 import dev.strata.csi.server.DriverProgram;
 import dev.strata.csi.server.TcpComponent;
 import dev.strata.csi.system.Command;
@@ -61,7 +60,7 @@ public final class ControllerServer {
                 flags(),
                 context -> {
                     var flags = context.flags();
-                    AgentSecurity security = AgentSecurity.fromFlags(flags, context.log());
+                    AgentSecurity security = AgentSecurity.fromFlags(flags, context.environment(), context.log());
                     Duration renew = flags.durationValue(RENEW);
                     AgentMetrics agentMetrics = new AgentMetrics(context.metrics());
                     AgentDirectory agents = new AgentDirectory(renew, flags.durationValue(SETTLE),
@@ -70,8 +69,8 @@ public final class ControllerServer {
                     agentMetrics.watch(agents, Clock.systemUTC(), context.metrics());
                     TcpComponent registry = new TcpComponent(
                             TcpComponent.address(REGISTRY_ADDRESS.name(), flags.get(REGISTRY_ADDRESS)), security.serverTls(),
-                            List.of(new AgentRegistryService(agents)),
-                            List.of(new CallLog(context.log()), security.token().verifier()), context.log());
+                            List.of(new AgentRegistryService(agents, context.log())),
+                            security.verifiers(), context.log());
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     Exports exports = new Exports(Path.of(flags.get(EXPORT_ROOT)), flags.booleanValue(MOUNT_EXPORTS),
                             new NfsMounter(new Command(), nfsTimeout, context.log()), new NfsExportMetrics(context.metrics()), context.log());

@@ -55,6 +55,14 @@ public final class CsiException extends RuntimeException {
         return new CsiException(Status.Code.UNAVAILABLE, message);
     }
 
+    public static CsiException unauthenticated(String message) {
+        return new CsiException(Status.Code.UNAUTHENTICATED, message);
+    }
+
+    public static CsiException permissionDenied(String message) {
+        return new CsiException(Status.Code.PERMISSION_DENIED, message);
+    }
+
     public static CsiException internal(String message) {
         return new CsiException(Status.Code.INTERNAL, message);
     }

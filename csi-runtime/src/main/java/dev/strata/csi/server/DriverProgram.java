@@ -45,7 +45,7 @@ public final class DriverProgram {
                     + "--http-endpoint; empty: no HTTP server");
 
     /** What a server is given to build its services from; its metrics go into {@code metrics}. */
-    public record Context(FlagSet.Values flags, PluginInfo plugin, Log log, PrometheusRegistry metrics) {}
+    public record Context(FlagSet.Values flags, PluginInfo plugin, Log log, PrometheusRegistry metrics, Map<String, String> environment) {}
 
     /**
      * What a program serves: CSI services on the socket and components beside them, and whether
@@ -112,7 +112,7 @@ public final class DriverProgram {
             log = format == LogFormat.JSON ? JsonConsole.install(verbosity) : new Log(stderr, verbosity);
             JulBridge.install(log);
             PluginInfo plugin = PluginInfo.of(flags.get(DRIVER_NAME), BuildInfo.version());
-            plan = services.create(new Context(flags, plugin, log, metrics));
+            plan = services.create(new Context(flags, plugin, log, metrics, env));
         } catch (UsageException e) {
             String message = flagSet.program() + ": " + e.getMessage() + " (see --help)";
             if (format == LogFormat.JSON) {

@@ -1,5 +1,6 @@
 package dev.strata.csi.server;
 
+import dev.strata.csi.log.CallLog;
 import dev.strata.csi.log.Log;
 import io.grpc.BindableService;
 import io.grpc.ServerInterceptor;
@@ -9,7 +10,11 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
 
-/** A gRPC server on TCP run beside the CSI socket: the node agent's API, the controller's agent registry. */
+/**
+ * A gRPC server on TCP run beside the CSI socket: the node agent's API, the controller's agent
+ * registry. Every call is logged as the CSI socket's are, then passes {@code interceptors} (the
+ * agent channel's checks of its caller, outermost first).
+ */
 public final class TcpComponent implements Component {
 
     private final InetSocketAddress address;
@@ -24,7 +29,9 @@ public final class TcpComponent implements Component {
         this.address = address;
         this.tls = tls;
         this.services = services;
-        this.interceptors = interceptors;
+        List<ServerInterceptor> all = new java.util.ArrayList<>(List.of(new CallLog(log)));
+        all.addAll(interceptors);
+        this.interceptors = List.copyOf(all);
         this.log = log;
     }
 

@@ -705,6 +705,60 @@ final class ManifestChecks {
         return problems;
     }
 
+    /**
+     * Per-node identity on the agent channel: each server presents a projected token for the
+     * audience the other side expects, accepts the other server's ServiceAccount only, reads the
+     * signing keys from the apiserver with a token and CA of its own, and may read them (RBAC).
+     */
+    List<String> identity() {
+        List<String> problems = new ArrayList<>();
+        Map<String, String> other = Map.of("Deployment", "DaemonSet", "DaemonSet", "Deployment");
+        for (PodTemplate pod : manifests.pods()) {
+            Container server = pod.driver();
+            String where = pod.owner().describe() + ": ";
+            if (!server.flagValue("agent-identity-keys").equals(Optional.of("kubernetes"))) {
+                problems.add(where + "--agent-identity-keys=kubernetes is not given");
+            }
+            String audience = server.flagValue("agent-identity-audience").orElse("strata.csi.dev");
+            Optional<String> tokenFile = server.flagValue("agent-identity-token-file");
+            Optional<Map<String, Object>> source = tokenFile.flatMap(path -> pod.resolve(server, path))
+                    .flatMap(file -> projectedToken(pod, file));
+            if (source.isEmpty() || !audience.equals(Tree.string(source.get(), "audience"))) {
+                problems.add(where + "--agent-identity-token-file is not a projected ServiceAccount token for the audience " + audience);
+            }
+            List<String> peers = manifests.pods().stream().filter(p -> p.owner().kind().equals(other.get(pod.owner().kind())))
+                    .map(p -> p.namespace() + "/" + p.serviceAccount()).toList();
+            if (!server.flagValue("agent-identity-callers").map(callers -> List.of(callers.split(","))).equals(Optional.of(peers))) {
+                problems.add(where + "--agent-identity-callers must name the other server's ServiceAccount " + peers);
+            }
+            boolean automounted = !Boolean.FALSE.equals(Tree.at(pod.spec(), "automountServiceAccountToken"));
+            Optional<Map<String, Object>> apiToken = pod.resolve(server, "/var/run/secrets/kubernetes.io/serviceaccount/token")
+                    .flatMap(file -> projectedToken(pod, file));
+            if (!automounted && (apiToken.isEmpty() || Tree.at(apiToken.get(), "audience") != null)) {
+                problems.add(where + "node-server has no API token to read the signing keys with");
+            }
+            boolean mayReadKeys = manifests.ofKind("ClusterRoleBinding").stream().anyMatch(binding ->
+                    Tree.maps(binding.body(), "subjects").stream().anyMatch(subject -> pod.serviceAccount().equals(subject.get("name"))
+                            && pod.namespace().equals(subject.get("namespace")))
+                    && Tree.maps(manifests.one("ClusterRole", Tree.string(binding.body(), "roleRef", "name")).body(), "rules").stream()
+                            .anyMatch(rule -> Tree.strings(rule, "nonResourceURLs").contains("/openid/v1/jwks")
+                                    && Tree.strings(rule, "verbs").contains("get")));
+            if (!mayReadKeys) {
+                problems.add(where + "ServiceAccount " + pod.serviceAccount() + " may not get /openid/v1/jwks");
+            }
+        }
+        return problems;
+    }
+
+    /** The serviceAccountToken source of a projected volume that writes {@code file}. */
+    private static Optional<Map<String, Object>> projectedToken(PodTemplate pod, PodTemplate.VolumePath file) {
+        return pod.volume(file.volume()).stream()
+                .flatMap(volume -> Tree.maps(volume, "projected", "sources").stream())
+                .map(projected -> Tree.map(projected, "serviceAccountToken"))
+                .filter(token -> token != null && file.relative().equals(Tree.string(token, "path")))
+                .findFirst();
+    }
+
     /** StorageClasses: parameters the backends accept, no expansion (not implemented), local ones wait for the pod. */
     List<String> storageClasses() {
         List<String> problems = new ArrayList<>();

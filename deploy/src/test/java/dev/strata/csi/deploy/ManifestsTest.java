@@ -217,6 +217,19 @@ class ManifestsTest {
     }
 
     @Test
+    void eachServerPresentsAndChecksPerNodeIdentity() throws Exception {
+        assertEquals(List.of(), checks().identity());
+        assertFalse(broken(m -> replaceArg(m, "DaemonSet", "strata-node", "node-server", "--agent-identity-callers",
+                "--agent-identity-callers=strata-system/strata-node")).identity().isEmpty(), "the agent must take the controller's calls only");
+        assertFalse(broken(m -> m.pod("Deployment", "strata-controller").volume("identity").ifPresent(volume -> Tree
+                .map(Tree.maps(volume, "projected", "sources").getFirst(), "serviceAccountToken").put("audience", "https://kubernetes.default.svc")))
+                .identity().isEmpty(), "a token for the apiserver's audience would be worth something there");
+        assertFalse(broken(m -> m.pod("DaemonSet", "strata-node").spec().remove("volumes")).identity().isEmpty());
+        assertFalse(broken(m -> Tree.list(m.one("ClusterRoleBinding", "strata-token-keys").body(), "subjects").removeLast())
+                .identity().isEmpty(), "node-server must be allowed to read the keys");
+    }
+
+    @Test
     void storageClassesTakeOnlyParametersTheBackendsKnow() throws Exception {
         assertEquals(List.of(), checks().storageClasses());
         List<String> names = new ArrayList<>(manifests().ofKind("StorageClass").stream().map(KubeObject::name).toList());

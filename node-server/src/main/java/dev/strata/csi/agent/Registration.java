@@ -124,7 +124,7 @@ public final class Registration implements Component {
             }
             try {
                 RegisterResponse reply = AgentRegistryGrpc.newBlockingStub(channel)
-                        .withCallCredentials(security.token().credentials())
+                        .withCallCredentials(security.credentials())
                         .withDeadlineAfter(CALL_DEADLINE.toMillis(), TimeUnit.MILLISECONDS)
                         .register(RegisterRequest.newBuilder()
                                 .setNodeId(nodeId)

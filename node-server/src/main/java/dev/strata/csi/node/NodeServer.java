@@ -26,7 +26,6 @@ import dev.strata.csi.flags.Flag;
 import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.identity.IdentityService;
 import dev.strata.csi.linux.Kernel;
-import dev.strata.csi.log.CallLog;
 import dev.strata.csi.metrics.SystemSteps;
 import dev.strata.csi.mount.MeteredMounter;
 import dev.strata.csi.mount.MountHelpers;
@@ -89,7 +88,7 @@ public final class NodeServer {
                     var log = context.log();
                     String nodeId = nodeId(flags.get(NODE_ID));
                     var controllers = ControllerAddresses.parse(CONTROLLER_ADDRESS.name(), flags.get(CONTROLLER_ADDRESS));
-                    AgentSecurity security = AgentSecurity.fromFlags(flags, context.log());
+                    AgentSecurity security = AgentSecurity.fromFlags(flags, context.environment(), log);
                     Topology topology = Topology.forDriver(context.plugin().name());
                     Path poolDir = poolDir(flags.get(POOL_DIR));
                     Path kubeletDir = kubeletDir(flags.get(KUBELET_DIR));
@@ -115,7 +114,7 @@ public final class NodeServer {
                     TcpComponent agent = new TcpComponent(
                             TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
                             List.of(new NodeAgentService(pool, locks)),
-                            List.of(new CallLog(log), security.token().verifier()), log);
+                            security.verifiers(), log);
                     Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, security, log);
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);

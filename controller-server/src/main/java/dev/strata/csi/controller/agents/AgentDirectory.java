@@ -169,7 +169,7 @@ public final class AgentDirectory implements AutoCloseable {
         }
         return NodeAgentGrpc.newBlockingStub(entry.channel())
                 .withInterceptors(metrics.forNode(nodeId))
-                .withCallCredentials(security.token().credentials())
+                .withCallCredentials(security.credentials())
                 .withDeadlineAfter(callTimeout.toMillis(), TimeUnit.MILLISECONDS);
     }
 

@@ -3,18 +3,21 @@ package dev.strata.csi.controller.agents;
 import dev.strata.csi.agent.api.AgentRegistryGrpc;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.RegisterResponse;
+import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
 import io.grpc.stub.StreamObserver;
 import java.net.URI;
 
-/** Where node agents announce themselves and renew their lease. */
+/** Where node agents announce themselves, as the node they run on, and renew their lease. */
 public final class AgentRegistryService extends AgentRegistryGrpc.AgentRegistryImplBase {
 
     private final AgentDirectory directory;
+    private final NodeIdentities identities;
 
-    public AgentRegistryService(AgentDirectory directory) {
+    public AgentRegistryService(AgentDirectory directory, Log log) {
         this.directory = directory;
+        this.identities = new NodeIdentities(log);
     }
 
     @Override
@@ -23,6 +26,7 @@ public final class AgentRegistryService extends AgentRegistryGrpc.AgentRegistryI
             if (request.getNodeId().isEmpty()) {
                 throw CsiException.missing("node_id");
             }
+            identities.requireMayRegister(request.getNodeId());
             checkAddress(request.getAddress());
             directory.register(request);
             return RegisterResponse.newBuilder().setRenewSeconds((int) directory.renewEvery().toSeconds()).build();
