@@ -104,7 +104,7 @@ public record AgentSecurity(AgentToken token, Optional<IdentityToken> identity, 
             if (!callers.isEmpty()) {
                 throw new UsageException("--agent-identity-callers needs --agent-identity-keys to check the callers' tokens with");
             }
-            log.warn("agent callers are not identified (no --agent-identity-keys): any holder of the shared token and "
+            log.warn("agent callers are not identified (no --agent-identity-keys): any holder of the shared agent secret and "
                     + "certificate can act as any node or as the controller");
             return Optional.empty();
         }
