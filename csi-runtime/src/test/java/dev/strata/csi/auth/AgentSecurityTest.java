@@ -97,7 +97,7 @@ class AgentSecurityTest {
         FlagSet.Run run = (FlagSet.Run) flags.parse(new String[] {
             "--agent-token-file", files.resolve("token").toString(), "--agent-tls-cert", files.resolve("tls.crt").toString(),
             "--agent-tls-key", files.resolve("tls.key").toString(), "--agent-tls-ca", files.resolve("ca.crt").toString()}, Map.of());
-        return AgentSecurity.fromFlags(run.values(), log);
+        return AgentSecurity.fromFlags(run.values(), Map.of(), log);
     }
 
     /** GetPluginInfo over a new channel: a new TLS handshake. */
