@@ -21,4 +21,11 @@ public interface Filesystems {
      * @throws UnsupportedFilesystemException for any other type
      */
     Optional<String> formatIfBlank(Path device, String fsType) throws DeviceException;
+
+    /**
+     * Grows the {@code fsType} filesystem on {@code device}, mounted at {@code mountPoint}, to fill
+     * the device, online: resize2fs for ext4, xfs_growfs for xfs, {@code btrfs filesystem resize
+     * max} for btrfs. A filesystem that fills the device already is left as it is.
+     */
+    void grow(Path device, Path mountPoint, String fsType) throws DeviceException;
 }

@@ -142,6 +142,53 @@ public final class ImagePool {
         return image(record, device);
     }
 
+    /**
+     * Grows the image to {@code capacityBytes}, keeping its allocation, and its loop device with it
+     * when attached (in use or not: a running pod is never detached). The new size is recorded
+     * before the file grows, so a crash in between leaves a record larger than its file, which the
+     * retried call or the next start grows ({@link #reconcile()}). A size at or below the
+     * recorded one changes nothing but finishing such a growth: nothing is ever shrunk.
+     * RESOURCE_EXHAUSTED, with the image unchanged, when the pool cannot hold the difference.
+     */
+    public Image expand(String name, long capacityBytes) throws IOException, DeviceException, MountException {
+        ImageRecord record = ready(name);
+        if (capacityBytes > record.getCapacityBytes()) {
+            capacity.lock();
+            try {
+                long more = capacityBytes - record.getCapacityBytes();
+                long available = status().getAvailableBytes();
+                if (more > available) {
+                    throw CsiException.resourceExhausted("pool " + dir + " has " + available + " bytes available; growing volume "
+                            + name + " to " + capacityBytes + " bytes needs " + more);
+                }
+                record = record.toBuilder().setCapacityBytes(capacityBytes).build();
+                records.write(record); // from here on the record reserves the new capacity
+                crashes.reach(CrashPoint.EXPAND_RECORDED);
+                finishGrowth(record);
+            } finally {
+                capacity.unlock();
+            }
+            log.info("image expanded", "volume", name, "bytes", capacityBytes);
+        } else {
+            finishGrowth(record);
+        }
+        return image(record);
+    }
+
+    /** Brings the file, and the loop device holding it, to the recorded size. */
+    private void finishGrowth(ImageRecord record) throws IOException, DeviceException, MountException {
+        Path image = imagePath(record.getName());
+        if (files.sizeBytes(image) < record.getCapacityBytes()) {
+            files.grow(image, record.getCapacityBytes(), allocation(record));
+            crashes.reach(CrashPoint.EXPAND_GROWN);
+        }
+        Optional<LoopDevice> device = soleDevice(record.getName());
+        if (device.isPresent() && loops.sizeBytes(device.get().device()) < record.getCapacityBytes()) {
+            loops.refreshCapacity(device.get().device());
+            log.info("loop device takes the image's new size", "volume", record.getName(), "device", device.get().device());
+        }
+    }
+
     /** Detaches the image's loop device; succeeds when not attached. FAILED_PRECONDITION while mounted. */
     public void detach(String name, String nodeId) throws IOException, DeviceException, MountException {
         Optional<ImageRecord> record = records.read(name);
@@ -322,6 +369,10 @@ public final class ImagePool {
         Path image = imagePath(record.getName());
         switch (record.getState()) {
             case READY -> {
+                if (files.sizeBytes(image) < record.getCapacityBytes()) {
+                    files.grow(image, record.getCapacityBytes(), allocation(record));
+                    log.info("finished interrupted expansion", "volume", record.getName(), "bytes", record.getCapacityBytes());
+                }
                 Optional<LoopDevice> device = soleDevice(record.getName());
                 if (record.getAttached()) {
                     if (device.isEmpty()) {

@@ -24,4 +24,10 @@ public interface LoopDevices {
 
     /** The size of {@code device} in bytes, as the kernel sees it. */
     long sizeBytes(Path device) throws DeviceException;
+
+    /**
+     * Makes {@code device} take the current size of its backing file (LOOP_SET_CAPACITY): a grown
+     * image shows its new size without a detach, while mounted and in use.
+     */
+    void refreshCapacity(Path device) throws DeviceException;
 }

@@ -68,6 +68,19 @@ public final class SystemFilesystems implements Filesystems {
         return Optional.empty();
     }
 
+    @Override
+    public void grow(Path device, Path mountPoint, String fsType) throws DeviceException {
+        String mounted = mountPoint.toAbsolutePath().normalize().toString();
+        String[] argv = switch (fsType) {
+            case "ext4" -> new String[] {"resize2fs", absolute(device)};
+            case "xfs" -> new String[] {"xfs_growfs", "-d", mounted};
+            case "btrfs" -> new String[] {"btrfs", "filesystem", "resize", "max", mounted};
+            default -> throw new UnsupportedFilesystemException("cannot grow filesystem type \"" + fsType + "\"; supported: "
+                    + String.join(", ", new TreeSet<>(MKFS.keySet())));
+        };
+        check(run(FORMAT_TIMEOUT, argv), String.join(" ", argv));
+    }
+
     private CommandResult run(Duration timeout, String... argv) throws DeviceException {
         try {
             return commands.run(timeout, argv);

@@ -44,6 +44,30 @@ public final class SystemImageFiles implements ImageFiles {
     }
 
     @Override
+    public void grow(Path image, long bytes, Allocation allocation) throws IOException {
+        try (RandomAccessFile file = new RandomAccessFile(image.toFile(), "rw")) {
+            if (file.length() < bytes) {
+                file.setLength(bytes);
+            }
+            file.getFD().sync();
+        }
+        if (allocation == Allocation.FULL) {
+            // fallocate of the whole range allocates what is missing, also after a crash half-way.
+            try (FileDescriptor file = kernel.open(image.toString(), Kernel.O_WRONLY | Kernel.O_CLOEXEC)) {
+                kernel.fallocate(file, 0, Files.size(image));
+                kernel.fsync(file);
+            } catch (SyscallException e) {
+                throw new IOException("cannot allocate " + image + " in full: " + e.getMessage(), e);
+            }
+        }
+    }
+
+    @Override
+    public long sizeBytes(Path image) throws IOException {
+        return Files.size(image);
+    }
+
+    @Override
     public long allocatedBytes(Path image) throws IOException {
         if (!Files.exists(image)) {
             return 0;

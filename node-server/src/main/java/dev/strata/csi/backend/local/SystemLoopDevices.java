@@ -35,6 +35,7 @@ public final class SystemLoopDevices implements LoopDevices {
     private static final long LOOP_CLR_FD = 0x4C01;
     private static final long LOOP_SET_STATUS64 = 0x4C04;
     private static final long LOOP_GET_STATUS64 = 0x4C05;
+    private static final long LOOP_SET_CAPACITY = 0x4C07;
     private static final long LOOP_SET_DIRECT_IO = 0x4C08;
     private static final long LOOP_CONFIGURE = 0x4C0A;
     private static final long LOOP_CTL_GET_FREE = 0x4C82;
@@ -138,6 +139,16 @@ public final class SystemLoopDevices implements LoopDevices {
             describe(name).ifPresent(attached::add);
         }
         return attached;
+    }
+
+    @Override
+    public void refreshCapacity(Path device) throws DeviceException {
+        String name = name(device);
+        try (FileDescriptor loop = kernel.open(deviceNode(name).toString(), Kernel.O_RDONLY | Kernel.O_CLOEXEC)) {
+            kernel.ioctl(loop, "LOOP_SET_CAPACITY", LOOP_SET_CAPACITY, 0);
+        } catch (SyscallException e) {
+            throw new DeviceException("refresh the size of " + device + ": " + e.getMessage(), e);
+        }
     }
 
     @Override

@@ -52,6 +52,18 @@ class ImagePoolCapacityTest {
         }
 
         @Override
+        public void grow(Path image, long bytes, Allocation allocation) throws IOException {
+            try (RandomAccessFile file = new RandomAccessFile(image.toFile(), "rw")) {
+                file.setLength(Math.max(file.length(), bytes));
+            }
+        }
+
+        @Override
+        public long sizeBytes(Path image) throws IOException {
+            return java.nio.file.Files.size(image);
+        }
+
+        @Override
         public long allocatedBytes(Path image) {
             return 0; // nothing written yet
         }
@@ -90,6 +102,11 @@ class ImagePoolCapacityTest {
 
         @Override
         public long sizeBytes(Path device) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void refreshCapacity(Path device) {
             throw new UnsupportedOperationException();
         }
     };
