@@ -9,6 +9,8 @@ import dev.strata.csi.agent.api.DeleteImageRequest;
 import dev.strata.csi.agent.api.DeleteImageResponse;
 import dev.strata.csi.agent.api.DetachImageRequest;
 import dev.strata.csi.agent.api.DetachImageResponse;
+import dev.strata.csi.agent.api.ExpandImageRequest;
+import dev.strata.csi.agent.api.ExpandImageResponse;
 import dev.strata.csi.agent.api.GetImageRequest;
 import dev.strata.csi.agent.api.GetImageResponse;
 import dev.strata.csi.agent.api.ListImagesRequest;
@@ -75,6 +77,18 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
             try (var held = locks.acquire(name(request.getName()))) {
                 pool.detach(request.getName(), request.getNodeId());
                 return DetachImageResponse.getDefaultInstance();
+            }
+        });
+    }
+
+    @Override
+    public void expandImage(ExpandImageRequest request, StreamObserver<ExpandImageResponse> response) {
+        Rpc.answer(response, () -> {
+            if (request.getCapacityBytes() <= 0) {
+                throw CsiException.invalidArgument("capacity_bytes must be positive");
+            }
+            try (var held = locks.acquire(name(request.getName()))) {
+                return ExpandImageResponse.newBuilder().setImage(pool.expand(request.getName(), request.getCapacityBytes())).build();
             }
         });
     }
