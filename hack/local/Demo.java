@@ -2,6 +2,7 @@ import com.google.protobuf.Message;
 import com.google.protobuf.TextFormat;
 import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.ControllerPublishVolumeRequest;
+import csi.v1.Csi.ControllerExpandVolumeRequest;
 import csi.v1.Csi.ControllerPublishVolumeResponse;
 import csi.v1.Csi.ControllerUnpublishVolumeRequest;
 import csi.v1.Csi.CreateVolumeRequest;
@@ -10,6 +11,7 @@ import csi.v1.Csi.DeleteVolumeRequest;
 import csi.v1.Csi.GetCapacityRequest;
 import csi.v1.Csi.GetPluginInfoRequest;
 import csi.v1.Csi.NodeGetInfoRequest;
+import csi.v1.Csi.NodeExpandVolumeRequest;
 import csi.v1.Csi.NodeGetVolumeStatsRequest;
 import csi.v1.Csi.NodePublishVolumeRequest;
 import csi.v1.Csi.NodeStageVolumeRequest;
@@ -25,7 +27,7 @@ import java.util.concurrent.Callable;
 /**
  * The main job on an embedded default: controller-server and two node-servers started as local
  * processes, one volume driven through create -> attach -> stage -> publish, a file written and
- * read back through the pod's target path, then every phase undone, each with its latency, and a
+ * read back through the pod's target path, the volume grown while in use, then every phase undone, each with its latency, and a
  * check that no image, loop device or mount is left. Run through hack/demo.sh, as root.
  */
 public final class Demo {
@@ -47,14 +49,15 @@ public final class Demo {
         step("GetCapacity (node-b)", () -> controller.getCapacity(
                 GetCapacityRequest.newBuilder().setAccessibleTopology(LocalCluster.on("node-b")).build()));
 
-        VolumeCapability capability = LocalCluster.ext4();
+        // xfs: its online growth needs only CAP_SYS_ADMIN (ext4's also needs CAP_SYS_RESOURCE, which some sandboxes withhold).
+        VolumeCapability capability = LocalCluster.mount("xfs");
         Path staging = Files.createDirectories(cluster.work.resolve("node-b/kubelet/plugins/globalmount"));
         Path target = Files.createDirectories(cluster.work.resolve("node-b/kubelet/pods/uid-1/volumes")).resolve("mount");
 
         System.out.println("\nThe pipeline, as the sidecars and kubelet drive it:");
         String id = ((CreateVolumeResponse) step("CreateVolume (create)", () -> controller.createVolume(
                 CreateVolumeRequest.newBuilder().setName("pvc-demo")
-                        .setCapacityRange(CapacityRange.newBuilder().setRequiredBytes(64L << 20))
+                        .setCapacityRange(CapacityRange.newBuilder().setRequiredBytes(320L << 20))
                         .addVolumeCapabilities(capability)
                         .setAccessibilityRequirements(TopologyRequirement.newBuilder().addPreferred(LocalCluster.on("node-b"))
                                 .addRequisite(LocalCluster.on("node-a")).addRequisite(LocalCluster.on("node-b")))
@@ -71,6 +74,18 @@ public final class Demo {
         Files.writeString(target.resolve("hello.txt"), text);
         String back = Files.readString(target.resolve("hello.txt"));
         System.out.printf("  %-34s %s%n", "write + read through target path", back.equals(text) ? "ok: \"" + back + "\"" : "MISMATCH");
+        step("NodeGetVolumeStats", () -> node.nodeGetVolumeStats(NodeGetVolumeStatsRequest.newBuilder()
+                .setVolumeId(id).setVolumePath(target.toString()).build()));
+
+        System.out.println("\nThe claim grows from 320 to 384 MiB (external-resizer, then kubelet), while the pod uses it:");
+        step("ControllerExpandVolume (resize)", () -> controller.controllerExpandVolume(ControllerExpandVolumeRequest.newBuilder()
+                .setVolumeId(id).setVolumeCapability(capability).setCapacityRange(CapacityRange.newBuilder().setRequiredBytes(384L << 20))
+                .build()));
+        step("NodeExpandVolume (resize)", () -> node.nodeExpandVolume(NodeExpandVolumeRequest.newBuilder()
+                .setVolumeId(id).setVolumePath(target.toString()).setStagingTargetPath(staging.toString())
+                .setVolumeCapability(capability).setCapacityRange(CapacityRange.newBuilder().setRequiredBytes(384L << 20)).build()));
+        System.out.printf("  %-34s %s%n", "read through target path", Files.readString(target.resolve("hello.txt")).equals(text)
+                ? "ok: the file written before" : "MISMATCH");
         step("NodeGetVolumeStats", () -> node.nodeGetVolumeStats(NodeGetVolumeStatsRequest.newBuilder()
                 .setVolumeId(id).setVolumePath(target.toString()).build()));
 

@@ -149,8 +149,12 @@ final class LocalCluster implements AutoCloseable {
     }
 
     static VolumeCapability ext4() {
+        return mount("ext4");
+    }
+
+    static VolumeCapability mount(String fsType) {
         return VolumeCapability.newBuilder()
-                .setMount(VolumeCapability.MountVolume.newBuilder().setFsType("ext4"))
+                .setMount(VolumeCapability.MountVolume.newBuilder().setFsType(fsType))
                 .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER))
                 .build();
     }

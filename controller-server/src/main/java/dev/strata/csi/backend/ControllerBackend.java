@@ -58,7 +58,8 @@ public interface ControllerBackend<V, C> {
                 ControllerServiceCapability.RPC.Type.LIST_VOLUMES,
                 ControllerServiceCapability.RPC.Type.LIST_VOLUMES_PUBLISHED_NODES,
                 ControllerServiceCapability.RPC.Type.GET_CAPACITY,
-                ControllerServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER);
+                ControllerServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER,
+                ControllerServiceCapability.RPC.Type.EXPAND_VOLUME);
     }
 
     /** The request checked (INVALID_ARGUMENT, OUT_OF_RANGE...), before any lock is taken. */
@@ -83,6 +84,16 @@ public interface ControllerBackend<V, C> {
      * or empty when they are fine (ValidateVolumeCapabilities).
      */
     Optional<String> validate(V volume, Map<String, String> parameters) throws Exception;
+
+    /** A volume's size after ControllerExpandVolume, and whether NodeExpandVolume must grow its filesystem. */
+    record Expansion(long capacityBytes, boolean nodeExpansionRequired) {}
+
+    /**
+     * Grows the volume to at least {@code bytes} (NOT_FOUND when it does not exist); a size it
+     * has already changes nothing, a smaller one never shrinks it. {@code capability} is how the
+     * volume is used, when the caller says (block access needs no node step).
+     */
+    Expansion expand(V volume, long bytes, Optional<VolumeCapability> capability) throws Exception;
 
     /** Every volume of this backend, for ListVolumes. */
     List<ListVolumesResponse.Entry> list() throws Exception;

@@ -133,6 +133,10 @@ public final class ControllerBackends {
             return backend.publish(volume, nodeId, capability);
         }
 
+        public ControllerBackend.Expansion expand(long bytes, Optional<VolumeCapability> capability) throws Exception {
+            return backend.expand(volume, bytes, capability);
+        }
+
         public void unpublish(String nodeId) throws Exception {
             backend.unpublish(volume, nodeId);
         }

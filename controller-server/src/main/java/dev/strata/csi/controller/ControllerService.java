@@ -1,6 +1,9 @@
 package dev.strata.csi.controller;
 
 import csi.v1.ControllerGrpc;
+import csi.v1.Csi.CapacityRange;
+import csi.v1.Csi.ControllerExpandVolumeRequest;
+import csi.v1.Csi.ControllerExpandVolumeResponse;
 import csi.v1.Csi.ControllerGetCapabilitiesRequest;
 import csi.v1.Csi.ControllerGetCapabilitiesResponse;
 import csi.v1.Csi.ControllerPublishVolumeRequest;
@@ -19,12 +22,14 @@ import csi.v1.Csi.ValidateVolumeCapabilitiesRequest;
 import csi.v1.Csi.ValidateVolumeCapabilitiesResponse;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.backend.ControllerBackends;
+import dev.strata.csi.backend.CreateChecks;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
 import dev.strata.csi.rpc.VolumeLocks;
 import io.grpc.stub.StreamObserver;
 import java.util.List;
+import java.util.Optional;
 
 /**
  * The CSI Controller service. Each call checks its request, chooses the backend once
@@ -67,6 +72,38 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
                 }
             }
             return DeleteVolumeResponse.getDefaultInstance();
+        });
+    }
+
+    @Override
+    public void controllerExpandVolume(ControllerExpandVolumeRequest request, StreamObserver<ControllerExpandVolumeResponse> response) {
+        Rpc.answer(response, () -> {
+            if (request.getVolumeId().isEmpty()) {
+                throw CsiException.missing("volume_id");
+            }
+            if (!request.hasCapacityRange()) {
+                throw CsiException.missing("capacity_range");
+            }
+            CapacityRange range = request.getCapacityRange();
+            CreateChecks.range(range);
+            long bytes = range.getRequiredBytes() > 0 ? range.getRequiredBytes() : range.getLimitBytes();
+            if (bytes == 0) {
+                throw CsiException.invalidArgument("capacity_range gives neither required_bytes nor limit_bytes");
+            }
+            var volume = backends.forDelete(request.getVolumeId()).orElseThrow(() -> CsiException.notFound(
+                    "volume " + CsiException.printable(request.getVolumeId()) + " does not exist"));
+            Optional<VolumeCapability> capability = request.hasVolumeCapability()
+                    ? Optional.of(request.getVolumeCapability()) : Optional.empty();
+            capability.ifPresent(given -> volume.capabilities().require(List.of(given), "volume_capability"));
+            try (var held = locks.acquire(volume.lockKey())) {
+                var expansion = volume.expand(bytes, capability);
+                if (range.getLimitBytes() > 0 && expansion.capacityBytes() > range.getLimitBytes()) {
+                    throw CsiException.outOfRange("volume " + request.getVolumeId() + " has " + expansion.capacityBytes()
+                            + " bytes, above capacity_range limit_bytes " + range.getLimitBytes());
+                }
+                return ControllerExpandVolumeResponse.newBuilder().setCapacityBytes(expansion.capacityBytes())
+                        .setNodeExpansionRequired(expansion.nodeExpansionRequired()).build();
+            }
         });
     }
 

@@ -19,11 +19,14 @@ public final class IdentityService extends IdentityGrpc.IdentityImplBase {
     /**
      * What the plugin as a whole offers, reported alike by both servers (csi-sanity and the CSI
      * spec read them per plugin): the Controller service (served by controller-server) and
-     * topology constraints (volumes are reachable from one node only).
+     * topology constraints (volumes are reachable from one node only), and online expansion
+     * (volumes grow while in use).
      */
     public static final List<PluginCapability> DRIVER_CAPABILITIES = List.of(
             service(PluginCapability.Service.Type.CONTROLLER_SERVICE),
-            service(PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS));
+            service(PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS),
+            PluginCapability.newBuilder().setVolumeExpansion(PluginCapability.VolumeExpansion.newBuilder()
+                    .setType(PluginCapability.VolumeExpansion.Type.ONLINE)).build());
 
     private final PluginInfo info;
     private final List<PluginCapability> capabilities;

@@ -759,7 +759,7 @@ final class ManifestChecks {
                 .findFirst();
     }
 
-    /** StorageClasses: parameters the backends accept, no expansion (not implemented), local ones wait for the pod. */
+    /** StorageClasses: parameters the backends accept, expansion allowed (both backends grow volumes), local ones wait for the pod. */
     List<String> storageClasses() {
         List<String> problems = new ArrayList<>();
         Set<String> local = Set.of("allocation", "csi.storage.k8s.io/fstype");
@@ -773,8 +773,8 @@ final class ManifestChecks {
                     problems.add(storageClass.describe() + ": parameter " + parameter + " is not one the backend takes " + allowed);
                 }
             }
-            if (!Boolean.FALSE.equals(Tree.at(storageClass.body(), "allowVolumeExpansion"))) {
-                problems.add(storageClass.describe() + ": allowVolumeExpansion must be false, expansion is not implemented");
+            if (!Boolean.TRUE.equals(Tree.at(storageClass.body(), "allowVolumeExpansion"))) {
+                problems.add(storageClass.describe() + ": allowVolumeExpansion must be true, both backends grow volumes");
             }
             if (!isNfs && !"WaitForFirstConsumer".equals(Tree.string(storageClass.body(), "volumeBindingMode"))) {
                 problems.add(storageClass.describe() + ": a local volume must wait for its pod's node (WaitForFirstConsumer)");

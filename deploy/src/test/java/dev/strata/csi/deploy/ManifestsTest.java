@@ -237,7 +237,7 @@ class ManifestsTest {
         assertEquals(List.of("strata-local-ext4", "strata-local-xfs", "strata-nfs"), names);
         assertFalse(broken(m -> Tree.map(m.one("StorageClass", "strata-local-ext4").body(), "parameters").put("fsType", "ext4"))
                 .storageClasses().isEmpty());
-        assertFalse(broken(m -> m.one("StorageClass", "strata-nfs").body().put("allowVolumeExpansion", true))
+        assertFalse(broken(m -> m.one("StorageClass", "strata-nfs").body().put("allowVolumeExpansion", false))
                 .storageClasses().isEmpty());
     }
 

@@ -51,7 +51,8 @@ public interface NodeBackend<V> {
                 NodeServiceCapability.RPC.Type.STAGE_UNSTAGE_VOLUME,
                 NodeServiceCapability.RPC.Type.GET_VOLUME_STATS,
                 NodeServiceCapability.RPC.Type.VOLUME_CONDITION,
-                NodeServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER);
+                NodeServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER,
+                NodeServiceCapability.RPC.Type.EXPAND_VOLUME);
     }
 
     void stage(V volume, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception;
@@ -62,6 +63,13 @@ public interface NodeBackend<V> {
             boolean readOnly) throws Exception;
 
     void unpublish(V volume, Path target) throws Exception;
+
+    /**
+     * NodeExpandVolume: makes the volume at {@code volumePath} (staged or published) as large as
+     * ControllerExpandVolume made it, online, and returns its size in bytes. NOT_FOUND when the
+     * volume is not there.
+     */
+    long expand(V volume, Path volumePath, Optional<VolumeCapability> capability) throws Exception;
 
     /** Usage and condition of the volume mounted at {@code path}; NOT_FOUND when it is not mounted there. */
     NodeGetVolumeStatsResponse stats(V volume, Path path) throws Exception;

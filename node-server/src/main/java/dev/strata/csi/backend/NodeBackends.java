@@ -102,6 +102,10 @@ public final class NodeBackends {
             backend.unpublish(volume, target);
         }
 
+        public long expand(Path volumePath, Optional<VolumeCapability> capability) throws Exception {
+            return backend.expand(volume, volumePath, capability);
+        }
+
         public NodeGetVolumeStatsResponse stats(Path path) throws Exception {
             return backend.stats(volume, path);
         }

@@ -1,5 +1,7 @@
 package dev.strata.csi.node;
 
+import csi.v1.Csi.NodeExpandVolumeRequest;
+import csi.v1.Csi.NodeExpandVolumeResponse;
 import csi.v1.Csi.NodeGetCapabilitiesRequest;
 import csi.v1.Csi.NodeGetCapabilitiesResponse;
 import csi.v1.Csi.NodeGetInfoRequest;
@@ -26,6 +28,7 @@ import dev.strata.csi.rpc.VolumeLocks;
 import io.grpc.stub.StreamObserver;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Optional;
 
 /**
  * The CSI Node service. Each call checks its request, chooses the backend that serves the volume
@@ -116,20 +119,29 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
     }
 
     @Override
+    public void nodeExpandVolume(NodeExpandVolumeRequest request, StreamObserver<NodeExpandVolumeResponse> response) {
+        Rpc.answer(response, () -> {
+            requireVolumeId(request.getVolumeId());
+            Path path = volumePath(request.getVolumeId(), request.getVolumePath());
+            if (request.hasCapacityRange() && request.getCapacityRange().getLimitBytes() > 0
+                    && request.getCapacityRange().getRequiredBytes() > request.getCapacityRange().getLimitBytes()) {
+                throw CsiException.outOfRange("capacity_range required_bytes exceeds limit_bytes");
+            }
+            var volume = backends.forTeardown(request.getVolumeId());
+            Optional<VolumeCapability> capability = request.hasVolumeCapability()
+                    ? Optional.of(request.getVolumeCapability()) : Optional.empty();
+            capability.ifPresent(given -> volume.capabilities().require(List.of(given), "volume_capability"));
+            try (var held = locks.acquire(volume.lockKey())) {
+                return NodeExpandVolumeResponse.newBuilder().setCapacityBytes(volume.expand(path, capability)).build();
+            }
+        });
+    }
+
+    @Override
     public void nodeGetVolumeStats(NodeGetVolumeStatsRequest request, StreamObserver<NodeGetVolumeStatsResponse> response) {
         Rpc.answer(response, () -> {
             requireVolumeId(request.getVolumeId());
-            if (request.getVolumePath().isEmpty()) {
-                throw CsiException.missing("volume_path");
-            }
-            // A path that is not even absolute cannot be where the volume is mounted.
-            Path path;
-            try {
-                path = paths.require("volume_path", request.getVolumePath());
-            } catch (CsiException e) {
-                throw CsiException.notFound("volume " + CsiException.printable(request.getVolumeId()) + " is not mounted at "
-                        + CsiException.printable(request.getVolumePath()));
-            }
+            Path path = volumePath(request.getVolumeId(), request.getVolumePath());
             return backends.forTeardown(request.getVolumeId()).stats(path);
         });
     }
@@ -159,6 +171,21 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
             MountOptions.join(capability.getMount().getMountFlagsList());
         } catch (MountException e) {
             throw CsiException.invalidArgument(e.getMessage());
+        }
+    }
+
+    /**
+     * The path a volume is staged or published at (NodeGetVolumeStats, NodeExpandVolume): a path
+     * that is not even one kubelet could give cannot be where the volume is, so NOT_FOUND.
+     */
+    private Path volumePath(String volumeId, String value) {
+        if (value.isEmpty()) {
+            throw CsiException.missing("volume_path");
+        }
+        try {
+            return paths.require("volume_path", value);
+        } catch (CsiException e) {
+            throw CsiException.notFound("volume " + CsiException.printable(volumeId) + " is not mounted at " + CsiException.printable(value));
         }
     }
 

@@ -7,10 +7,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import csi.v1.Csi.ControllerExpandVolumeRequest;
 import csi.v1.Csi.ControllerPublishVolumeRequest;
 import csi.v1.Csi.ControllerUnpublishVolumeRequest;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.DeleteVolumeRequest;
+import csi.v1.Csi.NodeExpandVolumeRequest;
 import csi.v1.Csi.NodePublishVolumeRequest;
 import csi.v1.Csi.NodeStageVolumeRequest;
 import csi.v1.Csi.NodeUnpublishVolumeRequest;
@@ -121,6 +123,10 @@ class CrashRecoveryTest {
         private final String name;
         private final Path staging;
         private final Path target;
+        /** The expansion points grow an xfs volume: ext4's online resize needs CAP_SYS_RESOURCE, which this sandbox withholds. */
+        private final boolean expands;
+        private final VolumeCapability capability;
+        private final long size;
         private Volume volume;
         private boolean crashed;
 
@@ -131,6 +137,9 @@ class CrashRecoveryTest {
                     + (launch.container() ? "-c" : "-h");
             this.staging = cluster.kubeletDir(NODE, "plugins/" + name + "/globalmount");
             this.target = cluster.kubeletDir(NODE, "pods/" + name + "/volumes").resolve("mount");
+            this.expands = point != null && point.name().contains("EXPAND");
+            this.capability = expands ? mount("xfs") : CAPABILITY;
+            this.size = expands ? 320 * MIB : SIZE;
         }
 
         void run() throws Exception {
@@ -139,6 +148,9 @@ class CrashRecoveryTest {
             restarts++;
             createAttachStagePublish();
             String checksum = writeData();
+            if (expands) {
+                expandOnline();
+            }
             call("NodeUnpublishVolume", () -> node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder()
                     .setVolumeId(volume.getVolumeId()).setTargetPath(target.toString()).build()));
             assertFalse(Files.exists(target), "unpublish removes the target");
@@ -160,8 +172,8 @@ class CrashRecoveryTest {
         void createAttachStagePublish() throws Exception {
             volume = call("CreateVolume", () -> cluster.controller().createVolume(CreateVolumeRequest.newBuilder()
                     .setName(name)
-                    .setCapacityRange(csi.v1.Csi.CapacityRange.newBuilder().setRequiredBytes(SIZE))
-                    .addVolumeCapabilities(CAPABILITY)
+                    .setCapacityRange(csi.v1.Csi.CapacityRange.newBuilder().setRequiredBytes(size))
+                    .addVolumeCapabilities(capability)
                     .setAccessibilityRequirements(TopologyRequirement.newBuilder().addPreferred(on(NODE)).addRequisite(on(NODE)))
                     .build())).getVolume();
             expectDevices(0);
@@ -171,18 +183,18 @@ class CrashRecoveryTest {
 
         void attach() {
             call("ControllerPublishVolume", () -> cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
-                    .setVolumeId(volume.getVolumeId()).setNodeId(NODE).setVolumeCapability(CAPABILITY).build()));
+                    .setVolumeId(volume.getVolumeId()).setNodeId(NODE).setVolumeCapability(capability).build()));
             expectDevices(1);
         }
 
         void stagePublish() throws Exception {
             call("NodeStageVolume", () -> node().nodeStageVolume(NodeStageVolumeRequest.newBuilder()
-                    .setVolumeId(volume.getVolumeId()).setStagingTargetPath(staging.toString()).setVolumeCapability(CAPABILITY).build()));
+                    .setVolumeId(volume.getVolumeId()).setStagingTargetPath(staging.toString()).setVolumeCapability(capability).build()));
             expectDevices(1);
             assertTrue(SystemState.mountAt(staging).isPresent(), "staged");
             call("NodePublishVolume", () -> node().nodePublishVolume(NodePublishVolumeRequest.newBuilder()
                     .setVolumeId(volume.getVolumeId()).setStagingTargetPath(staging.toString()).setTargetPath(target.toString())
-                    .setVolumeCapability(CAPABILITY).build()));
+                    .setVolumeCapability(capability).build()));
             expectDevices(1);
             assertTrue(SystemState.mountAt(target).isPresent(), "published");
         }
@@ -209,6 +221,27 @@ class CrashRecoveryTest {
             } catch (Exception e) {
                 throw new AssertionError(e);
             }
+        }
+
+        /** ControllerExpandVolume, then NodeExpandVolume on the published volume, as external-resizer and kubelet call them. */
+        void expandOnline() throws Exception {
+            long bigger = size + 64 * MIB;
+            long totalBefore = Files.getFileStore(target).getTotalSpace();
+            var controller = call("ControllerExpandVolume", () -> cluster.controller().controllerExpandVolume(
+                    ControllerExpandVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).setVolumeCapability(capability)
+                            .setCapacityRange(csi.v1.Csi.CapacityRange.newBuilder().setRequiredBytes(bigger)).build()));
+            assertEquals(bigger, controller.getCapacityBytes());
+            assertTrue(controller.getNodeExpansionRequired());
+            expectDevices(1);
+            var node = call("NodeExpandVolume", () -> node().nodeExpandVolume(NodeExpandVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setVolumePath(target.toString()).setStagingTargetPath(staging.toString())
+                    .setVolumeCapability(capability)
+                    .setCapacityRange(csi.v1.Csi.CapacityRange.newBuilder().setRequiredBytes(bigger)).build()));
+            assertEquals(bigger, node.getCapacityBytes());
+            checks++;
+            assertEquals(bigger, Files.size(image()), "the image has the new size");
+            long total = Files.getFileStore(target).getTotalSpace();
+            assertEquals(totalBefore + 64 * MIB, total, name + ": the filesystem grew by the 64 MiB the volume did");
         }
 
         String writeData() throws Exception {

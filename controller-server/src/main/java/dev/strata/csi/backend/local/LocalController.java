@@ -8,6 +8,7 @@ import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.agent.api.AttachImageRequest;
 import dev.strata.csi.agent.api.DeleteImageRequest;
 import dev.strata.csi.agent.api.DetachImageRequest;
+import dev.strata.csi.agent.api.ExpandImageRequest;
 import dev.strata.csi.agent.api.GetImageRequest;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.ListImagesRequest;
@@ -115,6 +116,19 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
             agents.stub(id.nodeId()).detachImage(DetachImageRequest.newBuilder()
                     .setName(id.name()).setNodeId(id.nodeId()).build());
         }
+    }
+
+    /**
+     * Grows the image on its node, to whole MiB as images are made; the agent grows its loop device
+     * too when attached. A filesystem then grows on the node; a raw block device needs nothing more.
+     */
+    @Override
+    public Expansion expand(VolumeId id, long bytes, Optional<VolumeCapability> capability) {
+        long size = Math.ceilDiv(bytes, VolumeRequest.MIB) * VolumeRequest.MIB;
+        Image image = agents.stub(id.nodeId()).expandImage(ExpandImageRequest.newBuilder()
+                .setName(id.name()).setCapacityBytes(size).build()).getImage();
+        boolean block = capability.map(LocalCapabilities::isBlock).orElse(false);
+        return new Expansion(image.getCapacityBytes(), !block);
     }
 
     @Override

@@ -148,6 +148,32 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         });
     }
 
+    /**
+     * Records the new size, then raises the project quota limit where the volume has one;
+     * elsewhere the size is only recorded (nothing enforces it). A share needs nothing on the node.
+     */
+    @Override
+    public Expansion expand(VolumeHandle handle, long bytes, Optional<VolumeCapability> capability) throws Exception {
+        NfsVolumeId id = handle.dynamic().orElseThrow(() -> CsiException.notFound("volume "
+                + CsiException.printable(handle.volumeId()) + " does not exist"));
+        NfsVolume volume = id.volume();
+        return Bounded.call(deadline, "ControllerExpandVolume on " + volume.source(), () -> {
+            Export export = exports.open(volume.export(), List.of());
+            VolumeRecords records = export.records();
+            NfsVolumeRecord record = records.read(volume.subDir()).filter(found -> found.getVolumeId().equals(id.toString()))
+                    .orElseThrow(() -> CsiException.notFound("volume " + id + " does not exist"));
+            if (record.getCapacityBytes() < bytes) {
+                record = record.toBuilder().setCapacityBytes(bytes).build();
+                records.write(volume.subDir(), record); // the size first: the retry raises the limit to it
+                log.info("volume expanded", "volume", id, "bytes", bytes, "enforced", record.getProjectId() != 0);
+            }
+            if (record.getProjectId() != 0) {
+                quotas.enforce(export, export.make(volume.subDir(), Optional.empty()), record);
+            }
+            return new Expansion(record.getCapacityBytes(), false);
+        });
+    }
+
     /** Frees the volume as its onDelete says. An id of a volume already gone succeeds. */
     @Override
     public void delete(VolumeHandle handle) throws Exception {

@@ -186,6 +186,33 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
         TargetPaths.removeTarget(target);
     }
 
+    /**
+     * The loop device takes the image's size (the agent did when it grew the image; a device
+     * attached since has it already), then the filesystem mounted at {@code volumePath} grows to
+     * fill it. A raw block volume needs nothing more.
+     */
+    @Override
+    public long expand(VolumeId id, Path volumePath, Optional<VolumeCapability> capability) throws Exception {
+        LoopDevice device = attachedDevice(id);
+        long recorded = pool.get(id.name()).orElseThrow(() -> CsiException.notFound("volume " + id + " does not exist on this node"))
+                .getCapacityBytes();
+        if (loops.sizeBytes(device.device()) < recorded) {
+            loops.refreshCapacity(device.device());
+        }
+        long size = loops.sizeBytes(device.device());
+        Optional<MountPoint> mount = mounter.table().at(volumePath).filter(device::backs);
+        if (mount.isEmpty()) {
+            throw CsiException.notFound("volume " + id + " is not staged or published at " + volumePath);
+        }
+        boolean block = capability.map(LocalCapabilities::isBlock).orElse(!Files.isDirectory(volumePath));
+        if (!block) {
+            filesystems.grow(device.device(), volumePath, mount.get().fsType());
+            crashes.reach(CrashPoint.NODE_EXPAND_GROWN);
+            log.info("filesystem grown", "volume", id, "path", volumePath, "fs_type", mount.get().fsType(), "bytes", size);
+        }
+        return size;
+    }
+
     @Override
     public NodeGetVolumeStatsResponse stats(VolumeId id, Path path) throws Exception {
         requireHere(id);

@@ -4,7 +4,10 @@ import dev.strata.csi.metrics.SystemSteps;
 import java.nio.file.Path;
 import java.util.Optional;
 
-/** {@link Filesystems} whose mkfs runs are timed as the step {@code mkfs} (a device that was not blank made none). */
+/**
+ * {@link Filesystems} whose mkfs runs are timed as the step {@code mkfs} (a device that was not
+ * blank made none), and filesystem growth as {@code resize}.
+ */
 public final class MeteredFilesystems implements Filesystems {
 
     private final Filesystems filesystems;
@@ -34,5 +37,10 @@ public final class MeteredFilesystems implements Filesystems {
                 steps.record("mkfs", start, ok);
             }
         }
+    }
+
+    @Override
+    public void grow(Path device, Path mountPoint, String fsType) throws DeviceException {
+        steps.time("resize", () -> filesystems.grow(device, mountPoint, fsType));
     }
 }

@@ -22,6 +22,16 @@ public final class MeteredImageFiles implements ImageFiles {
     }
 
     @Override
+    public void grow(Path image, long bytes, Allocation allocation) throws IOException {
+        steps.time("grow_image", () -> files.grow(image, bytes, allocation));
+    }
+
+    @Override
+    public long sizeBytes(Path image) throws IOException {
+        return files.sizeBytes(image);
+    }
+
+    @Override
     public long allocatedBytes(Path image) throws IOException {
         return files.allocatedBytes(image);
     }

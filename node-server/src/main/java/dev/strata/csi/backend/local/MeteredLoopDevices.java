@@ -40,4 +40,9 @@ public final class MeteredLoopDevices implements LoopDevices {
     public long sizeBytes(Path device) throws DeviceException {
         return loops.sizeBytes(device);
     }
+
+    @Override
+    public void refreshCapacity(Path device) throws DeviceException {
+        steps.time("losetup_set_capacity", () -> loops.refreshCapacity(device));
+    }
 }

@@ -203,6 +203,15 @@ public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share> {
         TargetPaths.removeTarget(target);
     }
 
+    /** A share has nothing to grow on the node: its size is the export's (ControllerExpandVolume raised the limit). */
+    @Override
+    public long expand(Share share, Path volumePath, Optional<VolumeCapability> capability) throws Exception {
+        if (mounter.table().at(volumePath).filter(NfsMounter::isNfs).isEmpty()) {
+            throw CsiException.notFound("volume " + CsiException.printable(share.volumeId()) + " is not mounted at " + volumePath);
+        }
+        return 0;
+    }
+
     /**
      * Usage of the share mounted at {@code path}; NOT_FOUND when no share is. A server that does
      * not answer, or a stale share, is an abnormal volume condition, not an error: kubelet then

@@ -1,0 +1,225 @@
+package dev.strata.csi.e2e;
+
+import static dev.strata.csi.e2e.PipelineTest.MIB;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import csi.v1.Csi.CapacityRange;
+import csi.v1.Csi.ControllerExpandVolumeRequest;
+import csi.v1.Csi.ControllerExpandVolumeResponse;
+import csi.v1.Csi.ControllerPublishVolumeRequest;
+import csi.v1.Csi.ControllerUnpublishVolumeRequest;
+import csi.v1.Csi.DeleteVolumeRequest;
+import csi.v1.Csi.NodeExpandVolumeRequest;
+import csi.v1.Csi.NodeGetVolumeStatsRequest;
+import csi.v1.Csi.NodePublishVolumeRequest;
+import csi.v1.Csi.NodeStageVolumeRequest;
+import csi.v1.Csi.NodeUnpublishVolumeRequest;
+import csi.v1.Csi.NodeUnstageVolumeRequest;
+import csi.v1.Csi.Volume;
+import csi.v1.Csi.VolumeCapability;
+import csi.v1.Csi.VolumeUsage;
+import dev.strata.csi.testing.Root;
+import dev.strata.csi.testing.SystemState;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Volume expansion as external-resizer and kubelet drive it, with real loop devices and
+ * filesystems: ControllerExpandVolume grows the image (and the attached loop device, in use),
+ * NodeExpandVolume grows the filesystem online; data written before reads back.
+ */
+class ExpansionTest {
+
+    static final String NODE = "node-a";
+
+    @TempDir
+    static Path dir;
+
+    static Cluster cluster;
+
+    @BeforeAll
+    static void start() throws Exception {
+        Root.require();
+        cluster = Cluster.start(dir, NODE);
+        PipelineTest.cluster = cluster;
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        PipelineTest.cluster = null;
+        if (cluster != null) {
+            cluster.close();
+        }
+        assertEquals(List.of(), SystemState.cleanUp(dir));
+    }
+
+    /** A volume's way through the phases, and its paths. */
+    record Published(Volume volume, VolumeCapability capability, Path staging, Path target) {}
+
+    static Published publish(String name, long bytes, VolumeCapability capability) throws Exception {
+        Volume volume = PipelineTest.create(name, bytes, capability, NODE);
+        cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
+                .setVolumeId(volume.getVolumeId()).setNodeId(NODE).setVolumeCapability(capability).build());
+        Path staging = cluster.kubeletDir(NODE, "plugins/" + name + "/globalmount");
+        Path target = cluster.kubeletDir(NODE, "pods/" + name + "/volumes").resolve("mount");
+        stagePublish(new Published(volume, capability, staging, target));
+        return new Published(volume, capability, staging, target);
+    }
+
+    static void stagePublish(Published p) {
+        var node = cluster.node(NODE).node();
+        node.nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(p.volume().getVolumeId())
+                .setStagingTargetPath(p.staging().toString()).setVolumeCapability(p.capability()).build());
+        node.nodePublishVolume(NodePublishVolumeRequest.newBuilder().setVolumeId(p.volume().getVolumeId())
+                .setStagingTargetPath(p.staging().toString()).setTargetPath(p.target().toString())
+                .setVolumeCapability(p.capability()).build());
+    }
+
+    static void unpublishUnstage(Published p) {
+        var node = cluster.node(NODE).node();
+        node.nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder().setVolumeId(p.volume().getVolumeId())
+                .setTargetPath(p.target().toString()).build());
+        node.nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder().setVolumeId(p.volume().getVolumeId())
+                .setStagingTargetPath(p.staging().toString()).build());
+    }
+
+    static void teardown(Published p) {
+        unpublishUnstage(p);
+        cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
+                .setVolumeId(p.volume().getVolumeId()).setNodeId(NODE).build());
+        cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(p.volume().getVolumeId()).build());
+    }
+
+    static ControllerExpandVolumeResponse controllerExpand(Published p, long bytes) {
+        return cluster.controller().controllerExpandVolume(ControllerExpandVolumeRequest.newBuilder()
+                .setVolumeId(p.volume().getVolumeId()).setVolumeCapability(p.capability())
+                .setCapacityRange(CapacityRange.newBuilder().setRequiredBytes(bytes)).build());
+    }
+
+    static long nodeExpand(Published p, long bytes) {
+        return cluster.node(NODE).node().nodeExpandVolume(NodeExpandVolumeRequest.newBuilder()
+                .setVolumeId(p.volume().getVolumeId()).setVolumePath(p.target().toString())
+                .setStagingTargetPath(p.staging().toString()).setVolumeCapability(p.capability())
+                .setCapacityRange(CapacityRange.newBuilder().setRequiredBytes(bytes)).build()).getCapacityBytes();
+    }
+
+    static long statsTotal(Published p) {
+        return cluster.node(NODE).node().nodeGetVolumeStats(NodeGetVolumeStatsRequest.newBuilder()
+                .setVolumeId(p.volume().getVolumeId()).setVolumePath(p.target().toString()).build())
+                .getUsageList().stream().filter(usage -> usage.getUnit() == VolumeUsage.Unit.BYTES).findFirst().orElseThrow().getTotal();
+    }
+
+    static String writeData(Path file) throws Exception {
+        byte[] data = new byte[(int) (4 * MIB)];
+        new Random(file.hashCode()).nextBytes(data);
+        Files.write(file, data);
+        return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(data));
+    }
+
+    static String readData(Path file) throws Exception {
+        return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(Files.readAllBytes(file)));
+    }
+
+    static boolean hasCapSysResource() throws Exception {
+        String effective = Files.readAllLines(Path.of("/proc/self/status")).stream().filter(line -> line.startsWith("CapEff:"))
+                .findFirst().orElseThrow().substring("CapEff:".length()).strip();
+        return (Long.parseUnsignedLong(effective, 16) & (1L << 24)) != 0;
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"xfs", "btrfs", "ext4"})
+    void aPublishedFilesystemGrowsOnlineAndKeepsItsData(String fsType) throws Exception {
+        long before = 320 * MIB;
+        long after = 448 * MIB;
+        Published p = publish("pvc-online-" + fsType, before, PipelineTest.mount(fsType));
+        String sum = writeData(p.target().resolve("data"));
+        long totalBefore = statsTotal(p);
+
+        ControllerExpandVolumeResponse grown = controllerExpand(p, after);
+        assertEquals(after, grown.getCapacityBytes());
+        assertTrue(grown.getNodeExpansionRequired(), "a filesystem must grow on the node");
+        assertEquals(grown, controllerExpand(p, after), "the same call again changes nothing");
+        assertEquals(after, controllerExpand(p, before).getCapacityBytes(), "a smaller size never shrinks it");
+        Path image = cluster.node(NODE).pool().resolve("pvc-online-" + fsType + ".img");
+        assertEquals(after, Files.size(image));
+        assertEquals(1, SystemState.loopDevicesOf(image).size(), "still attached, to one device");
+        assertEquals(after, Long.parseLong(SystemState.run("blockdev", "--getsize64", SystemState.loopDevicesOf(image).getFirst()).strip()),
+                "the device in use shows the new size");
+
+        if (fsType.equals("ext4") && !hasCapSysResource()) {
+            // This sandbox withholds CAP_SYS_RESOURCE, which ext4's online resize ioctl needs (node-server's
+            // privileged container has it): the call fails, says why, and the volume stays as it was.
+            StatusRuntimeException refused = assertThrows(StatusRuntimeException.class, () -> nodeExpand(p, after));
+            assertTrue(refused.getStatus().getDescription().contains("resize2fs"), refused.getStatus().toString());
+            assertEquals(totalBefore, statsTotal(p));
+        } else {
+            assertEquals(after, nodeExpand(p, after));
+            assertEquals(after, nodeExpand(p, after), "again: nothing to do");
+            long totalAfter = statsTotal(p);
+            assertTrue(totalAfter > totalBefore + (after - before) * 8 / 10, totalBefore + " -> " + totalAfter);
+            assertEquals(totalAfter, Files.getFileStore(p.target()).getTotalSpace(), "NodeGetVolumeStats agrees with statfs");
+        }
+        assertEquals(sum, readData(p.target().resolve("data")), "data written before the expansion");
+        teardown(p);
+    }
+
+    @Test
+    void aBlockVolumeGrowsWithoutANodeStep() throws Exception {
+        Published p = publish("pvc-online-block", 64 * MIB, PipelineTest.block());
+        ControllerExpandVolumeResponse grown = controllerExpand(p, 96 * MIB);
+        assertEquals(96 * MIB, grown.getCapacityBytes());
+        assertFalse(grown.getNodeExpansionRequired(), "the device in use shows the new size at once");
+        assertEquals(96 * MIB, Long.parseLong(SystemState.run("blockdev", "--getsize64", p.target().toString()).strip()));
+        assertEquals(96 * MIB, statsTotal(p));
+        assertEquals(96 * MIB, nodeExpand(p, 96 * MIB), "kubelet may still call: it confirms the size");
+        teardown(p);
+    }
+
+    /** Expanded while detached: at its next stage and NodeExpandVolume the filesystem has the new size. */
+    @Test
+    void aDetachedVolumeExpandedComesUpAtTheNewSize() throws Exception {
+        Published p = publish("pvc-offline", 320 * MIB, PipelineTest.mount("xfs"));
+        String sum = writeData(p.target().resolve("data"));
+        long totalBefore = statsTotal(p);
+        unpublishUnstage(p);
+        cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
+                .setVolumeId(p.volume().getVolumeId()).setNodeId(NODE).build());
+        assertEquals(448 * MIB, controllerExpand(p, 448 * MIB).getCapacityBytes());
+        cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
+                .setVolumeId(p.volume().getVolumeId()).setNodeId(NODE).setVolumeCapability(p.capability()).build());
+        stagePublish(p);
+        assertEquals(448 * MIB, nodeExpand(p, 448 * MIB));
+        long totalAfter = statsTotal(p);
+        assertTrue(totalAfter > totalBefore + 128 * MIB * 8 / 10, totalBefore + " -> " + totalAfter);
+        assertEquals(sum, readData(p.target().resolve("data")));
+        teardown(p);
+    }
+
+    @Test
+    void aSizeThePoolCannotHoldIsRefusedAndTheVolumeStaysUsable() throws Exception {
+        Published p = publish("pvc-too-large", 32 * MIB, PipelineTest.mount("ext4"));
+        StatusRuntimeException refused = assertThrows(StatusRuntimeException.class, () -> controllerExpand(p, 1L << 50));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, refused.getStatus().getCode(), refused.getStatus().toString());
+        assertEquals(32 * MIB, Files.size(cluster.node(NODE).pool().resolve("pvc-too-large.img")));
+        Files.writeString(p.target().resolve("still"), "usable");
+        assertEquals(Status.Code.NOT_FOUND, assertThrows(StatusRuntimeException.class, () -> cluster.controller().controllerExpandVolume(
+                ControllerExpandVolumeRequest.newBuilder().setVolumeId("local/node-a/pvc-none")
+                        .setCapacityRange(CapacityRange.newBuilder().setRequiredBytes(MIB)).build())).getStatus().getCode());
+        teardown(p);
+    }
+}
