@@ -83,7 +83,9 @@ class ControllerServerTest {
                 identity.getPluginCapabilities(GetPluginCapabilitiesRequest.getDefaultInstance()).getCapabilitiesList();
         assertEquals(List.of(PluginCapability.Service.Type.CONTROLLER_SERVICE,
                         PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS),
-                capabilities.stream().map(c -> c.getService().getType()).toList());
+                capabilities.stream().filter(PluginCapability::hasService).map(c -> c.getService().getType()).toList());
+        assertEquals(List.of(PluginCapability.VolumeExpansion.Type.ONLINE), capabilities.stream()
+                .filter(PluginCapability::hasVolumeExpansion).map(c -> c.getVolumeExpansion().getType()).toList());
         assertTrue(identity.probe(ProbeRequest.getDefaultInstance()).getReady().getValue());
     }
 
@@ -160,7 +162,7 @@ class ControllerServerTest {
                 .controllerGetCapabilities(ControllerGetCapabilitiesRequest.getDefaultInstance())
                 .getCapabilitiesList().stream().map(c -> c.getRpc().getType().name()).toList();
         assertEquals(List.of("CREATE_DELETE_VOLUME", "PUBLISH_UNPUBLISH_VOLUME", "LIST_VOLUMES",
-                "LIST_VOLUMES_PUBLISHED_NODES", "GET_CAPACITY", "SINGLE_NODE_MULTI_WRITER"), types);
+                "LIST_VOLUMES_PUBLISHED_NODES", "GET_CAPACITY", "SINGLE_NODE_MULTI_WRITER", "EXPAND_VOLUME"), types);
     }
 
     @Test

@@ -62,7 +62,8 @@ class NodeBackendsTest {
     @Test
     void theServiceAdvertisesWhatTheBackendsNeedOnce() {
         assertEquals(List.of(NodeServiceCapability.RPC.Type.STAGE_UNSTAGE_VOLUME, NodeServiceCapability.RPC.Type.GET_VOLUME_STATS,
-                NodeServiceCapability.RPC.Type.VOLUME_CONDITION, NodeServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER),
+                NodeServiceCapability.RPC.Type.VOLUME_CONDITION, NodeServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER,
+                NodeServiceCapability.RPC.Type.EXPAND_VOLUME),
                 backends.rpcCapabilities());
     }
 }

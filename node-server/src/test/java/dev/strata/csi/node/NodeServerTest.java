@@ -74,13 +74,14 @@ class NodeServerTest {
         assertEquals(PluginInfo.DEFAULT_NAME, identity.getPluginInfo(GetPluginInfoRequest.getDefaultInstance()).getName());
         assertEquals(List.of(PluginCapability.Service.Type.CONTROLLER_SERVICE, PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS),
                 identity.getPluginCapabilities(GetPluginCapabilitiesRequest.getDefaultInstance()).getCapabilitiesList()
-                        .stream().map(c -> c.getService().getType()).toList(), "the plugin's capabilities, as the controller reports them");
+                        .stream().filter(PluginCapability::hasService).map(c -> c.getService().getType()).toList(),
+                "the plugin's capabilities, as the controller reports them");
         assertTrue(identity.probe(ProbeRequest.getDefaultInstance()).getReady().getValue());
         var node = NodeGrpc.newBlockingStub(channel);
         NodeGetInfoResponse info = node.nodeGetInfo(NodeGetInfoRequest.getDefaultInstance());
         assertEquals("worker-1", info.getNodeId());
         assertEquals(Map.of("topology.strata.csi.dev/node", "worker-1"), info.getAccessibleTopology().getSegmentsMap());
-        assertEquals(List.of("STAGE_UNSTAGE_VOLUME", "GET_VOLUME_STATS", "VOLUME_CONDITION", "SINGLE_NODE_MULTI_WRITER"),
+        assertEquals(List.of("STAGE_UNSTAGE_VOLUME", "GET_VOLUME_STATS", "VOLUME_CONDITION", "SINGLE_NODE_MULTI_WRITER", "EXPAND_VOLUME"),
                 node.nodeGetCapabilities(NodeGetCapabilitiesRequest.getDefaultInstance()).getCapabilitiesList()
                         .stream().map(c -> c.getRpc().getType().name()).toList());
     }
