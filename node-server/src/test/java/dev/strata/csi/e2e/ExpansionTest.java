@@ -135,11 +135,6 @@ class ExpansionTest {
         return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(Files.readAllBytes(file)));
     }
 
-    static boolean hasCapSysResource() throws Exception {
-        String effective = Files.readAllLines(Path.of("/proc/self/status")).stream().filter(line -> line.startsWith("CapEff:"))
-                .findFirst().orElseThrow().substring("CapEff:".length()).strip();
-        return (Long.parseUnsignedLong(effective, 16) & (1L << 24)) != 0;
-    }
 
     @ParameterizedTest
     @ValueSource(strings = {"xfs", "btrfs", "ext4"})
@@ -161,7 +156,7 @@ class ExpansionTest {
         assertEquals(after, Long.parseLong(SystemState.run("blockdev", "--getsize64", SystemState.loopDevicesOf(image).getFirst()).strip()),
                 "the device in use shows the new size");
 
-        if (fsType.equals("ext4") && !hasCapSysResource()) {
+        if (fsType.equals("ext4") && !SystemState.hasCapSysResource()) {
             // This sandbox withholds CAP_SYS_RESOURCE, which ext4's online resize ioctl needs (node-server's
             // privileged container has it): the call fails, says why, and the volume stays as it was.
             StatusRuntimeException refused = assertThrows(StatusRuntimeException.class, () -> nodeExpand(p, after));

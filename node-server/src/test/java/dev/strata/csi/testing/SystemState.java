@@ -16,6 +16,16 @@ public final class SystemState {
 
     private SystemState() {}
 
+    /**
+     * Whether this process holds CAP_SYS_RESOURCE (bit 24 of CapEff), which ext4's online resize
+     * ioctl needs: some sandboxes withhold it from root; node-server's privileged container has it.
+     */
+    public static boolean hasCapSysResource() throws IOException {
+        String effective = Files.readAllLines(Path.of("/proc/self/status")).stream().filter(line -> line.startsWith("CapEff:"))
+                .findFirst().orElseThrow().substring("CapEff:".length()).strip();
+        return (Long.parseUnsignedLong(effective, 16) & (1L << 24)) != 0;
+    }
+
     /** The loop devices backed by {@code image} (losetup --associated). */
     public static List<String> loopDevicesOf(Path image) throws Exception {
         String out = run("losetup", "--noheadings", "--output", "NAME", "--associated", image.toString());

@@ -65,12 +65,6 @@ class ImageExpansionTest {
         return new ImagePool(Files.createDirectories(dir.resolve("pool")), files, loops, mounter, Crashes.NONE, log);
     }
 
-    /** Whether this process holds CAP_SYS_RESOURCE (bit 24 of CapEff). */
-    static boolean hasCapSysResource() throws IOException {
-        String effective = Files.readAllLines(Path.of("/proc/self/status")).stream().filter(line -> line.startsWith("CapEff:"))
-                .findFirst().orElseThrow().substring("CapEff:".length()).strip();
-        return (Long.parseUnsignedLong(effective, 16) & (1L << 24)) != 0;
-    }
 
     static String checksum(Path file) throws Exception {
         return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(Files.readAllBytes(file)));
@@ -98,9 +92,9 @@ class ImageExpansionTest {
         assertEquals(after, Files.size(pool.imagePath("pvc-grow")));
         assertEquals(after, loops.sizeBytes(device.device()), "the mounted device took the new size");
         assertEquals(device.device(), pool.device("pvc-grow").orElseThrow().device(), "never detached");
-        if (fsType.equals("ext4") && !hasCapSysResource()) {
+        if (fsType.equals("ext4") && !SystemState.hasCapSysResource()) {
             // This sandbox withholds CAP_SYS_RESOURCE, which ext4's online resize ioctl needs (a
-            // node-server container is privileged and has it); the VM run (hack/nfs-vm.sh) grows ext4 online.
+            // node-server container is privileged and has it, as root in a VM booted by hack/vm.sh has).
             LoopDevice mounted = device;
             DeviceException refused = assertThrows(DeviceException.class, () -> filesystems.grow(mounted.device(), staging, fsType));
             assertTrue(refused.getMessage().contains("resize2fs"), refused.getMessage());
