@@ -8,6 +8,7 @@ import java.nio.file.Path;
 import java.nio.file.attribute.BasicFileAttributes;
 import java.security.GeneralSecurityException;
 import java.security.KeyFactory;
+import java.security.KeyStore;
 import java.security.PrivateKey;
 import java.security.Signature;
 import java.security.cert.CertificateFactory;
@@ -17,6 +18,8 @@ import java.util.ArrayList;
 import java.util.Base64;
 import java.util.List;
 import java.util.Objects;
+import javax.net.ssl.TrustManager;
+import javax.net.ssl.TrustManagerFactory;
 
 /** PEM certificates and PKCS#8 keys read from files, and what tells that a file was replaced. */
 final class PemFiles {
@@ -49,6 +52,19 @@ final class PemFiles {
             throw new GeneralSecurityException(file + " holds no certificate");
         }
         return certificates;
+    }
+
+    /** The JDK's trust managers for the CAs in {@code file}: they do the checking, host name included. */
+    static TrustManager[] trustManagers(Path file) throws IOException, GeneralSecurityException {
+        List<X509Certificate> cas = certificates(file);
+        KeyStore store = KeyStore.getInstance(KeyStore.getDefaultType());
+        store.load(null, null);
+        for (int i = 0; i < cas.size(); i++) {
+            store.setCertificateEntry("ca-" + i, cas.get(i));
+        }
+        TrustManagerFactory factory = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+        factory.init(store);
+        return factory.getTrustManagers();
     }
 
     /** A PKCS#8 private key ({@code BEGIN PRIVATE KEY}, what openssl 3 writes), RSA or EC. */

@@ -3,13 +3,10 @@ package dev.strata.csi.auth;
 import dev.strata.csi.log.Log;
 import java.net.Socket;
 import java.nio.file.Path;
-import java.security.KeyStore;
 import java.security.cert.CertificateException;
 import java.security.cert.X509Certificate;
-import java.util.List;
 import javax.net.ssl.SSLEngine;
 import javax.net.ssl.TrustManager;
-import javax.net.ssl.TrustManagerFactory;
 import javax.net.ssl.X509ExtendedTrustManager;
 
 /**
@@ -34,15 +31,7 @@ final class ReloadingTrustManager extends X509ExtendedTrustManager {
 
     private Loaded load() throws Exception {
         PemFiles.Stamp stamp = PemFiles.Stamp.of(caFile);
-        List<X509Certificate> cas = PemFiles.certificates(caFile);
-        KeyStore store = KeyStore.getInstance(KeyStore.getDefaultType());
-        store.load(null, null);
-        for (int i = 0; i < cas.size(); i++) {
-            store.setCertificateEntry("ca-" + i, cas.get(i));
-        }
-        TrustManagerFactory factory = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
-        factory.init(store);
-        for (TrustManager manager : factory.getTrustManagers()) {
+        for (TrustManager manager : PemFiles.trustManagers(caFile)) {
             if (manager instanceof X509ExtendedTrustManager extended) {
                 return new Loaded(extended, stamp);
             }

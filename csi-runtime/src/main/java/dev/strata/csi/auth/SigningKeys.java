@@ -2,7 +2,6 @@ package dev.strata.csi.auth;
 
 import com.nimbusds.jose.jwk.JWK;
 import com.nimbusds.jose.jwk.JWKSet;
-import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -12,9 +11,6 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.GeneralSecurityException;
-import java.security.KeyStore;
-import java.security.cert.CertificateFactory;
-import java.security.cert.X509Certificate;
 import java.text.ParseException;
 import java.time.Clock;
 import java.time.Duration;
@@ -22,7 +18,6 @@ import java.time.Instant;
 import java.util.Map;
 import java.util.Optional;
 import javax.net.ssl.SSLContext;
-import javax.net.ssl.TrustManagerFactory;
 
 /**
  * The public keys the cluster signs ServiceAccount tokens with (a JSON Web Key Set, as the
@@ -106,17 +101,8 @@ public final class SigningKeys {
 
     private static SSLContext trusting(Path caFile) throws IOException {
         try {
-            KeyStore store = KeyStore.getInstance(KeyStore.getDefaultType());
-            store.load(null, null);
-            int i = 0;
-            for (var certificate : CertificateFactory.getInstance("X.509")
-                    .generateCertificates(new ByteArrayInputStream(Files.readAllBytes(caFile)))) {
-                store.setCertificateEntry("ca-" + i++, (X509Certificate) certificate);
-            }
-            TrustManagerFactory trust = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
-            trust.init(store);
             SSLContext context = SSLContext.getInstance("TLS");
-            context.init(null, trust.getTrustManagers(), null);
+            context.init(null, PemFiles.trustManagers(caFile), null);
             return context;
         } catch (GeneralSecurityException e) {
             throw new IOException("cannot use CA file " + caFile + ": " + e.getMessage());
