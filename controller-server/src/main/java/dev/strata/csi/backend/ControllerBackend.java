@@ -4,8 +4,10 @@ import csi.v1.Csi.ControllerServiceCapability;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.GetCapacityRequest;
 import csi.v1.Csi.ListVolumesResponse;
+import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
+import dev.strata.csi.rpc.CsiException;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -13,7 +15,8 @@ import java.util.Optional;
 /**
  * One backend's work on the controller: what ControllerService delegates to once it has checked
  * the request, chosen the backend ({@link ControllerBackends}) and taken the volume's lock. Each
- * call is idempotent. Expansion and snapshots come here as further methods.
+ * call is idempotent. A backend that takes snapshots says so in {@link #rpcCapabilities} and
+ * implements the snapshot methods; their defaults answer UNIMPLEMENTED.
  *
  * @param <V> the backend's own description of an existing volume, read from its id (or context) once
  * @param <C> a CreateVolume request for this backend, once checked
@@ -62,7 +65,12 @@ public interface ControllerBackend<V, C> {
                 ControllerServiceCapability.RPC.Type.EXPAND_VOLUME);
     }
 
-    /** The request checked (INVALID_ARGUMENT, OUT_OF_RANGE...), before any lock is taken. */
+    /**
+     * The request checked (INVALID_ARGUMENT, OUT_OF_RANGE...), before any lock is taken. A
+     * volume_content_source reaches a backend only when it advertises the capability it needs
+     * (CREATE_DELETE_SNAPSHOT for a snapshot, CLONE_VOLUME for a volume); a source that does not
+     * exist is NOT_FOUND, one this backend cannot copy from (another backend's) INVALID_ARGUMENT.
+     */
     C check(CreateVolumeRequest request);
 
     /** The lock a CreateVolume takes: the same as the volume's once made. */
@@ -94,6 +102,38 @@ public interface ControllerBackend<V, C> {
      * volume is used, when the caller says (block access needs no node step).
      */
     Expansion expand(V volume, long bytes, Optional<VolumeCapability> capability) throws Exception;
+
+    /**
+     * The snapshot name inside an id of this backend's snapshot scheme; empty for an id of another
+     * scheme, or one this driver never handed out. The name is unique across the cluster: the
+     * snapshot's lock is taken by it.
+     */
+    default Optional<String> snapshotName(String snapshotId) {
+        return Optional.empty();
+    }
+
+    /**
+     * Takes a snapshot of the volume under {@code name}, and returns it once complete
+     * (ready_to_use). The same name and source again: the same snapshot; the name taken by a
+     * snapshot of another volume: ALREADY_EXISTS. A snapshot outlives its source volume.
+     */
+    default Snapshot createSnapshot(V source, String name, Map<String, String> parameters) throws Exception {
+        throw unimplemented();
+    }
+
+    /** Frees the snapshot the id names (the id has this backend's scheme); success when it is gone already. */
+    default void deleteSnapshot(String snapshotId) throws Exception {
+        throw unimplemented();
+    }
+
+    /** Every snapshot of this backend, for ListSnapshots (which filters and pages them). */
+    default List<Snapshot> snapshots() throws Exception {
+        return List.of();
+    }
+
+    private static CsiException unimplemented() {
+        return CsiException.unimplemented("this backend takes no snapshots");
+    }
 
     /** Every volume of this backend, for ListVolumes. */
     List<ListVolumesResponse.Entry> list() throws Exception;

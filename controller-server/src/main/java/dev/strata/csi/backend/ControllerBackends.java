@@ -3,7 +3,9 @@ package dev.strata.csi.backend;
 import csi.v1.Csi.ControllerServiceCapability;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.ListVolumesResponse;
+import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.Volume;
+import csi.v1.Csi.VolumeContentSource;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.rpc.CsiException;
 import java.util.ArrayList;
@@ -33,9 +35,25 @@ public final class ControllerBackends {
         this.backends = List.copyOf(backends);
     }
 
-    /** CreateVolume's request checked by the backend its parameters choose. */
+    /**
+     * CreateVolume's request checked by the backend its parameters choose; INVALID_ARGUMENT for a
+     * content source of a kind that backend cannot create from.
+     */
     public Creation<?> forCreate(CreateVolumeRequest request) {
-        return creation(forParameters(request.getParametersMap()), request);
+        ControllerBackend<?, ?> backend = forParameters(request.getParametersMap());
+        if (request.hasVolumeContentSource()) {
+            VolumeContentSource source = request.getVolumeContentSource();
+            var needed = switch (source.getTypeCase()) {
+                case SNAPSHOT -> ControllerServiceCapability.RPC.Type.CREATE_DELETE_SNAPSHOT;
+                case VOLUME -> ControllerServiceCapability.RPC.Type.CLONE_VOLUME;
+                case TYPE_NOT_SET -> throw CsiException.invalidArgument("volume_content_source names neither a snapshot nor a volume");
+            };
+            if (!backend.rpcCapabilities().contains(needed)) {
+                throw CsiException.invalidArgument("volume_content_source: this StorageClass's backend cannot create a volume from a "
+                        + source.getTypeCase().name().toLowerCase(java.util.Locale.ROOT));
+            }
+        }
+        return creation(backend, request);
     }
 
     /** The backend StorageClass parameters choose (CreateVolume, GetCapacity). */
@@ -58,6 +76,26 @@ public final class ControllerBackends {
     /** For ControllerUnpublishVolume, which carries no context; empty: a volume nobody knows, not published anywhere. */
     public Optional<Chosen<?>> forUnpublish(String volumeId) {
         return first(backend -> byId(backend, volumeId)).or(() -> first(backend -> byIdOnly(backend, volumeId)));
+    }
+
+    /** For DeleteSnapshot: the backend whose scheme the id has; empty for an id this driver never handed out. */
+    public Optional<SnapshotOwner> forSnapshot(String snapshotId) {
+        for (ControllerBackend<?, ?> backend : backends) {
+            Optional<String> name = backend.snapshotName(snapshotId);
+            if (name.isPresent()) {
+                return Optional.of(new SnapshotOwner(backend, snapshotId, name.get()));
+            }
+        }
+        return Optional.empty();
+    }
+
+    /** Every backend's snapshots, for ListSnapshots. */
+    public List<Snapshot> snapshots() throws Exception {
+        List<Snapshot> all = new ArrayList<>();
+        for (ControllerBackend<?, ?> backend : backends) {
+            all.addAll(backend.snapshots());
+        }
+        return all;
     }
 
     /** Every backend's volumes, for ListVolumes. */
@@ -141,9 +179,20 @@ public final class ControllerBackends {
             backend.unpublish(volume, nodeId);
         }
 
+        public Snapshot createSnapshot(String name, Map<String, String> parameters) throws Exception {
+            return backend.createSnapshot(volume, name, parameters);
+        }
+
         public Optional<String> validate(Map<String, String> parameters) throws Exception {
             return backend.validate(volume, parameters);
         }
     }
 
+    /** A snapshot id with the backend whose scheme it has, and the snapshot's name in it. */
+    public record SnapshotOwner(ControllerBackend<?, ?> backend, String snapshotId, String name) {
+
+        public void delete() throws Exception {
+            backend.deleteSnapshot(snapshotId);
+        }
+    }
 }

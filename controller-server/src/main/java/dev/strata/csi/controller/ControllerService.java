@@ -10,16 +10,24 @@ import csi.v1.Csi.ControllerPublishVolumeRequest;
 import csi.v1.Csi.ControllerPublishVolumeResponse;
 import csi.v1.Csi.ControllerUnpublishVolumeRequest;
 import csi.v1.Csi.ControllerUnpublishVolumeResponse;
+import csi.v1.Csi.CreateSnapshotRequest;
+import csi.v1.Csi.CreateSnapshotResponse;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.CreateVolumeResponse;
+import csi.v1.Csi.DeleteSnapshotRequest;
+import csi.v1.Csi.DeleteSnapshotResponse;
 import csi.v1.Csi.DeleteVolumeRequest;
 import csi.v1.Csi.DeleteVolumeResponse;
 import csi.v1.Csi.GetCapacityRequest;
 import csi.v1.Csi.GetCapacityResponse;
+import csi.v1.Csi.ListSnapshotsRequest;
+import csi.v1.Csi.ListSnapshotsResponse;
 import csi.v1.Csi.ListVolumesRequest;
 import csi.v1.Csi.ListVolumesResponse;
+import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.ValidateVolumeCapabilitiesRequest;
 import csi.v1.Csi.ValidateVolumeCapabilitiesResponse;
+import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.backend.ControllerBackends;
 import dev.strata.csi.backend.CreateChecks;
@@ -54,7 +62,11 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
         Rpc.answer(response, () -> {
             var creation = backends.forCreate(request);
             try (var held = locks.acquire(creation.lockKey())) {
-                return CreateVolumeResponse.newBuilder().setVolume(creation.create()).build();
+                Volume volume = creation.create();
+                if (request.hasVolumeContentSource()) { // the backend made it from this source, or refused
+                    volume = volume.toBuilder().setContentSource(request.getVolumeContentSource()).build();
+                }
+                return CreateVolumeResponse.newBuilder().setVolume(volume).build();
             }
         });
     }
@@ -182,8 +194,10 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
     @Override
     public void listVolumes(ListVolumesRequest request, StreamObserver<ListVolumesResponse> response) {
         Rpc.answer(response, () -> {
-            VolumeListing.checkToken(request);
-            return VolumeListing.page(request, backends.list());
+            Pages.checkToken(request.getMaxEntries(), request.getStartingToken());
+            var page = Pages.page(request.getMaxEntries(), request.getStartingToken(), backends.list(),
+                    entry -> entry.getVolume().getVolumeId());
+            return ListVolumesResponse.newBuilder().addAllEntries(page.entries()).setNextToken(page.nextToken()).build();
         });
     }
 
@@ -208,6 +222,62 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
                     .setMaximumVolumeSize(com.google.protobuf.Int64Value.of(available))
                     .build();
         });
+    }
+
+    @Override
+    public void createSnapshot(CreateSnapshotRequest request, StreamObserver<CreateSnapshotResponse> response) {
+        Rpc.answer(response, () -> {
+            if (request.getName().isEmpty()) {
+                throw CsiException.missing("name");
+            }
+            if (request.getSourceVolumeId().isEmpty()) {
+                throw CsiException.missing("source_volume_id");
+            }
+            var source = backends.forDelete(request.getSourceVolumeId()).orElseThrow(() -> CsiException.notFound(
+                    "source volume " + CsiException.printable(request.getSourceVolumeId()) + " does not exist"));
+            try (var held = locks.acquire(snapshotLockKey(request.getName()))) {
+                return CreateSnapshotResponse.newBuilder()
+                        .setSnapshot(source.createSnapshot(request.getName(), request.getParametersMap())).build();
+            }
+        });
+    }
+
+    @Override
+    public void deleteSnapshot(DeleteSnapshotRequest request, StreamObserver<DeleteSnapshotResponse> response) {
+        Rpc.answer(response, () -> {
+            if (request.getSnapshotId().isEmpty()) {
+                throw CsiException.missing("snapshot_id");
+            }
+            var snapshot = backends.forSnapshot(request.getSnapshotId());
+            if (snapshot.isPresent()) { // an id this driver never handed out names nothing to delete
+                try (var held = locks.acquire(snapshotLockKey(snapshot.get().name()))) {
+                    snapshot.get().delete();
+                }
+            }
+            return DeleteSnapshotResponse.getDefaultInstance();
+        });
+    }
+
+    /** Filtered by snapshot id or source volume when asked: an id nobody knows lists nothing. */
+    @Override
+    public void listSnapshots(ListSnapshotsRequest request, StreamObserver<ListSnapshotsResponse> response) {
+        Rpc.answer(response, () -> {
+            Pages.checkToken(request.getMaxEntries(), request.getStartingToken());
+            List<Snapshot> wanted = backends.snapshots().stream()
+                    .filter(snapshot -> request.getSnapshotId().isEmpty() || snapshot.getSnapshotId().equals(request.getSnapshotId()))
+                    .filter(snapshot -> request.getSourceVolumeId().isEmpty()
+                            || snapshot.getSourceVolumeId().equals(request.getSourceVolumeId()))
+                    .toList();
+            var page = Pages.page(request.getMaxEntries(), request.getStartingToken(), wanted, Snapshot::getSnapshotId);
+            var reply = ListSnapshotsResponse.newBuilder().setNextToken(page.nextToken());
+            page.entries().forEach(snapshot -> reply.addEntriesBuilder().setSnapshot(snapshot));
+            return reply.build();
+        });
+    }
+
+    /** Apart from every volume's lock key: a local name holds no '/', an NFS key starts with "nfs ". */
+    private static String snapshotLockKey(String name) {
+        return "snapshot/" + name;
     }
 
     @Override

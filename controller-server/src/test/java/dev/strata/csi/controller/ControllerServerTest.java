@@ -7,7 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import csi.v1.ControllerGrpc;
 import csi.v1.Csi.ControllerGetCapabilitiesRequest;
+import csi.v1.Csi.CreateSnapshotRequest;
 import csi.v1.Csi.CreateVolumeRequest;
+import csi.v1.Csi.DeleteSnapshotRequest;
+import csi.v1.Csi.ListSnapshotsRequest;
 import csi.v1.Csi.GetPluginCapabilitiesRequest;
 import csi.v1.Csi.GetPluginInfoRequest;
 import csi.v1.Csi.GetPluginInfoResponse;
@@ -102,6 +105,35 @@ class ControllerServerTest {
                         .build()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, e.getStatus().getCode());
         assertTrue(e.getStatus().getDescription().contains("no node agent"), e.getStatus().getDescription());
+    }
+
+    @Test
+    void snapshotCallsCheckTheirRequestAndNameNothingUnknown() throws Exception {
+        start("--agent-settle-time", "0s");
+        var controller = ControllerGrpc.newBlockingStub(channel);
+        StatusRuntimeException noName = assertThrows(StatusRuntimeException.class, () -> controller.createSnapshot(
+                CreateSnapshotRequest.newBuilder().setSourceVolumeId("local/node-a/pvc-1").build()));
+        assertEquals(Status.Code.INVALID_ARGUMENT, noName.getStatus().getCode());
+        StatusRuntimeException noSource = assertThrows(StatusRuntimeException.class, () -> controller.createSnapshot(
+                CreateSnapshotRequest.newBuilder().setName("snap-1").build()));
+        assertEquals(Status.Code.INVALID_ARGUMENT, noSource.getStatus().getCode());
+        StatusRuntimeException unknown = assertThrows(StatusRuntimeException.class, () -> controller.createSnapshot(
+                CreateSnapshotRequest.newBuilder().setName("snap-1").setSourceVolumeId("no-such-volume").build()));
+        assertEquals(Status.Code.NOT_FOUND, unknown.getStatus().getCode());
+
+        controller.deleteSnapshot(DeleteSnapshotRequest.newBuilder().setSnapshotId("never-handed-out").build());
+        StatusRuntimeException noId = assertThrows(StatusRuntimeException.class,
+                () -> controller.deleteSnapshot(DeleteSnapshotRequest.getDefaultInstance()));
+        assertEquals(Status.Code.INVALID_ARGUMENT, noId.getStatus().getCode());
+
+        assertEquals(0, controller.listSnapshots(ListSnapshotsRequest.newBuilder().setSnapshotId("never-handed-out").build())
+                .getEntriesCount());
+        StatusRuntimeException badToken = assertThrows(StatusRuntimeException.class, () -> controller.listSnapshots(
+                ListSnapshotsRequest.newBuilder().setStartingToken("page-7").build()));
+        assertEquals(Status.Code.ABORTED, badToken.getStatus().getCode());
+        StatusRuntimeException negative = assertThrows(StatusRuntimeException.class, () -> controller.listSnapshots(
+                ListSnapshotsRequest.newBuilder().setMaxEntries(-1).build()));
+        assertEquals(Status.Code.INVALID_ARGUMENT, negative.getStatus().getCode());
     }
 
     @Test

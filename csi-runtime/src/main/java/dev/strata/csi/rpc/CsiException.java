@@ -63,6 +63,10 @@ public final class CsiException extends RuntimeException {
         return new CsiException(Status.Code.PERMISSION_DENIED, message);
     }
 
+    public static CsiException unimplemented(String message) {
+        return new CsiException(Status.Code.UNIMPLEMENTED, message);
+    }
+
     public static CsiException internal(String message) {
         return new CsiException(Status.Code.INTERNAL, message);
     }

@@ -1,0 +1,43 @@
+package dev.strata.csi.controller;
+
+import dev.strata.csi.rpc.CsiException;
+import java.util.Comparator;
+import java.util.List;
+import java.util.function.Function;
+
+/**
+ * The pages of ListVolumes and ListSnapshots: every entry in id order. The page token is
+ * {@code next=<id>}, the id of the next entry to list, so an entry deleted between two pages
+ * shifts nothing: the next page starts at the first id at or after it.
+ */
+final class Pages {
+
+    private static final String TOKEN_PREFIX = "next=";
+
+    private Pages() {}
+
+    /** One page: its entries, and the token of the next page (empty after the last). */
+    record Page<T>(List<T> entries, String nextToken) {}
+
+    /** INVALID_ARGUMENT or ABORTED for a request no page can answer; before any listing is done. */
+    static void checkToken(int maxEntries, String startingToken) {
+        if (maxEntries < 0) {
+            throw CsiException.invalidArgument("max_entries must not be negative");
+        }
+        if (!startingToken.isEmpty() && (!startingToken.startsWith(TOKEN_PREFIX) || startingToken.length() == TOKEN_PREFIX.length())) {
+            throw CsiException.aborted("starting_token '" + CsiException.printable(startingToken) + "' was not issued by this driver");
+        }
+    }
+
+    /** The page of {@code all} that {@code maxEntries} (0: no limit) and {@code startingToken} ask for; call {@link #checkToken} first. */
+    static <T> Page<T> page(int maxEntries, String startingToken, List<T> all, Function<T, String> id) {
+        String from = startingToken.isEmpty() ? "" : startingToken.substring(TOKEN_PREFIX.length());
+        List<T> entries = all.stream()
+                .filter(entry -> id.apply(entry).compareTo(from) >= 0)
+                .sorted(Comparator.comparing(id))
+                .toList();
+        int limit = maxEntries == 0 ? entries.size() : Math.min(maxEntries, entries.size());
+        String next = limit < entries.size() ? TOKEN_PREFIX + id.apply(entries.get(limit)) : "";
+        return new Page<>(entries.subList(0, limit), next);
+    }
+}
