@@ -1,6 +1,8 @@
 package dev.strata.csi.linux;
 
 import dev.strata.csi.mount.DeviceNumber;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.function.IntSupplier;
 import jnr.constants.platform.Errno;
 import jnr.constants.platform.OpenFlags;
@@ -28,6 +30,8 @@ public final class Kernel {
     public static final int O_NOFOLLOW = OpenFlags.O_NOFOLLOW.intValue();
     public static final int O_NONBLOCK = OpenFlags.O_NONBLOCK.intValue();
     public static final int O_NOCTTY = OpenFlags.O_NOCTTY.intValue();
+    public static final int O_CREAT = OpenFlags.O_CREAT.intValue();
+    public static final int O_EXCL = OpenFlags.O_EXCL.intValue();
     /**
      * O_DIRECT, which jnr-constants lacks; its value differs between architectures
      * (asm-generic/fcntl.h and the arch overrides). 0 where unknown: then nothing asks for direct I/O.
@@ -57,6 +61,11 @@ public final class Kernel {
     private static final int STATX_BLOCKS = 0x400;
     private static final int STATX_BLOCKS_OFFSET = 48;
     private static final int STATX_SIZE = 256;
+    /** lseek(2)'s whence for the next data, and the next hole, at or after an offset (Linux 3.1). */
+    private static final int SEEK_DATA = 3;
+    private static final int SEEK_HOLE = 4;
+    /** FICLONE (linux/fs.h): _IOW(0x94, 9, int), the destination shares the source's extents. */
+    private static final long FICLONE = iow((char) 0x94, 9, Integer.BYTES);
     /** S_IFBLK from sys/stat.h: the node mknod makes is a block device. */
     private static final int S_IFBLK = 060000;
 
@@ -145,8 +154,78 @@ public final class Kernel {
         call("fallocate " + fd.path(), () -> libc.fallocate(fd.number(), 0, offset, length));
     }
 
+    /** ftruncate(2): the file's size becomes {@code length}; growing it adds a hole. */
+    public void ftruncate(FileDescriptor fd, long length) throws SyscallException {
+        call("ftruncate " + fd.path(), () -> libc.ftruncate(fd.number(), length));
+    }
+
     public void fsync(FileDescriptor fd) throws SyscallException {
         call("fsync " + fd.path(), () -> libc.fsync(fd.number()));
+    }
+
+    /**
+     * The ranges of {@code fd} that hold data, in order, by lseek(2) SEEK_DATA and SEEK_HOLE: a
+     * hole reads as zeros and is left out. A filesystem without hole tracking reports the whole
+     * file as one range, which is still right.
+     */
+    public List<DataRange> dataRanges(FileDescriptor fd, long size) throws SyscallException {
+        List<DataRange> ranges = new ArrayList<>();
+        long offset = 0;
+        while (offset < size) {
+            long from = offset;
+            long data = libc.lseek(fd.number(), from, SEEK_DATA);
+            if (data == -1) {
+                int errno = runtime.getLastError();
+                if (errno == Errno.ENXIO.intValue()) { // no data after the offset: a hole to the end
+                    break;
+                }
+                throw new SyscallException("lseek(SEEK_DATA) on " + fd.path(), errno);
+            }
+            long hole = libc.lseek(fd.number(), data, SEEK_HOLE);
+            if (hole == -1) {
+                throw new SyscallException("lseek(SEEK_HOLE) on " + fd.path(), runtime.getLastError());
+            }
+            long end = Math.min(hole, size);
+            if (end > data) {
+                ranges.add(new DataRange(data, end - data));
+            }
+            offset = end;
+        }
+        return ranges;
+    }
+
+    /** A range of a file that holds data. */
+    public record DataRange(long offset, long length) {}
+
+    /** FICLONE: {@code destination} becomes a copy of {@code source} sharing its extents (xfs with reflink, btrfs). */
+    public void cloneFile(FileDescriptor source, FileDescriptor destination) throws SyscallException {
+        call("ioctl(FICLONE) " + source.path() + " to " + destination.path(),
+                () -> libc.ioctl(destination.number(), NativeLong.valueOf(FICLONE), NativeLong.valueOf(source.number())));
+    }
+
+    /**
+     * copy_file_range(2) of {@code length} bytes at {@code offset} in both files, in the kernel
+     * (shared extents where the filesystem can); loops over short copies. A source that ends
+     * before the range does is EIO here: the caller asked for data that is not there.
+     */
+    public void copyRange(FileDescriptor source, FileDescriptor destination, long offset, long length) throws SyscallException {
+        Pointer in = Memory.allocateDirect(runtime, Long.BYTES, true);
+        Pointer out = Memory.allocateDirect(runtime, Long.BYTES, true);
+        in.putLong(0, offset);
+        out.putLong(0, offset);
+        String what = "copy_file_range " + source.path() + " to " + destination.path();
+        long left = length;
+        while (left > 0) {
+            long chunk = left;
+            long copied = libc.copy_file_range(source.number(), in, destination.number(), out, chunk, 0);
+            if (copied == -1) {
+                throw new SyscallException(what, runtime.getLastError());
+            }
+            if (copied == 0) {
+                throw new SyscallException(what + " (source ends early)", Errno.EIO.intValue());
+            }
+            left -= copied;
+        }
     }
 
     /** Makes a block device node, mode {@code permissions}, for the device {@code number}. */

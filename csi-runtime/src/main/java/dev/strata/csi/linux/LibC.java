@@ -6,6 +6,7 @@ import jnr.ffi.annotations.SaveError;
 import jnr.ffi.types.dev_t;
 import jnr.ffi.types.mode_t;
 import jnr.ffi.types.off_t;
+import jnr.ffi.types.size_t;
 
 /**
  * The system calls the servers make themselves: the node instead of running mount(8), umount(8),
@@ -41,6 +42,17 @@ public interface LibC {
 
     @SaveError
     int fsync(int fd);
+
+    @SaveError
+    int ftruncate(int fd, @off_t long length);
+
+    @SaveError
+    @off_t
+    long lseek(int fd, @off_t long offset, int whence);
+
+    /** copy_file_range(2) with explicit offsets (pointers to 64-bit loff_t), which it advances. */
+    @SaveError
+    long copy_file_range(int inFd, Pointer inOffset, int outFd, Pointer outOffset, @size_t long length, int flags);
 
     /**
      * syscall(2) for a call the C library has no wrapper for (quotactl_fd): the number, a

@@ -1,8 +1,10 @@
 package dev.strata.csi.backend.local;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.linux.Kernel.DataRange;
 import java.io.IOException;
 import java.nio.file.Path;
+import java.util.List;
 
 /** Image files on the pool's filesystem. */
 public interface ImageFiles {
@@ -16,6 +18,24 @@ public interface ImageFiles {
      * larger file is left as it is: nothing is ever cut off.
      */
     void grow(Path image, long bytes, Allocation allocation) throws IOException;
+
+    /** How {@link #copy} made its copy. */
+    enum CopyMethod {
+        /** FICLONE: the copy shares the source's extents until either is written (xfs with reflink, btrfs). */
+        REFLINK,
+        /** The source's data ranges copied (copy_file_range), its holes left holes: the copy is as sparse as the source. */
+        SPARSE_COPY
+    }
+
+    /**
+     * Makes {@code target} (replacing a leftover of an interrupted copy) a copy of {@code source}
+     * of the same size, durable on return: a reflink where the filesystem can, else a sparse copy.
+     * The caller keeps {@code source} from being written meanwhile (a frozen filesystem, a lock).
+     */
+    CopyMethod copy(Path source, Path target) throws IOException;
+
+    /** The ranges of {@code image} that hold data, in order; the rest reads as zeros. */
+    List<DataRange> dataRanges(Path image) throws IOException;
 
     /** The file's size in bytes. */
     long sizeBytes(Path image) throws IOException;

@@ -2,10 +2,15 @@ package dev.strata.csi.backend.local;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.metrics.SystemSteps;
+import dev.strata.csi.linux.Kernel.DataRange;
 import java.io.IOException;
 import java.nio.file.Path;
+import java.util.List;
 
-/** {@link ImageFiles} whose image creation (truncate or fallocate to the size) is timed as the step {@code create_image}. */
+/**
+ * {@link ImageFiles} whose steps that change files are timed: {@code create_image} (truncate or
+ * fallocate to the size), {@code grow_image}, {@code copy_image}.
+ */
 public final class MeteredImageFiles implements ImageFiles {
 
     private final ImageFiles files;
@@ -24,6 +29,16 @@ public final class MeteredImageFiles implements ImageFiles {
     @Override
     public void grow(Path image, long bytes, Allocation allocation) throws IOException {
         steps.time("grow_image", () -> files.grow(image, bytes, allocation));
+    }
+
+    @Override
+    public CopyMethod copy(Path source, Path target) throws IOException {
+        return steps.time("copy_image", () -> files.copy(source, target));
+    }
+
+    @Override
+    public List<DataRange> dataRanges(Path image) throws IOException {
+        return files.dataRanges(image);
     }
 
     @Override

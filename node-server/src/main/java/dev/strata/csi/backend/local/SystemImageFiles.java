@@ -5,11 +5,14 @@ import dev.strata.csi.mount.FilesystemStats;
 import dev.strata.csi.mount.FilesystemUsage;
 import dev.strata.csi.linux.FileDescriptor;
 import dev.strata.csi.linux.Kernel;
+import dev.strata.csi.linux.Kernel.DataRange;
 import dev.strata.csi.linux.SyscallException;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
+import jnr.constants.platform.Errno;
 
 /**
  * Image files made with ftruncate (sparse) and then fallocate(2) (every block reserved at once;
@@ -59,6 +62,45 @@ public final class SystemImageFiles implements ImageFiles {
             } catch (SyscallException e) {
                 throw new IOException("cannot allocate " + image + " in full: " + e.getMessage(), e);
             }
+        }
+    }
+
+    @Override
+    public CopyMethod copy(Path source, Path target) throws IOException {
+        Files.deleteIfExists(target);
+        try (FileDescriptor from = kernel.open(source.toString(), Kernel.O_RDONLY | Kernel.O_CLOEXEC);
+                FileDescriptor to = kernel.open(target.toString(),
+                        Kernel.O_WRONLY | Kernel.O_CREAT | Kernel.O_EXCL | Kernel.O_CLOEXEC | Kernel.O_NOFOLLOW, 0600)) {
+            long size = Files.size(source);
+            CopyMethod method;
+            try {
+                kernel.cloneFile(from, to);
+                method = CopyMethod.REFLINK;
+            } catch (SyscallException e) {
+                if (!e.is(Errno.EOPNOTSUPP) && !e.is(Errno.EXDEV) && !e.is(Errno.EINVAL) && !e.is(Errno.ENOTTY)) {
+                    throw e;
+                }
+                // No shared extents here (ext4, xfs without reflink): the data, range by range.
+                for (DataRange range : kernel.dataRanges(from, size)) {
+                    kernel.copyRange(from, to, range.offset(), range.length());
+                }
+                method = CopyMethod.SPARSE_COPY;
+            }
+            kernel.ftruncate(to, size); // a hole at the end is part of the size
+            kernel.fsync(to);
+            return method;
+        } catch (SyscallException e) {
+            Files.deleteIfExists(target);
+            throw new IOException("cannot copy " + source + " to " + target + ": " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public List<DataRange> dataRanges(Path image) throws IOException {
+        try (FileDescriptor file = kernel.open(image.toString(), Kernel.O_RDONLY | Kernel.O_CLOEXEC)) {
+            return kernel.dataRanges(file, Files.size(image));
+        } catch (SyscallException e) {
+            throw new IOException("cannot read the data ranges of " + image + ": " + e.getMessage(), e);
         }
     }
 

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.linux.Kernel;
+import dev.strata.csi.linux.Kernel.DataRange;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.Df;
 import dev.strata.csi.mount.MountHelpers;
@@ -151,6 +152,16 @@ class ImageExpansionTest {
             @Override
             public void grow(Path image, long bytes, Allocation allocation) throws IOException {
                 throw new IOException("killed before the file grew");
+            }
+
+            @Override
+            public CopyMethod copy(Path source, Path target) throws IOException {
+                return real.copy(source, target);
+            }
+
+            @Override
+            public List<DataRange> dataRanges(Path image) throws IOException {
+                return real.dataRanges(image);
             }
 
             @Override

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.linux.Kernel.DataRange;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.mount.Mounter;
@@ -56,6 +57,16 @@ class ImagePoolCapacityTest {
             try (RandomAccessFile file = new RandomAccessFile(image.toFile(), "rw")) {
                 file.setLength(Math.max(file.length(), bytes));
             }
+        }
+
+        @Override
+        public CopyMethod copy(Path source, Path target) {
+            throw new UnsupportedOperationException("this pool only makes and grows images");
+        }
+
+        @Override
+        public List<DataRange> dataRanges(Path image) {
+            throw new UnsupportedOperationException("this pool only makes and grows images");
         }
 
         @Override
