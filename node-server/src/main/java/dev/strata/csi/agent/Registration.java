@@ -10,6 +10,8 @@ import dev.strata.csi.server.Component;
 import io.grpc.ManagedChannel;
 import io.grpc.StatusRuntimeException;
 import java.time.Duration;
+import java.security.SecureRandom;
+import java.util.HexFormat;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
@@ -40,6 +42,8 @@ public final class Registration implements Component {
     private final AgentSecurity security;
     private final Log log;
     private final Map<String, Renewal> renewals = new ConcurrentHashMap<>();
+    /** This process's registrations, told apart from an earlier process's at the same address. */
+    private final String instance = HexFormat.of().toHexDigits(new SecureRandom().nextLong());
     /** The interval the controllers last asked for; addresses are resolved again at this pace. */
     private volatile Duration interval = FIRST_INTERVAL;
     private Thread loop;
@@ -131,9 +135,10 @@ public final class Registration implements Component {
                                 .setAddress(advertisedHost + ":" + agentPort.getAsInt())
                                 .setPool(pool.status())
                                 .putAllTopology(topology)
+                                .setInstance(instance)
                                 .build());
                 if (!registered) {
-                    log.info("registered with controller", "controller", target, "node", nodeId);
+                    log.info("registered with controller", "controller", target, "node", nodeId, "instance", instance);
                     registered = true;
                 }
                 Duration asked = Duration.ofSeconds(Math.max(1, reply.getRenewSeconds()));

@@ -160,6 +160,11 @@ public final class Cluster implements AutoCloseable {
      * when the process dies the namespace dies with it, exactly as when its container is restarted.
      */
     public Node startNode(String nodeId, Launch launch) throws Exception {
+        return startNode(nodeId, launch, "127.0.0.1:0");
+    }
+
+    /** Like {@link #startNode(String, Launch)}, the agent listening at {@code agentAddress} (a port of 0: any free one). */
+    public Node startNode(String nodeId, Launch launch, String agentAddress) throws Exception {
         Path socket = dir.resolve(nodeId + "/csi.sock");
         Path pool = Files.createDirectories(dir.resolve(nodeId + "/pool"));
         List<String> launcher = List.of();
@@ -183,7 +188,7 @@ public final class Cluster implements AutoCloseable {
                 "--pool-dir", poolSeen.toString(),
                 "--kubelet-dir", dir.toString(),
                 "--controller-address", String.join(",", registryPorts.stream().map(port -> "127.0.0.1:" + port).toList()),
-                "--agent-address", "127.0.0.1:0",
+                "--agent-address", agentAddress,
                 "--agent-token-file", tokenFile.toString())).awaitListening(socket);
         Node node = new Node(nodeId, socket, pool, process, channel(socket));
         nodes.put(nodeId, node);
@@ -204,10 +209,20 @@ public final class Cluster implements AutoCloseable {
     }
 
     /** Waits until {@code controller} knows the node's agent at the port this process listens on (either log format). */
+    /** Until the controller holds this very process of the node (its instance), not an earlier one at the same address. */
     private void awaitRegistered(ServerProcess controller, Node node) throws InterruptedException {
         int port = agentPort(node.id());
+        var instancePattern = Pattern.compile("instance\"?[=:]\"?([0-9a-f]+)");
+        node.process().awaitOutputMatching(instancePattern);
+        var found = instancePattern.matcher(node.process().output());
+        if (!found.find()) {
+            throw new AssertionError("node-server " + node.id() + " logged no instance:\n" + node.process().output());
+        }
+        String instance = found.group(1);
         controller.awaitOutputMatching(Pattern.compile(
-                "node=" + Pattern.quote(node.id()) + " address=127\\.0\\.0\\.1:" + port + " |\"node\":\"" + Pattern.quote(node.id()) + "\",\"address\":\"127\\.0\\.0\\.1:" + port + "\""));
+                "node=" + Pattern.quote(node.id()) + " address=127\\.0\\.0\\.1:" + port + " instance=" + instance + " "
+                        + "|\"node\":\"" + Pattern.quote(node.id()) + "\",\"address\":\"127\\.0\\.0\\.1:" + port
+                        + "\",\"instance\":\"" + instance + "\""));
     }
 
     /** The port the node agent of {@code nodeId} listens on, as it logged it. */

@@ -93,6 +93,31 @@ class RecoveryTest {
         assertFalse(Files.exists(image));
     }
 
+    /**
+     * As a DaemonSet pod with the host's network comes back: the same address, a new process. The
+     * controller must not reuse its channel to the one that died; the first call after the agent
+     * registered again works.
+     */
+    @Test
+    void anAgentRestartedAtTheSameAddressIsCalledAtOnce() throws Exception {
+        Volume volume = create("pvc-same-address", 32 * MIB, mount("ext4"), "node-a");
+        int port = cluster.agentPort("node-a");
+        cluster.node("node-a").process().close(); // SIGKILL: connections to it die with it
+        Cluster.Node restarted = cluster.startNode("node-a", Cluster.Launch.HOST, "127.0.0.1:" + port);
+        assertEquals(port, cluster.agentPort("node-a"));
+        String controllerLog = cluster.controllerProcess().output();
+        assertEquals(2, controllerLog.split("msg=\"agent registered\" node=node-a address=127.0.0.1:" + port + " ", -1).length - 1,
+                "both processes registered at the one address:\n" + controllerLog);
+
+        // No retry: the call goes to the new process on a fresh channel.
+        cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
+                .setVolumeId(volume.getVolumeId()).setNodeId("node-a").setVolumeCapability(mount("ext4")).build());
+        assertEquals(1, SystemState.loopDevicesOf(restarted.pool().resolve("pvc-same-address.img")).size());
+        cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
+                .setVolumeId(volume.getVolumeId()).setNodeId("node-a").build());
+        cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).build());
+    }
+
     @Test
     void leftoversOfInterruptedWorkAreFinishedAndStrangersLeftAlone() throws Exception {
         Path pool = cluster.node("node-b").pool();

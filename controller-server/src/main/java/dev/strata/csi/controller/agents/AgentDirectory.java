@@ -31,7 +31,8 @@ public final class AgentDirectory implements AutoCloseable {
     /** A live agent as it last described itself. */
     public record Agent(String nodeId, String address, PoolStatus pool, Map<String, String> topology, Instant renewed) {}
 
-    private record Entry(Agent agent, ManagedChannel channel) {}
+    /** {@code instance}: the agent process's own id; a new one at the same address is a restarted agent. */
+    private record Entry(Agent agent, String instance, ManagedChannel channel) {}
 
     private final Map<String, Entry> agents = new ConcurrentHashMap<>();
     private final Duration renewEvery;
@@ -69,24 +70,27 @@ public final class AgentDirectory implements AutoCloseable {
     void register(RegisterRequest request) {
         Agent agent = new Agent(request.getNodeId(), request.getAddress(), request.getPool(),
                 Map.copyOf(request.getTopologyMap()), clock.instant());
-        boolean[] newAddress = {false};
+        boolean[] newAgent = {false};
         agents.compute(request.getNodeId(), (nodeId, previous) -> {
-            if (previous != null && previous.agent().address().equals(agent.address())) {
-                return new Entry(agent, previous.channel());
+            if (previous != null && previous.agent().address().equals(agent.address())
+                    && previous.instance().equals(request.getInstance())) {
+                return new Entry(agent, previous.instance(), previous.channel());
             }
-            newAddress[0] = true;
+            newAgent[0] = true;
             if (previous != null) {
-                if (!expired(previous.agent())) {
+                if (!expired(previous.agent()) && !previous.agent().address().equals(agent.address())) {
                     // Two node-servers with one --node-id would take the node from each other at every renewal.
                     log.warn("node registered from a new address while its lease from the old one is live",
                             "node", nodeId, "old_address", previous.agent().address(), "new_address", agent.address());
                 }
                 previous.channel().shutdown();
             }
-            return new Entry(agent, security.channel(agent.address()));
+            // A restarted agent at the same address too: the old channel may hold a connection to the
+            // process that died, and its first call would fail.
+            return new Entry(agent, request.getInstance(), security.channel(agent.address()));
         });
-        if (newAddress[0]) { // logged once the directory holds it: calls for the node go there from now on
-            log.info("agent registered", "node", agent.nodeId(), "address", agent.address(),
+        if (newAgent[0]) { // logged once the directory holds it: calls for the node go there from now on
+            log.info("agent registered", "node", agent.nodeId(), "address", agent.address(), "instance", request.getInstance(),
                     "available_bytes", agent.pool().getAvailableBytes());
         }
     }
