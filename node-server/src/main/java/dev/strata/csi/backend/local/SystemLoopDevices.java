@@ -225,6 +225,12 @@ public final class SystemLoopDevices implements LoopDevices {
             if (e.is(Errno.ENXIO) || e.is(Errno.ENOENT) || e.is(Errno.ENODEV)) {
                 return Optional.empty();
             }
+            // A device this process may not open (a container's device rules, a nodev /dev): not
+            // one it attached, and none it could use or detach. sysfs shows every device of the
+            // host, such as those of other containers while the image trains its AOT cache.
+            if (e.is(Errno.EPERM) || e.is(Errno.EACCES)) {
+                return Optional.empty();
+            }
             throw new DeviceException("cannot read the status of " + dev.resolve(name) + ": " + e.getMessage(), e);
         }
     }

@@ -131,6 +131,23 @@ class SystemLoopDevicesTest {
     }
 
     @Test
+    void aDeviceThisProcessMayNotOpenIsNoneOfItsOwn() throws Exception {
+        Path image = Images.sparse(dir.resolve("a.img"));
+        LoopDevice attached = loops.attach(image);
+        // A /dev this process may not open devices from (nodev, as a container's device rules
+        // refuse them), with a node for the attached device: listing passes it by, without failing.
+        Path nodev = Files.createDirectory(dir.resolve("nodev"));
+        mounter.mount("strata-test", nodev, "tmpfs", List.of("size=1m", "nodev"));
+        SystemState.run("mknod", nodev.resolve(attached.device().getFileName()).toString(), "b",
+                String.valueOf(attached.number().major()), String.valueOf(attached.number().minor()));
+        LoopDevices fenced = new SystemLoopDevices(kernel, Path.of("/sys/block"), nodev, true);
+
+        assertTrue(loops.list().contains(attached));
+        assertFalse(fenced.list().stream().anyMatch(device -> device.backingFile().equals(attached.backingFile())));
+        loops.detach(attached.device());
+    }
+
+    @Test
     void aFailedAttachSaysWhichCallFailedAndWhy() throws Exception {
         Path image = Images.sparse(dir.resolve("a.img"));
         Path noDevices = Files.createDirectory(dir.resolve("empty"));
