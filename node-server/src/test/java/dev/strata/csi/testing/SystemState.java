@@ -19,11 +19,18 @@ public final class SystemState {
     /**
      * Whether this process holds CAP_SYS_RESOURCE (bit 24 of CapEff), which ext4's online resize
      * ioctl needs: some sandboxes withhold it from root; node-server's privileged container has it.
+     * With STRATA_TEST_CAP_SYS_RESOURCE=required (hack/expansion-vm.sh sets it) its absence fails
+     * the test, so a run meant to grow ext4 online cannot pass on the sandbox's branch instead.
      */
     public static boolean hasCapSysResource() throws IOException {
         String effective = Files.readAllLines(Path.of("/proc/self/status")).stream().filter(line -> line.startsWith("CapEff:"))
                 .findFirst().orElseThrow().substring("CapEff:".length()).strip();
-        return (Long.parseUnsignedLong(effective, 16) & (1L << 24)) != 0;
+        boolean held = (Long.parseUnsignedLong(effective, 16) & (1L << 24)) != 0;
+        if (!held && "required".equals(System.getenv("STRATA_TEST_CAP_SYS_RESOURCE"))) {
+            throw new IllegalStateException("STRATA_TEST_CAP_SYS_RESOURCE=required, but this process lacks CAP_SYS_RESOURCE (CapEff "
+                    + effective + ")");
+        }
+        return held;
     }
 
     /** The loop devices backed by {@code image} (losetup --associated). */
