@@ -1,4 +1,4 @@
-# Shared by hack/quota-vm.sh and hack/nfs-vm.sh: boots Debian's kernel (the package
+# Shared by hack/quota-vm.sh, hack/nfs-vm.sh and hack/expansion-vm.sh: boots Debian's kernel (the package
 # linux-image-amd64's dependency, from Debian's packages) in qemu, by software emulation (x86_64
 # only; no KVM on these machines), with the host's / shared read-only over 9p, this worktree and
 # ~/.m2 read-write, and /tmp a tmpfs, and runs a command (Maven offline) in there: build once on the host
@@ -70,6 +70,8 @@ for module in /modules/*.ko; do insmod "\$module"; done
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose host /newroot
 mount -t proc proc /newroot/proc; mount -t sysfs sys /newroot/sys; mount -t devtmpfs dev /newroot/dev
 mkdir -p /newroot/dev/pts /newroot/dev/shm
+# What udev would make: bash's process substitution (mvn_run's) opens /dev/fd/N.
+ln -s /proc/self/fd /newroot/dev/fd; ln -s fd/0 /newroot/dev/stdin; ln -s fd/1 /newroot/dev/stdout; ln -s fd/2 /newroot/dev/stderr
 mount -t devpts devpts /newroot/dev/pts; mount -t tmpfs tmpfs /newroot/dev/shm
 mount -t tmpfs -o size=6g tmpfs /newroot/tmp; mount -t tmpfs tmpfs /newroot/run
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 repo "/newroot$REPO_ROOT"
