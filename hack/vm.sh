@@ -1,6 +1,6 @@
-# Shared by hack/quota-vm.sh, hack/nfs-vm.sh and hack/expansion-vm.sh: boots Debian's kernel (the package
-# linux-image-amd64's dependency, from Debian's packages) in qemu, by software emulation (x86_64
-# only; no KVM on these machines), with the host's / shared read-only over 9p, this worktree and
+# Shared by hack/quota-vm.sh, hack/nfs-vm.sh and hack/expansion-vm.sh: boots Debian's kernel (the
+# package linux-image-amd64's dependency, from Debian's packages) in qemu, by software emulation
+# (x86_64 only; no KVM on these machines), with the host's / shared read-only over 9p, this worktree and
 # ~/.m2 read-write, and /tmp a tmpfs, and runs a command (Maven offline) in there: build once on the host
 # first (hack/test.sh). Source it after lib.sh, then call
 #   vm_run "<kernel modules>" "<guest setup script>" command [arguments...]
