@@ -14,7 +14,9 @@ vm_run() {
   [ "$(uname -m)" = x86_64 ] || { echo "hack: the VM scripts boot an x86_64 kernel" >&2; return 1; }
   local packages=()
   command -v qemu-system-x86_64 >/dev/null || packages+=(qemu-system-x86)
-  [ -x /bin/busybox ] && /bin/busybox --list | grep -qx insmod || packages+=(busybox-static)
+  # grep reads the whole list: with -q it could exit first, and under pipefail busybox's SIGPIPE
+  # would then count as no insmod.
+  [ -x /bin/busybox ] && /bin/busybox --list | grep -x insmod >/dev/null || packages+=(busybox-static)
   [ -x /sbin/depmod ] || packages+=(kmod)
   if [ ${#packages[@]} -gt 0 ]; then
     echo "hack: installing ${packages[*]}" >&2
