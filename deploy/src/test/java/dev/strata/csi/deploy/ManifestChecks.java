@@ -8,8 +8,10 @@ import java.util.HashSet;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -25,6 +27,14 @@ final class ManifestChecks {
     private static final Set<String> NAMESPACED_KINDS = Set.of("ServiceAccount", "Role", "RoleBinding", "Service", "PodDisruptionBudget",
             "Deployment", "DaemonSet", "Secret", "ConfigMap");
     private static final Pattern VARIABLE = Pattern.compile("\\$\\(([A-Za-z0-9_]+)\\)");
+    static final String SNAPSHOT_GROUP = "snapshot.storage.k8s.io";
+    private static final String DEFAULT_SNAPSHOT_CLASS = "snapshot.storage.kubernetes.io/is-default-class";
+    private static final Set<String> DELETION_POLICIES = Set.of("Delete", "Retain");
+    /** VolumeSnapshotClass parameters the backends take: none yet. */
+    private static final Set<String> SNAPSHOT_PARAMETERS = Set.of();
+    private static final String SNAPSHOT_CONTROLLER_IMAGE = "registry.k8s.io/sig-storage/snapshot-controller";
+    private static final String EXTERNAL_SNAPSHOTTER = "https://github.com/kubernetes-csi/external-snapshotter";
+    private static final Pattern QUANTITY = Pattern.compile("([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T|)");
 
     private final Manifests manifests;
 
@@ -63,6 +73,13 @@ final class ManifestChecks {
                 problems.add(Manifests.KUSTOMIZATION + " names " + resource + ", which does not exist");
             }
         }
+        manifests.components().forEach((component, body) -> {
+            for (String resource : Tree.strings(body, "resources")) {
+                if (!Files.isRegularFile(manifests.dir().resolve(component).resolve(resource))) {
+                    problems.add(component + " names " + resource + ", which does not exist");
+                }
+            }
+        });
         for (Path file : Manifests.yamlFiles(manifests.dir())) {
             String relative = manifests.dir().relativize(file).toString();
             if (!relative.contains("/") && !relative.equals(Manifests.KUSTOMIZATION) && !resources.contains(relative)) {
@@ -93,7 +110,10 @@ final class ManifestChecks {
         return problems;
     }
 
-    /** The driver name of the CSIDriver object is the one every StorageClass, server and kubelet path uses. */
+    /**
+     * The driver name of the CSIDriver object is the one every StorageClass, VolumeSnapshotClass,
+     * server and kubelet path uses.
+     */
     List<String> driverNameAgrees() {
         List<String> problems = new ArrayList<>();
         String driver = driverName();
@@ -101,6 +121,12 @@ final class ManifestChecks {
             String provisioner = Tree.string(storageClass.body(), "provisioner");
             if (!driver.equals(provisioner)) {
                 problems.add(storageClass.describe() + " names provisioner " + provisioner + ", not " + driver);
+            }
+        }
+        for (KubeObject snapshotClass : manifests.ofKind("VolumeSnapshotClass")) {
+            String named = Tree.string(snapshotClass.body(), "driver");
+            if (!driver.equals(named)) {
+                problems.add(snapshotClass.describe() + " names driver " + named + ", not " + driver);
             }
         }
         for (PodTemplate pod : manifests.pods()) {
@@ -337,6 +363,208 @@ final class ManifestChecks {
         if (volume.isEmpty() || !volume.get().containsKey("emptyDir") || Boolean.TRUE.equals(mount.get().get("readOnly"))) {
             problems.add("the NFS patch mounts no writable emptyDir at --nfs-export-root " + exportRoot
                     + " (the root filesystem is read-only)");
+        }
+        return problems;
+    }
+
+    /**
+     * Snapshots: the base installs nothing of the snapshot CRDs' group (on a cluster without them
+     * the whole apply would fail); the VolumeSnapshotClasses are in their component, which the
+     * kustomization shows how to add, each of snapshot.storage.k8s.io/v1 with a deletionPolicy and
+     * no parameter the driver does not take, and at most one of them the driver's default.
+     */
+    List<String> snapshotClasses(String kustomizationText) {
+        List<String> problems = new ArrayList<>();
+        for (KubeObject object : manifests.installed()) {
+            if (String.valueOf(object.body().get("apiVersion")).startsWith(SNAPSHOT_GROUP + "/")) {
+                problems.add(object.describe() + " is in the base, whose apply would then fail on a cluster without the snapshot CRDs");
+            }
+        }
+        String component = Manifests.SNAPSHOT_CLASSES_COMPONENT;
+        if (!"Component".equals(Tree.string(manifests.components().get(component), "kind"))) {
+            problems.add(component + " is not a kustomize Component");
+        }
+        if (!kustomizationText.contains("#   - " + component)) {
+            problems.add(Manifests.KUSTOMIZATION + " does not show how to add " + component);
+        }
+        if (manifests.ofComponent(component).stream().noneMatch(object -> "VolumeSnapshotClass".equals(object.kind()))) {
+            problems.add(component + " holds no VolumeSnapshotClass");
+        }
+        long defaults = 0;
+        for (KubeObject snapshotClass : manifests.ofKind("VolumeSnapshotClass")) {
+            if (!(SNAPSHOT_GROUP + "/v1").equals(Tree.string(snapshotClass.body(), "apiVersion"))) {
+                problems.add(snapshotClass.describe() + " is not " + SNAPSHOT_GROUP + "/v1");
+            }
+            if (!DELETION_POLICIES.contains(Tree.string(snapshotClass.body(), "deletionPolicy"))) {
+                problems.add(snapshotClass.describe() + ": deletionPolicy must be one of " + DELETION_POLICIES);
+            }
+            for (String parameter : Tree.map(snapshotClass.body(), "parameters").keySet()) {
+                if (!SNAPSHOT_PARAMETERS.contains(parameter)) {
+                    problems.add(snapshotClass.describe() + ": parameter " + parameter + " is not one the backends take " + SNAPSHOT_PARAMETERS);
+                }
+            }
+            if ("true".equals(Tree.string(snapshotClass.body(), "metadata", "annotations", DEFAULT_SNAPSHOT_CLASS))) {
+                defaults++;
+            }
+        }
+        if (defaults > 1) {
+            problems.add(defaults + " VolumeSnapshotClasses are the driver's default; snapshot-controller refuses a snapshot then");
+        }
+        return problems;
+    }
+
+    /**
+     * The examples' snapshot, restore and clone hold together: a VolumeSnapshot names a class of
+     * the manifests and a claim of the examples; a claim restored from a VolumeSnapshot
+     * (snapshot.storage.k8s.io) names one of the examples and asks for at least its source's size;
+     * a clone names a claim of the examples in its namespace, StorageClass and volume mode, and asks
+     * for at least its size; every claim's StorageClass and every pod's claim exist.
+     */
+    List<String> examplesAgree() {
+        List<String> problems = new ArrayList<>();
+        Map<String, KubeObject> claims = examplesByName("PersistentVolumeClaim");
+        Map<String, KubeObject> snapshots = examplesByName("VolumeSnapshot");
+        Set<String> storageClasses = names("StorageClass");
+        Set<String> snapshotClasses = names("VolumeSnapshotClass");
+        for (KubeObject snapshot : snapshots.values()) {
+            String snapshotClass = Tree.string(snapshot.body(), "spec", "volumeSnapshotClassName");
+            if (!snapshotClasses.contains(snapshotClass)) {
+                problems.add(snapshot.describe() + " names VolumeSnapshotClass " + snapshotClass + ", which is not in the manifests");
+            }
+            String source = Tree.string(snapshot.body(), "spec", "source", "persistentVolumeClaimName");
+            if (!claims.containsKey(source)) {
+                problems.add(snapshot.describe() + " is of claim " + source + ", which is not in the examples");
+            }
+        }
+        for (KubeObject claim : claims.values()) {
+            String storageClass = Tree.string(claim.body(), "spec", "storageClassName");
+            if (!storageClasses.contains(storageClass)) {
+                problems.add(claim.describe() + " names StorageClass " + storageClass + ", which is not in the manifests");
+            }
+            Map<String, Object> dataSource = Tree.map(claim.body(), "spec", "dataSource");
+            if (dataSource.isEmpty()) {
+                continue;
+            }
+            String kind = Tree.string(dataSource, "kind");
+            String group = Tree.string(dataSource, "apiGroup");
+            String name = Tree.string(dataSource, "name");
+            KubeObject sourceClaim;
+            if ("VolumeSnapshot".equals(kind)) {
+                if (!SNAPSHOT_GROUP.equals(group)) {
+                    problems.add(claim.describe() + ": a VolumeSnapshot data source needs apiGroup " + SNAPSHOT_GROUP);
+                }
+                KubeObject snapshot = snapshots.get(name);
+                if (snapshot == null) {
+                    problems.add(claim.describe() + " is restored from VolumeSnapshot " + name + ", which is not in the examples");
+                    continue;
+                }
+                sourceClaim = claims.get(Tree.string(snapshot.body(), "spec", "source", "persistentVolumeClaimName"));
+            } else if ("PersistentVolumeClaim".equals(kind)) {
+                if (group != null && !group.isEmpty()) {
+                    problems.add(claim.describe() + ": a claim as data source is of the core group, not " + group);
+                }
+                sourceClaim = claims.get(name);
+                if (sourceClaim == null) {
+                    problems.add(claim.describe() + " is cloned from claim " + name + ", which is not in the examples");
+                    continue;
+                }
+                if (!Objects.equals(storageClass, Tree.string(sourceClaim.body(), "spec", "storageClassName"))
+                        || !volumeMode(claim).equals(volumeMode(sourceClaim))
+                        || !Objects.equals(claim.namespace(), sourceClaim.namespace())) {
+                    problems.add(claim.describe() + " clones " + name + " of another StorageClass, volume mode or namespace,"
+                            + " which Kubernetes refuses");
+                }
+            } else {
+                problems.add(claim.describe() + ": data source kind " + kind + " is neither VolumeSnapshot nor PersistentVolumeClaim");
+                continue;
+            }
+            if (sourceClaim != null && storage(claim) < storage(sourceClaim)) {
+                problems.add(claim.describe() + " asks for less than its source " + sourceClaim.name() + " holds");
+            }
+        }
+        for (KubeObject pod : manifests.examples().stream().filter(object -> "Pod".equals(object.kind())).toList()) {
+            for (Map<String, Object> volume : Tree.maps(pod.body(), "spec", "volumes")) {
+                String claimName = Tree.string(volume, "persistentVolumeClaim", "claimName");
+                if (claimName != null && !claims.containsKey(claimName)) {
+                    problems.add(pod.describe() + " uses claim " + claimName + ", which is not in the examples");
+                }
+            }
+        }
+        return problems;
+    }
+
+    private Map<String, KubeObject> examplesByName(String kind) {
+        Map<String, KubeObject> byName = new TreeMap<>();
+        manifests.examples().stream().filter(object -> kind.equals(object.kind())).forEach(object -> byName.put(object.name(), object));
+        return byName;
+    }
+
+    private Set<String> names(String kind) {
+        Set<String> names = new HashSet<>();
+        manifests.ofKind(kind).forEach(object -> names.add(object.name()));
+        return names;
+    }
+
+    private static String volumeMode(KubeObject claim) {
+        String mode = Tree.string(claim.body(), "spec", "volumeMode");
+        return mode == null ? "Filesystem" : mode;
+    }
+
+    /** The claim's storage request in bytes; -1 when it has none or it is not a quantity. */
+    static long storage(KubeObject claim) {
+        String quantity = Tree.string(claim.body(), "spec", "resources", "requests", "storage");
+        Matcher matcher = QUANTITY.matcher(quantity == null ? "" : quantity);
+        if (!matcher.matches()) {
+            return -1;
+        }
+        long factor = switch (matcher.group(2)) {
+            case "Ki" -> 1L << 10;
+            case "Mi" -> 1L << 20;
+            case "Gi" -> 1L << 30;
+            case "Ti" -> 1L << 40;
+            case "k" -> 1_000L;
+            case "M" -> 1_000_000L;
+            case "G" -> 1_000_000_000L;
+            case "T" -> 1_000_000_000_000L;
+            default -> 1L;
+        };
+        return Long.parseLong(matcher.group(1)) * factor;
+    }
+
+    /**
+     * deploy/snapshot-controller installs the snapshot CRDs and snapshot-controller of
+     * external-snapshotter at {@code release} (the csi-snapshotter's, {@link Sidecar#SNAPSHOTTER}),
+     * and runs that release's image (a release's manifest names the image of the release before it).
+     */
+    List<String> snapshotController(String release) {
+        List<String> problems = new ArrayList<>();
+        List<String> resources = Tree.strings(manifests.snapshotController(), "resources");
+        List<String> wanted = List.of(EXTERNAL_SNAPSHOTTER + "//client/config/crd?ref=" + release,
+                EXTERNAL_SNAPSHOTTER + "//deploy/kubernetes/snapshot-controller?ref=" + release);
+        if (!resources.equals(wanted)) {
+            problems.add(Manifests.SNAPSHOT_CONTROLLER + " installs " + resources + ", not the CRDs and snapshot-controller of "
+                    + release + " " + wanted);
+        }
+        boolean imageOfRelease = Tree.maps(manifests.snapshotController(), "images").stream()
+                .anyMatch(image -> SNAPSHOT_CONTROLLER_IMAGE.equals(image.get("name")) && release.equals(image.get("newTag"))
+                        && image.get("newName") == null);
+        if (!imageOfRelease) {
+            problems.add(Manifests.SNAPSHOT_CONTROLLER + " does not set " + SNAPSHOT_CONTROLLER_IMAGE + " to " + release);
+        }
+        return problems;
+    }
+
+    /**
+     * Each sidecar of the controller pod calls a capability controller-server advertises (a
+     * csi-snapshotter beside a driver without CREATE_DELETE_SNAPSHOT exits at start).
+     */
+    List<String> capabilitiesServed(Set<String> advertised) {
+        List<String> problems = new ArrayList<>();
+        PodTemplate pod = manifests.pod("Deployment", "strata-controller");
+        for (Container sidecar : pod.sidecars()) {
+            Sidecar.of(sidecar).flatMap(Sidecar::controllerCapability).filter(capability -> !advertised.contains(capability))
+                    .ifPresent(capability -> problems.add(pod.owner().describe() + ": " + sidecar.name() + " needs " + capability
+                            + ", which controller-server does not advertise " + advertised));
         }
         return problems;
     }

@@ -8,14 +8,15 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.stream.Stream;
 import org.yaml.snakeyaml.LoaderOptions;
 import org.yaml.snakeyaml.Yaml;
 import org.yaml.snakeyaml.constructor.SafeConstructor;
 
 /**
- * Every manifest under deploy/ (the kustomization's resources and the examples), freshly parsed:
- * a test that edits the tree to see a check fail changes only its own copy.
+ * Every manifest under deploy/ (the kustomization's resources, the examples and the components'
+ * resources), freshly parsed: a test that edits the tree to see a check fail changes only its own copy.
  */
 final class Manifests {
 
@@ -24,6 +25,10 @@ final class Manifests {
     static final String ALERT_RULES = "monitoring/alerts.yaml";
     /** The kustomize component that lets controller-server mount NFS exports, and its patch. */
     static final String NFS_COMPONENT = "components/nfs-exports";
+    /** The kustomize component that adds the VolumeSnapshotClasses (their CRDs are the cluster's). */
+    static final String SNAPSHOT_CLASSES_COMPONENT = "components/snapshot-classes";
+    /** The kustomization that installs the snapshot CRDs and snapshot-controller on a cluster without them. */
+    static final String SNAPSHOT_CONTROLLER = "snapshot-controller/" + KUSTOMIZATION;
     /** Kinds whose pod template the checks look into. */
     private static final Set<String> WORKLOADS = Set.of("Deployment", "DaemonSet", "StatefulSet");
 
@@ -31,15 +36,17 @@ final class Manifests {
     private final List<KubeObject> objects;
     private final Map<String, Object> kustomization;
     private final Map<String, Object> alertRules;
-    private final Map<String, Object> nfsComponent;
+    private final Map<String, Map<String, Object>> components;
+    private final Map<String, Object> snapshotController;
 
     private Manifests(Path dir, List<KubeObject> objects, Map<String, Object> kustomization, Map<String, Object> alertRules,
-            Map<String, Object> nfsComponent) {
+            Map<String, Map<String, Object>> components, Map<String, Object> snapshotController) {
         this.dir = dir;
         this.objects = objects;
         this.kustomization = kustomization;
         this.alertRules = alertRules;
-        this.nfsComponent = nfsComponent;
+        this.components = components;
+        this.snapshotController = snapshotController;
     }
 
     static Path defaultDir() {
@@ -57,8 +64,19 @@ final class Manifests {
                 documents.forEach(document -> objects.add(new KubeObject(file, document)));
             }
         }
-        return new Manifests(dir, objects, kustomization, parse(dir.resolve(ALERT_RULES)).getFirst(),
-                component(dir.resolve(NFS_COMPONENT)));
+        Map<String, Map<String, Object>> components = new TreeMap<>();
+        for (String name : componentNames(dir)) {
+            Map<String, Object> component = component(dir.resolve(name));
+            components.put(name, component);
+            for (String resource : Tree.strings(component, "resources")) {
+                Path file = dir.resolve(name).resolve(resource);
+                if (Files.isRegularFile(file)) { // a missing one is reported by the structure check
+                    parse(file).forEach(document -> objects.add(new KubeObject(file, document)));
+                }
+            }
+        }
+        return new Manifests(dir, objects, kustomization, parse(dir.resolve(ALERT_RULES)).getFirst(), components,
+                parse(dir.resolve(SNAPSHOT_CONTROLLER)).getFirst());
     }
 
     /** The YAML files of deploy/ and deploy/examples/, not the build's or the tests' own. */
@@ -71,6 +89,13 @@ final class Manifests {
             }
         }
         return files;
+    }
+
+    /** "components/<name>" for each directory of deploy/components/. */
+    private static List<String> componentNames(Path dir) throws IOException {
+        try (Stream<Path> listing = Files.list(dir.resolve("components"))) {
+            return listing.filter(Files::isDirectory).map(sub -> dir.relativize(sub).toString()).sorted().toList();
+        }
     }
 
     /** A component's kustomization with its patches' documents read in, so that a test can break either. */
@@ -125,7 +150,29 @@ final class Manifests {
 
     /** The NFS component's kustomization, with each patch it names parsed into its {@code patches} entry's "document". */
     Map<String, Object> nfsComponent() {
-        return nfsComponent;
+        return components.get(NFS_COMPONENT);
+    }
+
+    /** Each component's kustomization (as {@link #nfsComponent}) by its directory below deploy/. */
+    Map<String, Map<String, Object>> components() {
+        return components;
+    }
+
+    /** deploy/snapshot-controller's kustomization. */
+    Map<String, Object> snapshotController() {
+        return snapshotController;
+    }
+
+    /** The objects a component's resources hold (installed only with the component). */
+    List<KubeObject> ofComponent(String component) {
+        Path componentDir = dir.resolve(component);
+        return objects.stream().filter(object -> object.file().getParent().equals(componentDir)).toList();
+    }
+
+    /** The objects of deploy/examples/. */
+    List<KubeObject> examples() {
+        Path examples = dir.resolve("examples");
+        return objects.stream().filter(object -> object.file().getParent().equals(examples)).toList();
     }
 
     List<KubeObject> ofKind(String kind) {

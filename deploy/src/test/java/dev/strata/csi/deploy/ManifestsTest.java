@@ -9,6 +9,7 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -134,7 +135,7 @@ class ManifestsTest {
                 .replicas().isEmpty());
         assertFalse(broken(m -> Tree.map(m.one("Deployment", "strata-controller").body(), "spec").remove("replicas"))
                 .replicas().isEmpty());
-        for (String sidecar : List.of("csi-provisioner", "csi-attacher")) {
+        for (String sidecar : List.of("csi-provisioner", "csi-attacher", "csi-resizer")) {
             assertFalse(broken(m -> args(m, "Deployment", "strata-controller", sidecar).removeIf(arg -> arg.equals("--leader-election")))
                     .replicas().isEmpty(), sidecar);
             assertFalse(broken(m -> {
@@ -181,6 +182,14 @@ class ManifestsTest {
         List<String> excess = broken(m -> Tree.list(m.one("ClusterRole", "strata-external-provisioner").body(), "rules")
                 .add(Map.of("apiGroups", List.of(""), "resources", List.of("secrets"), "verbs", List.of("get")))).rbac();
         assertTrue(excess.stream().anyMatch(problem -> problem.contains("get secrets")), excess.toString());
+        // The provisioner without the VolumeSnapshot it restores from, and the sidecars without their leases.
+        List<String> restore = broken(m -> Tree.list(m.one("ClusterRole", "strata-external-provisioner").body(), "rules")
+                .removeIf(rule -> Tree.strings(rule, "resources").contains("volumesnapshots"))).rbac();
+        assertTrue(restore.stream().anyMatch(problem -> problem.contains("lacks get snapshot.storage.k8s.io/volumesnapshots")),
+                restore.toString());
+        List<String> allLeases = broken(m -> m.all().removeIf(object -> "RoleBinding".equals(object.kind()))).rbac();
+        assertTrue(allLeases.stream().anyMatch(problem -> problem.contains("lacks create coordination.k8s.io/leases (own namespace)")),
+                allLeases.toString());
         // The node pod needs nothing from the API, so it must not get a token.
         assertFalse(broken(m -> m.pod("DaemonSet", "strata-node").spec().remove("automountServiceAccountToken")).rbac().isEmpty());
     }
@@ -293,5 +302,90 @@ class ManifestsTest {
     private static Map<String, Object> nfsContainer(Manifests manifests) {
         Map<String, Object> patch = Tree.map(Tree.maps(manifests.nfsComponent(), "patches").getFirst(), "document");
         return Tree.maps(patch, "spec", "template", "spec", "containers").getFirst();
+    }
+
+    @Test
+    void snapshotClassesAreAComponentThatNamesTheDriver() throws Exception {
+        String kustomization = Files.readString(Manifests.defaultDir().resolve(Manifests.KUSTOMIZATION));
+        assertEquals(List.of(), checks().snapshotClasses(kustomization));
+        List<String> classes = manifests().ofComponent(Manifests.SNAPSHOT_CLASSES_COMPONENT).stream()
+                .filter(object -> object.kind().equals("VolumeSnapshotClass")).map(KubeObject::name).sorted().toList();
+        assertEquals(List.of("strata-local", "strata-nfs"), classes);
+        for (String name : classes) {
+            assertEquals("Delete", Tree.string(manifests().one("VolumeSnapshotClass", name).body(), "deletionPolicy"));
+        }
+        // In the base, the install would fail on a cluster without the CRDs.
+        List<String> inBase = broken(m -> Tree.list(m.kustomization(), "resources")
+                .add("components/snapshot-classes/volumesnapshotclasses.yaml")).snapshotClasses(kustomization);
+        assertEquals(2, inBase.size(), inBase.toString());
+        assertEquals(1, checks().snapshotClasses(kustomization.replace("components/snapshot-classes", "components/snapshots")).size());
+        assertFalse(broken(m -> m.one("VolumeSnapshotClass", "strata-nfs").body().put("driver", "nfs.csi.k8s.io"))
+                .driverNameAgrees().isEmpty());
+        assertEquals(1, broken(m -> m.one("VolumeSnapshotClass", "strata-nfs").body().put("deletionPolicy", "Keep"))
+                .snapshotClasses(kustomization).size());
+        assertEquals(1, broken(m -> m.one("VolumeSnapshotClass", "strata-local").body().put("apiVersion", "snapshot.storage.k8s.io/v1beta1"))
+                .snapshotClasses(kustomization).size());
+        assertEquals(1, broken(m -> m.one("VolumeSnapshotClass", "strata-nfs").body().put("parameters", Map.of("method", "archive")))
+                .snapshotClasses(kustomization).size());
+        // Two defaults for one driver: snapshot-controller could pick neither.
+        assertEquals(1, broken(m -> Tree.map(m.one("VolumeSnapshotClass", "strata-nfs").body(), "metadata")
+                .put("annotations", Map.of("snapshot.storage.kubernetes.io/is-default-class", "true"))).snapshotClasses(kustomization).size());
+        assertFalse(broken(m -> m.all().removeIf(object -> object.kind().equals("VolumeSnapshotClass"))).snapshotClasses(kustomization).isEmpty());
+    }
+
+    @Test
+    void theSnapshotRestoreAndCloneExamplesHoldTogether() throws Exception {
+        assertEquals(List.of(), checks().examplesAgree());
+        Manifests manifests = manifests();
+        KubeObject restored = manifests.one("PersistentVolumeClaim", "strata-example-restored");
+        KubeObject clone = manifests.one("PersistentVolumeClaim", "strata-example-clone");
+        assertEquals("VolumeSnapshot", Tree.string(restored.body(), "spec", "dataSource", "kind"));
+        assertEquals("strata-example", Tree.string(clone.body(), "spec", "dataSource", "name"));
+        assertEquals(1L << 30, ManifestChecks.storage(restored));
+        // A snapshot of a claim that is not there, of a class that is not there.
+        assertEquals(1, broken(m -> Tree.map(m.one("VolumeSnapshot", "strata-example-snapshot").body(), "spec", "source")
+                .put("persistentVolumeClaimName", "strata-missing")).examplesAgree().size());
+        assertEquals(1, broken(m -> Tree.map(m.one("VolumeSnapshot", "strata-example-snapshot").body(), "spec")
+                .put("volumeSnapshotClassName", "strata")).examplesAgree().size());
+        // A restore without the snapshot API group, and one smaller than its snapshot.
+        assertEquals(1, broken(m -> Tree.map(m.one("PersistentVolumeClaim", "strata-example-restored").body(), "spec", "dataSource")
+                .remove("apiGroup")).examplesAgree().size());
+        assertEquals(1, broken(m -> Tree.map(m.one("PersistentVolumeClaim", "strata-example-restored").body(), "spec", "resources",
+                "requests").put("storage", "512Mi")).examplesAgree().size());
+        // A clone into another StorageClass or volume mode, or of a claim that is not there.
+        assertEquals(1, broken(m -> Tree.map(m.one("PersistentVolumeClaim", "strata-example-clone").body(), "spec")
+                .put("storageClassName", "strata-local-xfs")).examplesAgree().size());
+        assertEquals(1, broken(m -> Tree.map(m.one("PersistentVolumeClaim", "strata-example-clone").body(), "spec")
+                .put("volumeMode", "Block")).examplesAgree().size());
+        assertEquals(1, broken(m -> Tree.map(m.one("PersistentVolumeClaim", "strata-example-clone").body(), "spec", "dataSource")
+                .put("name", "strata-exmaple")).examplesAgree().size());
+        assertEquals(1, broken(m -> Tree.maps(m.one("Pod", "strata-example-clone").body(), "spec", "volumes").getFirst()
+                .put("persistentVolumeClaim", Map.of("claimName", "strata-clone"))).examplesAgree().size());
+    }
+
+    @Test
+    void theSnapshotControllerIsOfTheSnapshottersRelease() throws Exception {
+        String release = Sidecar.named(Sidecar.SNAPSHOTTER).version();
+        assertEquals(List.of(), checks().snapshotController(release));
+        // The sidecar moved to another release without the cluster's part (its refs and its image),
+        // the image left at the one the release's manifest names, and the CRDs left out.
+        assertEquals(2, checks().snapshotController("v8.7.0").size());
+        assertEquals(1, broken(m -> m.snapshotController().remove("images")).snapshotController(release).size());
+        assertEquals(1, broken(m -> m.snapshotController().put("resources", Tree.strings(m.snapshotController(), "resources")
+                .subList(1, 2))).snapshotController(release).size());
+    }
+
+    @Test
+    void theControllersSidecarsCallCapabilitiesItAdvertises(@TempDir Path dir) throws Exception {
+        Set<String> advertised = ControllerCapabilities.advertised(dir);
+        assertTrue(advertised.containsAll(List.of("CREATE_DELETE_VOLUME", "PUBLISH_UNPUBLISH_VOLUME", "EXPAND_VOLUME")),
+                advertised.toString());
+        assertEquals(List.of(), checks().capabilitiesServed(advertised));
+        // A driver that cannot expand volumes beside csi-resizer.
+        Set<String> noExpansion = new HashSet<>(advertised);
+        noExpansion.remove("EXPAND_VOLUME");
+        List<String> problems = checks().capabilitiesServed(noExpansion);
+        assertEquals(1, problems.size(), problems.toString());
+        assertTrue(problems.getFirst().contains("csi-resizer needs EXPAND_VOLUME"), problems.toString());
     }
 }

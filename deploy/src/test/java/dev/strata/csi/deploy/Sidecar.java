@@ -8,10 +8,15 @@ import java.util.Set;
 
 /**
  * What each sidecar release we pin needs, read from its own source and deploy/kubernetes/rbac.yaml:
- * the flags it accepts, the flags our deployment must give it, and its API permissions.
+ * the flags it accepts, the flags our deployment must give it, its API permissions, and the
+ * controller capability whose calls it makes (none for the node's sidecars).
  * Changing a pinned version means checking this table against the new release.
  */
-record Sidecar(String image, String version, Set<String> knownFlags, Set<String> requiredFlags, List<Rule> rules) {
+record Sidecar(String image, String version, Set<String> knownFlags, Set<String> requiredFlags, List<Rule> rules,
+        Optional<String> controllerCapability) {
+
+    /** external-snapshotter's sidecar, whose release deploy/snapshot-controller follows. */
+    static final String SNAPSHOTTER = "registry.k8s.io/sig-storage/csi-snapshotter";
 
     /** Flags every sidecar built on csi-lib-utils' standardflags takes, and klog's --v. */
     private static final Set<String> COMMON_FLAGS = Set.of("version", "kubeconfig", "csi-address", "leader-election",
@@ -37,6 +42,10 @@ record Sidecar(String image, String version, Set<String> knownFlags, Set<String>
                             "/persistentvolumeclaims", "get list watch update",
                             "storage.k8s.io/storageclasses", "get list watch",
                             "/events", "list watch create update patch",
+                            // A claim restored from a snapshot: the VolumeSnapshot (and its source-protection
+                            // finalizer, which the orphan sweep lists and watches) and its content.
+                            "snapshot.storage.k8s.io/volumesnapshots", "get list watch update",
+                            "snapshot.storage.k8s.io/volumesnapshotcontents", "get list",
                             "storage.k8s.io/csinodes", "get list watch",
                             "/nodes", "get list watch",
                             "storage.k8s.io/volumeattachments", "get list watch"),
@@ -44,7 +53,8 @@ record Sidecar(String image, String version, Set<String> knownFlags, Set<String>
                             "coordination.k8s.io/leases", "get watch list delete update create",
                             "storage.k8s.io/csistoragecapacities", "get list watch create update patch delete",
                             "/pods", "get",
-                            "apps/replicasets", "get"))),
+                            "apps/replicasets", "get")),
+                    Optional.of("CREATE_DELETE_VOLUME")),
             new Sidecar("registry.k8s.io/sig-storage/csi-attacher", "v4.12.0",
                     union(COMMON_FLAGS, Set.of("resync", "timeout", "retry-interval-start", "retry-interval-max",
                             "max-entries", "default-fstype", "reconcile-sync", "max-grpc-log-length", "worker-threads")),
@@ -54,7 +64,8 @@ record Sidecar(String image, String version, Set<String> knownFlags, Set<String>
                             "storage.k8s.io/csinodes", "get list watch",
                             "storage.k8s.io/volumeattachments", "get list watch patch",
                             "storage.k8s.io/volumeattachments/status", "patch"),
-                            Map.of("coordination.k8s.io/leases", "get watch list delete update create"))),
+                            Map.of("coordination.k8s.io/leases", "get watch list delete update create")),
+                    Optional.of("PUBLISH_UNPUBLISH_VOLUME")),
             new Sidecar("registry.k8s.io/sig-storage/csi-resizer", "v2.2.1",
                     union(COMMON_FLAGS, Set.of("master", "resync-period", "workers", "extra-modify-metadata", "timeout",
                             "retry-interval-start", "retry-interval-max", "handle-volume-inuse-error", "feature-gates")),
@@ -66,21 +77,45 @@ record Sidecar(String image, String version, Set<String> knownFlags, Set<String>
                             "/persistentvolumeclaims/status", "patch",
                             "/events", "list watch create update patch",
                             "storage.k8s.io/volumeattributesclasses", "get list watch"),
-                            Map.of("coordination.k8s.io/leases", "get watch list delete update create"))),
+                            Map.of("coordination.k8s.io/leases", "get watch list delete update create")),
+                    Optional.of("EXPAND_VOLUME")),
+            // --feature-gates is left out: its CSIVolumeGroupSnapshot would need the groupsnapshot.storage.k8s.io
+            // rules, and the driver has no group snapshots.
+            new Sidecar(SNAPSHOTTER, "v8.6.0",
+                    union(COMMON_FLAGS, Set.of("resync-period", "snapshot-name-prefix", "snapshot-name-uuid-length",
+                            "worker-threads", "timeout", "extra-create-metadata", "retry-interval-start",
+                            "retry-interval-max", "node-deployment", "groupsnapshot-name-prefix",
+                            "groupsnapshot-name-uuid-length")),
+                    Set.of("csi-address", "leader-election"),
+                    rules(Map.of(
+                            "/events", "list watch create update patch",
+                            "snapshot.storage.k8s.io/volumesnapshotclasses", "get list watch",
+                            "snapshot.storage.k8s.io/volumesnapshotcontents", "get list watch update patch",
+                            "snapshot.storage.k8s.io/volumesnapshotcontents/status", "update patch"),
+                            Map.of("coordination.k8s.io/leases", "get watch list delete update create")),
+                    // Without it the release exits at start ("does not support ControllerCreateSnapshot").
+                    Optional.of("CREATE_DELETE_SNAPSHOT")),
             new Sidecar("registry.k8s.io/sig-storage/csi-node-driver-registrar", "v2.17.0",
                     Set.of("connection-timeout", "timeout", "csi-address", "plugin-registration-path",
                             "kubelet-registration-path", "health-port", "http-endpoint", "version", "mode",
                             "enable-pprof", "v"),
                     Set.of("csi-address", "kubelet-registration-path"),
-                    List.of()),
+                    List.of(),
+                    Optional.empty()),
             new Sidecar("registry.k8s.io/sig-storage/livenessprobe", "v2.19.0",
                     Set.of("probe-timeout", "csi-address", "health-port", "metrics-address", "http-endpoint",
                             "metrics-path", "version", "v"),
                     Set.of("csi-address"),
-                    List.of()));
+                    List.of(),
+                    Optional.empty()));
 
     static Optional<Sidecar> of(Container container) {
         return ALL.stream().filter(sidecar -> sidecar.image().equals(container.imageRepository())).findFirst();
+    }
+
+    /** The table's entry for {@code image}. */
+    static Sidecar named(String image) {
+        return ALL.stream().filter(sidecar -> sidecar.image().equals(image)).findFirst().orElseThrow();
     }
 
     private static Set<String> union(Set<String> a, Set<String> b) {
