@@ -37,7 +37,7 @@ public final class ControllerBackends {
 
     /**
      * CreateVolume's request checked by the backend its parameters choose; INVALID_ARGUMENT for a
-     * content source of a kind that backend cannot create from.
+     * content source of a kind that backend cannot create from, or one of another backend.
      */
     public Creation<?> forCreate(CreateVolumeRequest request) {
         ControllerBackend<?, ?> backend = forParameters(request.getParametersMap());
@@ -51,6 +51,13 @@ public final class ControllerBackends {
             if (!backend.rpcCapabilities().contains(needed)) {
                 throw CsiException.invalidArgument("volume_content_source: this StorageClass's backend cannot create a volume from a "
                         + source.getTypeCase().name().toLowerCase(java.util.Locale.ROOT));
+            }
+            String sourceId = source.hasSnapshot() ? source.getSnapshot().getSnapshotId() : source.getVolume().getVolumeId();
+            boolean another = backends.stream().filter(other -> other != backend).anyMatch(other -> source.hasSnapshot()
+                    ? other.snapshotName(sourceId).isPresent() : other.byId(sourceId).isPresent());
+            if (another) { // copying between backends is not offered; the backend itself answers NOT_FOUND for an id nobody knows
+                throw CsiException.invalidArgument("volume_content_source " + CsiException.printable(sourceId)
+                        + " belongs to another backend than this StorageClass's; a volume is made from a source of its own backend");
             }
         }
         return creation(backend, request);

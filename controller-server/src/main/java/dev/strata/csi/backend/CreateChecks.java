@@ -12,13 +12,18 @@ public final class CreateChecks {
 
     /** INVALID_ARGUMENT unless the name is there and allowed, and no content is to be copied in. */
     public static void nameAndSource(CreateVolumeRequest request) {
+        name(request);
+        if (request.hasVolumeContentSource()) {
+            throw CsiException.invalidArgument("volume_content_source is not supported: this driver cannot clone or restore snapshots");
+        }
+    }
+
+    /** INVALID_ARGUMENT unless the name is there and allowed (for a backend that takes a content source itself). */
+    public static void name(CreateVolumeRequest request) {
         if (request.getName().isEmpty()) {
             throw CsiException.missing("name");
         }
         VolumeId.checkName(request.getName());
-        if (request.hasVolumeContentSource()) {
-            throw CsiException.invalidArgument("volume_content_source is not supported: this driver cannot clone or restore snapshots");
-        }
     }
 
     /** OUT_OF_RANGE for a range no size meets: a negative bound, or required above limit. */

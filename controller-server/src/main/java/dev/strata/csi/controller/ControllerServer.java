@@ -6,6 +6,7 @@ import dev.strata.csi.backend.local.LocalController;
 import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.backend.nfs.Exports;
 import dev.strata.csi.backend.nfs.NfsController;
+import dev.strata.csi.backend.nfs.NfsCrashes;
 import dev.strata.csi.backend.nfs.NfsExportMetrics;
 import dev.strata.csi.backend.nfs.NfsMounter;
 import dev.strata.csi.backend.nfs.SystemProjectQuotas;
@@ -13,6 +14,7 @@ import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.AgentMetrics;
 import dev.strata.csi.controller.agents.AgentRegistryService;
 import dev.strata.csi.flags.Flag;
+import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.identity.IdentityService;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.server.DriverProgram;
@@ -74,8 +76,24 @@ public final class ControllerServer {
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     Exports exports = new Exports(Path.of(flags.get(EXPORT_ROOT)), flags.booleanValue(MOUNT_EXPORTS),
                             new NfsMounter(new Command(), nfsTimeout, context.log()), new NfsExportMetrics(context.metrics()), context.log());
+                    NfsCrashes crashes;
+                    try {
+                        crashes = NfsCrashes.fromEnvironment();
+                    } catch (IllegalArgumentException e) {
+                        throw new UsageException(NfsCrashes.ENVIRONMENT + " names no crash point: " + e.getMessage());
+                    }
+                    crashes.armed().ifPresent(point -> context.log().warn(
+                            "test-only crash point armed: this process halts when it reaches it", "point", point,
+                            "variable", NfsCrashes.ENVIRONMENT));
                     NfsController nfs = new NfsController(exports, new SystemProjectQuotas(new Kernel()), nfsTimeout,
-                            Clock.systemUTC(), context.log());
+                            Clock.systemUTC(), crashes, context.log());
+                    Thread.ofVirtual().name("nfs-partial-copies").start(() -> {
+                        try {
+                            nfs.removePartialCopies();
+                        } catch (Exception e) { // an export not answering: the retries remove their own copies
+                            context.log().warn("cannot remove partial NFS copies at start", "error", e.getMessage());
+                        }
+                    });
                     // The backends, one line each; ControllerBackends chooses among them (the last takes
                     // any StorageClass parameters the others do not want).
                     ControllerBackends backends = new ControllerBackends(List.of(

@@ -39,7 +39,8 @@ public record NfsVolumeId(NfsVolume volume, OnDelete onDelete) {
         }
     }
 
-    private static String encode(String text) {
+    /** Percent-encodes all but the unreserved characters (RFC 3986), upper-case: the one canonical form. */
+    static String encode(String text) {
         StringBuilder out = new StringBuilder();
         for (byte b : text.getBytes(StandardCharsets.UTF_8)) {
             if (unreserved(b)) {
@@ -51,7 +52,8 @@ public record NfsVolumeId(NfsVolume volume, OnDelete onDelete) {
         return out.toString();
     }
 
-    private static String decode(String text) {
+    /** The inverse of {@link #encode}; IllegalArgumentException for a bad escape. */
+    static String decode(String text) {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         for (int i = 0; i < text.length(); i++) {
             char c = text.charAt(i);

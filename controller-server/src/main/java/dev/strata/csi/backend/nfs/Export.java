@@ -4,14 +4,10 @@ import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.DurableFiles;
 import java.io.IOException;
-import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.SimpleFileVisitor;
 import java.nio.file.StandardCopyOption;
-import java.nio.file.attribute.BasicFileAttributes;
 import java.time.Instant;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
@@ -93,36 +89,57 @@ final class Export {
         return true;
     }
 
-    /** Removes what {@link #moveToTrash} put there under {@code key}; links are removed, never followed. */
+    /** Removes what {@link #moveToTrash} or {@link #discard} put there under {@code key}; links are removed, never followed. */
     void emptyTrash(String key) throws IOException {
-        Path path = driverDir().resolve("trash").resolve(key);
-        if (!Files.exists(path, LinkOption.NOFOLLOW_LINKS)) {
-            return;
+        TreeCopy.remove(driverDir().resolve("trash").resolve(key));
+    }
+
+    /**
+     * Moves a tree of the driver's directory (a snapshot's copy) into the trash under {@code key}
+     * in one rename, then removes it: cut short, the retry finds it there.
+     */
+    void discard(Path tree, String key) throws IOException {
+        if (Files.exists(tree, LinkOption.NOFOLLOW_LINKS)) {
+            Path trash = driverDir().resolve("trash");
+            Files.createDirectories(trash);
+            TreeCopy.remove(trash.resolve(key)); // what an earlier discard under this key left
+            Files.move(tree, trash.resolve(key), StandardCopyOption.ATOMIC_MOVE);
+            DurableFiles.syncDirectory(tree.getParent());
         }
-        Files.walkFileTree(path, new SimpleFileVisitor<>() {
-            @Override
-            public FileVisitResult visitFile(Path file, BasicFileAttributes attributes) throws IOException {
-                Files.deleteIfExists(file);
-                return FileVisitResult.CONTINUE;
-            }
+        emptyTrash(key);
+    }
 
-            @Override
-            public FileVisitResult visitFileFailed(Path file, IOException e) throws IOException {
-                if (e instanceof NoSuchFileException) {
-                    return FileVisitResult.CONTINUE;
-                }
-                throw e;
-            }
+    /** The export's snapshots, in the driver's directory. */
+    SnapshotStore snapshots() {
+        return new SnapshotStore(driverDir().resolve("snapshots"));
+    }
 
-            @Override
-            public FileVisitResult postVisitDirectory(Path directory, IOException e) throws IOException {
-                if (e != null && !(e instanceof NoSuchFileException)) {
-                    throw e;
-                }
-                Files.deleteIfExists(directory);
-                return FileVisitResult.CONTINUE;
-            }
-        });
+    /** Where a restored or cloned volume's copy is made before it is renamed into place, and its lock. */
+    Path restoring() {
+        return driverDir().resolve("restoring");
+    }
+
+    /** The volume's directory, reached without links; NOT_FOUND when it is not there. */
+    Path directory(String subDir) throws IOException {
+        Path path = walk(subDir, false);
+        if (!Files.isDirectory(path, LinkOption.NOFOLLOW_LINKS)) {
+            throw CsiException.notFound("the directory " + subDir + " of " + export.source() + " is not there");
+        }
+        return path;
+    }
+
+    /**
+     * Renames a complete copy into place as the volume's directory in one step (making its
+     * parents), so a volume's directory never holds a partial copy. Returns the directory.
+     */
+    Path place(Path copy, String subDir) throws IOException {
+        int slash = subDir.lastIndexOf('/');
+        Path parent = slash < 0 ? dir : walk(subDir.substring(0, slash), true);
+        Path path = parent.resolve(subDir.substring(slash + 1));
+        Files.move(copy, path, StandardCopyOption.ATOMIC_MOVE);
+        DurableFiles.syncDirectory(parent);
+        DurableFiles.syncDirectory(copy.getParent());
+        return path;
     }
 
     /** Renames the volume's directory to {@code archived-<name>-<UTC time>} beside it; the new path, or null if there was no directory. */

@@ -1,18 +1,29 @@
 package dev.strata.csi.backend.nfs;
 
+import com.google.protobuf.Timestamp;
+import csi.v1.Csi.ControllerServiceCapability;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.GetCapacityRequest;
 import csi.v1.Csi.ListVolumesResponse;
+import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.ControllerBackend;
+import dev.strata.csi.backend.nfs.records.NfsSnapshotRecord;
 import dev.strata.csi.backend.nfs.records.NfsVolumeRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Bounded;
+import dev.strata.csi.system.DurableFiles;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.time.Clock;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -45,9 +56,15 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
     private final Clock clock;
     private final Log log;
     private final NfsCapabilities capabilities = new NfsCapabilities();
+    private final NfsCrashes crashes;
 
     public NfsController(Exports exports, ProjectQuotas quotas, Duration deadline, Clock clock, Log log) {
+        this(exports, quotas, deadline, clock, NfsCrashes.NONE, log);
+    }
+
+    public NfsController(Exports exports, ProjectQuotas quotas, Duration deadline, Clock clock, NfsCrashes crashes, Log log) {
         this.exports = exports;
+        this.crashes = crashes;
         this.quotas = new VolumeQuotas(quotas, log);
         this.deadline = deadline;
         this.clock = clock;
@@ -86,6 +103,16 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         return capabilities;
     }
 
+    /** Beside every backend's: snapshots, and volumes made from a snapshot or from another volume. */
+    @Override
+    public List<ControllerServiceCapability.RPC.Type> rpcCapabilities() {
+        List<ControllerServiceCapability.RPC.Type> all = new ArrayList<>(ControllerBackend.super.rpcCapabilities());
+        all.addAll(List.of(ControllerServiceCapability.RPC.Type.CREATE_DELETE_SNAPSHOT,
+                ControllerServiceCapability.RPC.Type.LIST_SNAPSHOTS,
+                ControllerServiceCapability.RPC.Type.CLONE_VOLUME));
+        return all;
+    }
+
     @Override
     public NfsRequest check(CreateVolumeRequest request) {
         return NfsRequest.of(request);
@@ -96,6 +123,11 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         return lockKey(request.volume());
     }
 
+    /**
+     * Makes the volume's directory, or, from a content source, a copy of the source in the driver's
+     * directory renamed into place once complete (see {@link #restore}); the record, written first,
+     * keeps the source, so a retry with another source is ALREADY_EXISTS.
+     */
     @Override
     public Volume create(NfsRequest wanted) throws Exception {
         NfsVolume volume = wanted.volume();
@@ -115,26 +147,45 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                     throw CsiException.alreadyExists("volume " + wanted.name() + " exists as " + record.getVolumeId() + " with "
                             + record.getCapacityBytes() + " bytes; asked for " + id + " with " + wanted.capacityBytes() + " bytes");
                 }
+                if (!record.getSourceSnapshotId().equals(wanted.source().snapshotId())
+                        || !record.getSourceVolumeId().equals(wanted.source().volumeId())) {
+                    throw CsiException.alreadyExists("volume " + wanted.name() + " exists, made from " + recordedSource(record)
+                            + "; asked for one made from " + wanted.source());
+                }
             } else {
                 refuseNesting(records.all(log), volume.subDir());
                 if (export.exists(volume.subDir())) {
+                    if (wanted.source().present()) {
+                        throw CsiException.failedPrecondition("subDir " + volume.subDir() + " of " + volume.export().source()
+                                + " exists already; a volume made from " + wanted.source() + " needs a directory of its own");
+                    }
                     log.info("volume takes over an existing directory", "volume", wanted.name(), "dir", volume.source());
+                }
+                if (wanted.source().present()) {
+                    checkRoom(wanted, export, sourceTree(export, wanted.source()));
                 }
                 // The record first, with the project id if the capacity is enforced: a crash before the
                 // directory is made or limited leaves a record the retry completes.
                 record = NfsVolumeRecord.newBuilder()
                         .setVolumeId(id.toString()).setName(wanted.name()).setSubDir(volume.subDir())
-                        .setCapacityBytes(wanted.capacityBytes()).build();
+                        .setCapacityBytes(wanted.capacityBytes())
+                        .setSourceSnapshotId(wanted.source().snapshotId()).setSourceVolumeId(wanted.source().volumeId()).build();
                 if (VolumeQuotas.wanted(export, wanted.capacityBytes())) {
                     record = quotas.writeWithNewId(export, volume.subDir(), record);
                 } else {
                     records.write(volume.subDir(), record);
                 }
+                if (wanted.source().present()) {
+                    crashes.reach(NfsCrashPoint.RESTORE_RECORDED);
+                }
+            }
+            if (wanted.source().present()) {
+                restore(export, wanted, record);
             }
             var dir = export.make(volume.subDir(), wanted.mode());
             boolean enforced = record.getProjectId() != 0;
             if (enforced) {
-                quotas.enforce(export, dir, record);
+                quotas.enforce(export, dir, record); // also marks the files a restore or clone copied in
             }
             Volume.Builder reply = Volume.newBuilder()
                     .setVolumeId(id.toString())
@@ -146,6 +197,84 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             wanted.mode().ifPresent(mode -> reply.putVolumeContext(MOUNT_PERMISSIONS, FileMode.format(mode)));
             return reply.build();
         });
+    }
+
+    /**
+     * Copies the source into {@code .strata-csi/restoring/<key>} and renames the copy into place as
+     * the volume's directory, unless a call before this one got that far. A source gone since the
+     * record was written (a retry after a crash) undoes the record: NOT_FOUND, nothing left.
+     */
+    private void restore(Export export, NfsRequest wanted, NfsVolumeRecord record) throws IOException {
+        String subDir = wanted.volume().subDir();
+        if (export.exists(subDir)) {
+            return;
+        }
+        String key = VolumeRecords.key(subDir);
+        try (CopyLock held = CopyLock.take(export.restoring().resolve(key + ".lock"), "volume " + wanted.name())) {
+            if (export.exists(subDir)) {
+                return; // placed by the call whose copy this one waited behind
+            }
+            Path source;
+            try {
+                source = sourceTree(export, wanted.source());
+            } catch (CsiException e) {
+                if (e.code() == io.grpc.Status.Code.NOT_FOUND) {
+                    quotas.release(export, record);
+                    export.records().delete(subDir);
+                }
+                throw e;
+            }
+            Path partial = export.restoring().resolve(key);
+            TreeCopy.remove(partial); // what a crash or a failed copy left
+            TreeCopy.Result copied = TreeCopy.copy(source, partial);
+            crashes.reach(NfsCrashPoint.RESTORE_COPIED);
+            export.place(partial, subDir);
+            log.info("volume made from its source", "volume", record.getVolumeId(), "source", wanted.source().toString(),
+                    "bytes", copied.bytes(), "entries", copied.entries(), "skipped", copied.skipped());
+            crashes.reach(NfsCrashPoint.RESTORE_PLACED);
+        }
+    }
+
+    /** The tree a volume is made from: a complete snapshot's copy, or the source volume's directory; NOT_FOUND when gone. */
+    private static Path sourceTree(Export export, NfsRequest.ContentSource source) throws IOException {
+        if (source.snapshot().isPresent()) {
+            NfsSnapshotId id = source.snapshot().get();
+            SnapshotStore store = export.snapshots();
+            Optional<NfsSnapshotRecord> record = store.read(id.name()).filter(found -> found.getSnapshotId().equals(id.toString()));
+            if (record.isEmpty() || record.get().getState() != NfsSnapshotRecord.State.READY) {
+                throw CsiException.notFound("snapshot " + id + " does not exist");
+            }
+            return store.data(id.name());
+        }
+        NfsVolumeId id = source.volume().orElseThrow();
+        Optional<NfsVolumeRecord> record = export.records().read(id.volume().subDir())
+                .filter(found -> found.getVolumeId().equals(id.toString()));
+        if (record.isEmpty() || !export.exists(id.volume().subDir())) {
+            throw CsiException.notFound("source volume " + id + " does not exist");
+        }
+        return export.directory(id.volume().subDir());
+    }
+
+    /**
+     * A volume whose capacity is enforced must hold its source's data: a smaller one is
+     * OUT_OF_RANGE, since its first write would fail. Without a limit nothing holds it to its size.
+     */
+    private void checkRoom(NfsRequest wanted, Export export, Path source) throws IOException {
+        if (!VolumeQuotas.wanted(export, wanted.capacityBytes())) {
+            return;
+        }
+        long data = wanted.source().snapshot().isPresent()
+                ? export.snapshots().read(wanted.source().snapshot().get().name()).orElseThrow().getDataBytes()
+                : TreeCopy.bytes(source);
+        if (data > wanted.capacityBytes()) {
+            throw CsiException.outOfRange("the " + wanted.source() + " holds " + data + " bytes of data; a volume of "
+                    + wanted.capacityBytes() + " bytes, its capacity enforced, cannot hold them: ask for at least that");
+        }
+    }
+
+    private static String recordedSource(NfsVolumeRecord record) {
+        return !record.getSourceSnapshotId().isEmpty() ? "snapshot " + record.getSourceSnapshotId()
+                : !record.getSourceVolumeId().isEmpty() ? "volume " + record.getSourceVolumeId() : "nothing";
     }
 
     /**
@@ -204,6 +333,12 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             }
             if (id.onDelete() == OnDelete.DELETE) {
                 export.emptyTrash(key); // also finishes a removal a crash or a deadline interrupted
+            }
+            if (Files.isDirectory(export.restoring(), LinkOption.NOFOLLOW_LINKS)) {
+                // A restore or clone a crash cut short, and never retried: its partial copy goes with the volume.
+                try (CopyLock held = CopyLock.take(export.restoring().resolve(key + ".lock"), "volume " + id)) {
+                    TreeCopy.remove(export.restoring().resolve(key));
+                }
             }
             return null;
         });
@@ -301,6 +436,192 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             return null;
         });
         return Optional.empty();
+    }
+
+    @Override
+    public Optional<String> snapshotName(String snapshotId) {
+        return NfsSnapshotId.parse(snapshotId).map(NfsSnapshotId::name);
+    }
+
+    /**
+     * Copies the volume's directory into the export's driver directory (see {@link TreeCopy}): the
+     * record first (CREATING), then the copy into {@code <key>.partial/}, renamed into place once
+     * complete, then the record READY. Only a READY snapshot is reported; a retry of a snapshot cut
+     * short copies afresh. No freeze exists over NFS: a file written during the copy is copied as it
+     * was when read.
+     */
+    @Override
+    public Snapshot createSnapshot(VolumeHandle handle, String name, Map<String, String> parameters) throws Exception {
+        NfsSnapshotId.checkName(name);
+        for (String key : parameters.keySet()) {
+            if (!key.startsWith("csi.storage.k8s.io/")) { // what csi-snapshotter's --extra-create-metadata adds
+                throw CsiException.invalidArgument("unknown VolumeSnapshotClass parameter '" + CsiException.printable(key)
+                        + "': an NFS snapshot takes none");
+            }
+        }
+        NfsVolumeId source = handle.dynamic().orElseThrow();
+        NfsVolume volume = source.volume();
+        NfsSnapshotId id = new NfsSnapshotId(volume.export(), name);
+        return Bounded.call(deadline, "CreateSnapshot " + name + " of " + volume.source(), () -> {
+            Export export = exports.open(volume.export(), List.of());
+            SnapshotStore store = export.snapshots();
+            try (CopyLock held = CopyLock.take(store.lock(name), "snapshot " + name)) {
+                Optional<NfsSnapshotRecord> existing = store.read(name);
+                if (existing.isPresent()) {
+                    NfsSnapshotRecord record = existing.get();
+                    if (!record.getSourceVolumeId().equals(source.toString())) {
+                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceVolumeId()
+                                + "; asked for one of " + source);
+                    }
+                    if (record.getState() == NfsSnapshotRecord.State.DELETING) {
+                        throw CsiException.aborted("snapshot " + name + " is being deleted; DeleteSnapshot's retry finishes that");
+                    }
+                    if (record.getState() == NfsSnapshotRecord.State.READY) {
+                        return snapshot(record);
+                    }
+                }
+                Optional<NfsVolumeRecord> sourceRecord = export.records().read(volume.subDir())
+                        .filter(found -> found.getVolumeId().equals(source.toString()));
+                if (sourceRecord.isEmpty() || !export.exists(volume.subDir())) {
+                    throw CsiException.notFound("source volume " + source + " does not exist");
+                }
+                NfsSnapshotRecord record = existing.orElse(null);
+                if (record == null) {
+                    Instant now = clock.instant();
+                    record = NfsSnapshotRecord.newBuilder().setSnapshotId(id.toString()).setName(name)
+                            .setSourceVolumeId(source.toString()).setState(NfsSnapshotRecord.State.CREATING)
+                            .setCreationTimeSeconds(now.getEpochSecond()).setCreationTimeNanos(now.getNano()).build();
+                    store.write(name, record);
+                    crashes.reach(NfsCrashPoint.SNAPSHOT_RECORDED);
+                }
+                Path data = store.data(name);
+                long bytes;
+                if (Files.isDirectory(data, LinkOption.NOFOLLOW_LINKS)) {
+                    bytes = TreeCopy.bytes(data); // renamed into place complete by a call a crash cut short
+                } else {
+                    Path partial = store.partial(name);
+                    TreeCopy.remove(partial); // what a crash or a failed copy left
+                    TreeCopy.Result copied = TreeCopy.copy(export.directory(volume.subDir()), partial);
+                    crashes.reach(NfsCrashPoint.SNAPSHOT_COPIED);
+                    Files.move(partial, data, StandardCopyOption.ATOMIC_MOVE);
+                    DurableFiles.syncDirectory(store.dir());
+                    crashes.reach(NfsCrashPoint.SNAPSHOT_PLACED);
+                    bytes = copied.bytes();
+                    log.info("snapshot taken", "snapshot", id, "volume", source, "bytes", copied.bytes(),
+                            "entries", copied.entries(), "skipped", copied.skipped());
+                }
+                long capacity = sourceRecord.get().getCapacityBytes();
+                record = record.toBuilder().setState(NfsSnapshotRecord.State.READY).setDataBytes(bytes)
+                        .setSizeBytes(capacity > 0 ? capacity : bytes).build();
+                store.write(name, record);
+                return snapshot(record);
+            }
+        });
+    }
+
+    /**
+     * The record DELETING first (no longer reported), then the copy moved to the trash and
+     * removed, then the record: a retry after a crash anywhere finishes the job.
+     */
+    @Override
+    public void deleteSnapshot(String snapshotId) throws Exception {
+        NfsSnapshotId id = NfsSnapshotId.parse(snapshotId).orElseThrow();
+        Bounded.call(deadline, "DeleteSnapshot " + id.name() + " on " + id.export().source(), () -> {
+            Export export = exports.open(id.export(), List.of());
+            SnapshotStore store = export.snapshots();
+            if (!Files.isDirectory(store.dir(), LinkOption.NOFOLLOW_LINKS)) {
+                return null;
+            }
+            try (CopyLock held = CopyLock.take(store.lock(id.name()), "snapshot " + id.name())) {
+                Optional<NfsSnapshotRecord> record = store.read(id.name());
+                if (record.isPresent() && record.get().getState() != NfsSnapshotRecord.State.DELETING) {
+                    store.write(id.name(), record.get().toBuilder().setState(NfsSnapshotRecord.State.DELETING).build());
+                    crashes.reach(NfsCrashPoint.DELETE_SNAPSHOT_RECORDED);
+                }
+                String trashKey = "snapshot-" + VolumeRecords.key(id.name());
+                export.discard(store.data(id.name()), trashKey);
+                TreeCopy.remove(store.partial(id.name()));
+                crashes.reach(NfsCrashPoint.DELETE_SNAPSHOT_DISCARDED);
+                if (record.isPresent()) {
+                    store.delete(id.name());
+                    log.info("snapshot deleted", "snapshot", id);
+                }
+            }
+            return null;
+        });
+    }
+
+    /** The complete snapshots of every export mounted now, for ListSnapshots. */
+    @Override
+    public List<Snapshot> snapshots() throws Exception {
+        return Bounded.call(deadline, "listing NFS snapshots", () -> {
+            List<Snapshot> all = new ArrayList<>();
+            for (Export export : exports.mounted()) {
+                for (NfsSnapshotRecord record : export.snapshots().all(log)) {
+                    if (record.getState() == NfsSnapshotRecord.State.READY) {
+                        all.add(snapshot(record));
+                    }
+                }
+            }
+            return all;
+        });
+    }
+
+    /**
+     * At start: removes the partial copies a crash left in the exports mounted now, so their space
+     * comes back before any retry (which would copy afresh anyway). A copy whose lock is held is
+     * being made and stays; the records stay for the retries. Returns how many were removed.
+     */
+    public int removePartialCopies() throws Exception {
+        return Bounded.call(deadline, "removing partial NFS copies", () -> {
+            int removed = 0;
+            for (Export export : exports.mounted()) {
+                SnapshotStore store = export.snapshots();
+                for (NfsSnapshotRecord record : store.all(log)) {
+                    if (record.getState() == NfsSnapshotRecord.State.CREATING
+                            && removeUnlocked(store.partial(record.getName()), store.lock(record.getName()))) {
+                        removed++;
+                    }
+                }
+                for (String entry : entries(export.restoring())) {
+                    if (!entry.endsWith(".lock") && removeUnlocked(export.restoring().resolve(entry),
+                            export.restoring().resolve(entry + ".lock"))) {
+                        removed++;
+                    }
+                }
+            }
+            log.info("partial NFS copies removed", "count", removed);
+            return removed;
+        });
+    }
+
+    private boolean removeUnlocked(Path copy, Path lock) throws IOException {
+        if (!Files.exists(copy, LinkOption.NOFOLLOW_LINKS)) {
+            return false;
+        }
+        try (CopyLock held = CopyLock.take(lock, copy.toString())) {
+            TreeCopy.remove(copy);
+            log.info("removed a partial copy a crash left", "path", copy);
+            return true;
+        } catch (CsiException busy) {
+            return false; // a call of this or another replica is making it
+        }
+    }
+
+    private static List<String> entries(Path dir) throws IOException {
+        if (!Files.isDirectory(dir, LinkOption.NOFOLLOW_LINKS)) {
+            return List.of();
+        }
+        try (var stream = Files.list(dir)) {
+            return stream.map(path -> path.getFileName().toString()).toList();
+        }
+    }
+
+    private static Snapshot snapshot(NfsSnapshotRecord record) {
+        return Snapshot.newBuilder().setSnapshotId(record.getSnapshotId()).setSourceVolumeId(record.getSourceVolumeId())
+                .setSizeBytes(record.getSizeBytes()).setReadyToUse(true)
+                .setCreationTime(Timestamp.newBuilder().setSeconds(record.getCreationTimeSeconds()).setNanos(record.getCreationTimeNanos()))
+                .build();
     }
 
     /** The NFS volumes of every export mounted now, for ListVolumes. */

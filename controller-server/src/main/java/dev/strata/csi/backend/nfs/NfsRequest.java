@@ -3,6 +3,7 @@ package dev.strata.csi.backend.nfs;
 import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.VolumeCapability;
+import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.backend.CreateChecks;
 import dev.strata.csi.rpc.CsiException;
 import java.util.ArrayList;
@@ -23,7 +24,35 @@ import java.util.regex.Pattern;
  * {@code csi.storage.k8s.io/} fill the template and are otherwise ignored; any other key is refused.
  */
 record NfsRequest(String name, NfsVolume volume, OnDelete onDelete, Optional<Integer> mode, long capacityBytes,
-        List<String> mountFlags) {
+        List<String> mountFlags, ContentSource source) {
+
+    /**
+     * What the volume is made from (volume_content_source): nothing, or a snapshot or a volume of
+     * this backend on the same export. An id this backend never handed out is NOT_FOUND; one on
+     * another export INVALID_ARGUMENT (a copy is made within an export).
+     */
+    record ContentSource(Optional<NfsSnapshotId> snapshot, Optional<NfsVolumeId> volume) {
+
+        static final ContentSource NONE = new ContentSource(Optional.empty(), Optional.empty());
+
+        boolean present() {
+            return snapshot.isPresent() || volume.isPresent();
+        }
+
+        /** The source's id as the record keeps it: empty for none. */
+        String snapshotId() {
+            return snapshot.map(NfsSnapshotId::toString).orElse("");
+        }
+
+        String volumeId() {
+            return volume.map(NfsVolumeId::toString).orElse("");
+        }
+
+        @Override
+        public String toString() {
+            return snapshot.map(id -> "snapshot " + id).or(() -> volume.map(id -> "volume " + id)).orElse("nothing");
+        }
+    }
 
     static final String MOUNT_PERMISSIONS = FileMode.PARAMETER;
     private static final Set<String> KEYS = Set.of(NfsVolume.SERVER, NfsVolume.SHARE, NfsVolume.SUB_DIR,
@@ -44,7 +73,7 @@ record NfsRequest(String name, NfsVolume volume, OnDelete onDelete, Optional<Int
     }
 
     static NfsRequest of(CreateVolumeRequest request) {
-        CreateChecks.nameAndSource(request);
+        CreateChecks.name(request);
         new NfsCapabilities().require(request.getVolumeCapabilitiesList(), "volume_capabilities");
         Map<String, String> parameters = request.getParametersMap();
         for (String key : parameters.keySet()) {
@@ -71,7 +100,39 @@ record NfsRequest(String name, NfsVolume volume, OnDelete onDelete, Optional<Int
             mountFlags.addAll(capability.getMount().getMountFlagsList());
         }
         return new NfsRequest(request.getName(), volume, onDelete, mode(parameters.get(MOUNT_PERMISSIONS)),
-                capacity(request.getCapacityRange()), List.copyOf(mountFlags.stream().distinct().toList()));
+                capacity(request.getCapacityRange()), List.copyOf(mountFlags.stream().distinct().toList()), source(request, volume));
+    }
+
+    private static ContentSource source(CreateVolumeRequest request, NfsVolume volume) {
+        if (!request.hasVolumeContentSource()) {
+            return ContentSource.NONE;
+        }
+        VolumeContentSource source = request.getVolumeContentSource();
+        if (source.hasSnapshot()) {
+            String id = source.getSnapshot().getSnapshotId();
+            if (id.isEmpty()) {
+                throw CsiException.missing("volume_content_source.snapshot.snapshot_id");
+            }
+            NfsSnapshotId snapshot = NfsSnapshotId.parse(id).orElseThrow(() -> CsiException.notFound("snapshot "
+                    + CsiException.printable(id) + " does not exist"));
+            sameExport("snapshot " + id, snapshot.export(), volume);
+            return new ContentSource(Optional.of(snapshot), Optional.empty());
+        }
+        String id = source.getVolume().getVolumeId();
+        if (id.isEmpty()) {
+            throw CsiException.missing("volume_content_source.volume.volume_id");
+        }
+        NfsVolumeId clone = NfsVolumeId.parse(id).orElseThrow(() -> CsiException.notFound("source volume "
+                + CsiException.printable(id) + " does not exist"));
+        sameExport("volume " + id, clone.volume().export(), volume);
+        return new ContentSource(Optional.empty(), Optional.of(clone));
+    }
+
+    private static void sameExport(String what, NfsVolume export, NfsVolume volume) {
+        if (!export.equals(volume.export())) {
+            throw CsiException.invalidArgument("volume_content_source: " + what + " is on the export " + export.source()
+                    + ", this StorageClass's is " + volume.export().source() + "; a volume is made from a source on its own export");
+        }
     }
 
     /** Fills {@code ${...}} variables; one that is unknown or has no value is INVALID_ARGUMENT. */

@@ -274,11 +274,50 @@ class NfsControllerQuotaTest {
 
     // --- helpers
 
+    @Test
+    void aRestoredOrClonedVolumeGetsItsOwnIdAndLimitAndMustHoldTheSourcesData() throws Exception {
+        Volume source = create("pvc-source", 16 * MIB);
+        Files.write(export.resolve("pvc-source/data"), new byte[3 * (int) MIB]);
+        var snapshot = controller.createSnapshot(controller.byId(source.getVolumeId()).orElseThrow(), "snap", Map.of());
+        assertEquals(16 * MIB, snapshot.getSizeBytes());
+        assertEquals(Map.of(export.resolve("pvc-source"), FIRST), quotas.projects, "the snapshot's copy is not the volume's");
+
+        var fromSnapshot = csi.v1.Csi.VolumeContentSource.newBuilder().setSnapshot(
+                csi.v1.Csi.VolumeContentSource.SnapshotSource.newBuilder().setSnapshotId(snapshot.getSnapshotId())).build();
+        var fromVolume = csi.v1.Csi.VolumeContentSource.newBuilder().setVolume(
+                csi.v1.Csi.VolumeContentSource.VolumeSource.newBuilder().setVolumeId(source.getVolumeId())).build();
+        for (var from : List.of(fromSnapshot, fromVolume)) {
+            CsiException small = assertThrows(CsiException.class, () -> create("pvc-small", 2 * MIB, from));
+            assertEquals(Status.Code.OUT_OF_RANGE, small.code(), small.getMessage());
+            assertFalse(Files.exists(export.resolve("pvc-small")));
+            assertEquals(java.util.Optional.empty(), new VolumeRecords(export.resolve(".strata-csi/volumes")).read("pvc-small"),
+                    "a refused restore leaves no record");
+        }
+
+        Volume restored = create("pvc-restored", 4 * MIB, fromSnapshot);
+        Volume cloned = create("pvc-cloned", 8 * MIB, fromVolume);
+        assertEquals("true", restored.getVolumeContextMap().get(NfsController.CAPACITY_ENFORCED));
+        assertEquals(FIRST + 1, projectIdOf(restored));
+        assertEquals(FIRST + 2, projectIdOf(cloned));
+        assertEquals(Map.of(FIRST, 16 * MIB, FIRST + 1, 4 * MIB, FIRST + 2, 8 * MIB), quotas.limits);
+        assertEquals(FIRST + 1, quotas.projects.get(export.resolve("pvc-restored")), "the copied files are marked with the new id");
+        assertEquals(3 * MIB, Files.size(export.resolve("pvc-cloned/data")));
+    }
+
     Volume create(String name, long bytes) {
         return create(name, Map.of(), bytes);
     }
 
     Volume create(String name, Map<String, String> parameters, long bytes) {
+        return create(name, parameters, bytes, csi.v1.Csi.VolumeContentSource.getDefaultInstance());
+    }
+
+    /** A volume made from {@code source} (none: the default instance). */
+    Volume create(String name, long bytes, csi.v1.Csi.VolumeContentSource source) {
+        return create(name, Map.of(), bytes, source);
+    }
+
+    Volume create(String name, Map<String, String> parameters, long bytes, csi.v1.Csi.VolumeContentSource source) {
         Map<String, String> all = new HashMap<>(Map.of("server", "nfs.example", "share", "/srv/share"));
         all.putAll(parameters);
         var request = CreateVolumeRequest.newBuilder().setName(name).putAllParameters(all)
@@ -286,6 +325,9 @@ class NfsControllerQuotaTest {
                         .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.MULTI_NODE_MULTI_WRITER)));
         if (bytes > 0) {
             request.getCapacityRangeBuilder().setRequiredBytes(bytes);
+        }
+        if (source.hasSnapshot() || source.hasVolume()) {
+            request.setVolumeContentSource(source);
         }
         try {
             return controller.create(controller.check(request.build()));
