@@ -555,16 +555,29 @@ final class ManifestChecks {
     }
 
     /**
-     * Each sidecar of the controller pod calls a capability controller-server advertises (a
-     * csi-snapshotter beside a driver without CREATE_DELETE_SNAPSHOT exits at start).
+     * The controller pod's sidecars and the capabilities controller-server advertises agree: each
+     * sidecar calls a capability that is advertised (a csi-snapshotter beside a driver without
+     * CREATE_DELETE_SNAPSHOT exits at start), and each advertised capability that a sidecar of the
+     * table calls has that sidecar in the pod (snapshots advertised without csi-snapshotter would
+     * never be taken).
      */
     List<String> capabilitiesServed(Set<String> advertised) {
         List<String> problems = new ArrayList<>();
         PodTemplate pod = manifests.pod("Deployment", "strata-controller");
+        Set<String> called = new HashSet<>();
         for (Container sidecar : pod.sidecars()) {
-            Sidecar.of(sidecar).flatMap(Sidecar::controllerCapability).filter(capability -> !advertised.contains(capability))
-                    .ifPresent(capability -> problems.add(pod.owner().describe() + ": " + sidecar.name() + " needs " + capability
-                            + ", which controller-server does not advertise " + advertised));
+            Sidecar.of(sidecar).flatMap(Sidecar::controllerCapability).ifPresent(capability -> {
+                called.add(capability);
+                if (!advertised.contains(capability)) {
+                    problems.add(pod.owner().describe() + ": " + sidecar.name() + " needs " + capability
+                            + ", which controller-server does not advertise " + advertised);
+                }
+            });
+        }
+        for (Sidecar known : Sidecar.ALL) {
+            known.controllerCapability().filter(advertised::contains).filter(capability -> !called.contains(capability))
+                    .ifPresent(capability -> problems.add("controller-server advertises " + capability + ", but "
+                            + pod.owner().describe() + " runs no " + known.image() + " to call it"));
         }
         return problems;
     }

@@ -135,7 +135,7 @@ class ManifestsTest {
                 .replicas().isEmpty());
         assertFalse(broken(m -> Tree.map(m.one("Deployment", "strata-controller").body(), "spec").remove("replicas"))
                 .replicas().isEmpty());
-        for (String sidecar : List.of("csi-provisioner", "csi-attacher", "csi-resizer")) {
+        for (String sidecar : List.of("csi-provisioner", "csi-attacher", "csi-resizer", "csi-snapshotter")) {
             assertFalse(broken(m -> args(m, "Deployment", "strata-controller", sidecar).removeIf(arg -> arg.equals("--leader-election")))
                     .replicas().isEmpty(), sidecar);
             assertFalse(broken(m -> {
@@ -167,6 +167,24 @@ class ManifestsTest {
                 .sidecarsKnown().isEmpty());
         assertFalse(broken(m -> m.pod("Deployment", "strata-controller").sidecars().getFirst().body()
                 .put("image", "registry.k8s.io/sig-storage/csi-provisioner:latest")).imagesPinned().isEmpty());
+        // The snapshotter: another release than the table describes, a flag of the provisioner, the
+        // group snapshot gate (whose rules the table does not hold), and no socket.
+        List<String> otherRelease = broken(m -> container(m, "csi-snapshotter").put("image",
+                "registry.k8s.io/sig-storage/csi-snapshotter:v8.5.0")).sidecarsKnown();
+        assertTrue(otherRelease.stream().anyMatch(problem -> problem.contains("the table describes v8.6.0")), otherRelease.toString());
+        assertFalse(broken(m -> args(m, "Deployment", "strata-controller", "csi-snapshotter")
+                .add("--snapshot-orphan-sweep-interval=0")).sidecarsKnown().isEmpty());
+        assertFalse(broken(m -> args(m, "Deployment", "strata-controller", "csi-snapshotter")
+                .add("--feature-gates=CSIVolumeGroupSnapshot=true")).sidecarsKnown().isEmpty());
+        List<String> noSocket = broken(m -> args(m, "Deployment", "strata-controller", "csi-snapshotter")
+                .removeIf(arg -> String.valueOf(arg).startsWith("--csi-address"))).sidecarsKnown();
+        assertTrue(noSocket.stream().anyMatch(problem -> problem.contains("csi-snapshotter: lacks --csi-address")), noSocket.toString());
+    }
+
+    /** The container of the controller pod named {@code name}. */
+    static Map<String, Object> container(Manifests manifests, String name) {
+        return manifests.pod("Deployment", "strata-controller").containers().stream()
+                .filter(c -> c.name().equals(name)).findFirst().orElseThrow().body();
     }
 
     @Test
@@ -182,7 +200,12 @@ class ManifestsTest {
         List<String> excess = broken(m -> Tree.list(m.one("ClusterRole", "strata-external-provisioner").body(), "rules")
                 .add(Map.of("apiGroups", List.of(""), "resources", List.of("secrets"), "verbs", List.of("get")))).rbac();
         assertTrue(excess.stream().anyMatch(problem -> problem.contains("get secrets")), excess.toString());
-        // The provisioner without the VolumeSnapshot it restores from, and the sidecars without their leases.
+        // The snapshotter without the status of VolumeSnapshotContents, the provisioner without the
+        // VolumeSnapshot it restores from, and the sidecars without their leases.
+        List<String> status = broken(m -> Tree.list(m.one("ClusterRole", "strata-external-snapshotter").body(), "rules")
+                .removeIf(rule -> Tree.strings(rule, "resources").contains("volumesnapshotcontents/status"))).rbac();
+        assertTrue(status.contains("Deployment/strata-controller (controller.yaml) (ServiceAccount strata-controller): "
+                + "lacks update snapshot.storage.k8s.io/volumesnapshotcontents/status (cluster)"), status.toString());
         List<String> restore = broken(m -> Tree.list(m.one("ClusterRole", "strata-external-provisioner").body(), "rules")
                 .removeIf(rule -> Tree.strings(rule, "resources").contains("volumesnapshots"))).rbac();
         assertTrue(restore.stream().anyMatch(problem -> problem.contains("lacks get snapshot.storage.k8s.io/volumesnapshots")),
@@ -376,16 +399,22 @@ class ManifestsTest {
     }
 
     @Test
-    void theControllersSidecarsCallCapabilitiesItAdvertises(@TempDir Path dir) throws Exception {
+    void theControllersSidecarsAreThoseOfTheCapabilitiesItAdvertises(@TempDir Path dir) throws Exception {
         Set<String> advertised = ControllerCapabilities.advertised(dir);
-        assertTrue(advertised.containsAll(List.of("CREATE_DELETE_VOLUME", "PUBLISH_UNPUBLISH_VOLUME", "EXPAND_VOLUME")),
-                advertised.toString());
+        assertTrue(advertised.containsAll(List.of("CREATE_DELETE_VOLUME", "PUBLISH_UNPUBLISH_VOLUME", "EXPAND_VOLUME",
+                "CREATE_DELETE_SNAPSHOT")), advertised.toString());
         assertEquals(List.of(), checks().capabilitiesServed(advertised));
-        // A driver that cannot expand volumes beside csi-resizer.
-        Set<String> noExpansion = new HashSet<>(advertised);
-        noExpansion.remove("EXPAND_VOLUME");
-        List<String> problems = checks().capabilitiesServed(noExpansion);
-        assertEquals(1, problems.size(), problems.toString());
-        assertTrue(problems.getFirst().contains("csi-resizer needs EXPAND_VOLUME"), problems.toString());
+        // A driver without snapshots: the snapshotter would exit at start.
+        Set<String> noSnapshots = new HashSet<>(advertised);
+        noSnapshots.remove("CREATE_DELETE_SNAPSHOT");
+        List<String> exits = checks().capabilitiesServed(noSnapshots);
+        assertEquals(1, exits.size(), exits.toString());
+        assertTrue(exits.getFirst().contains("csi-snapshotter needs CREATE_DELETE_SNAPSHOT"), exits.toString());
+        // Snapshots advertised, but no snapshotter to take them.
+        List<String> untaken = broken(m -> m.pod("Deployment", "strata-controller").spec().put("containers",
+                Tree.maps(m.pod("Deployment", "strata-controller").spec(), "containers").stream()
+                        .filter(c -> !"csi-snapshotter".equals(c.get("name"))).toList())).capabilitiesServed(advertised);
+        assertEquals(1, untaken.size(), untaken.toString());
+        assertTrue(untaken.getFirst().contains("advertises CREATE_DELETE_SNAPSHOT"), untaken.toString());
     }
 }
