@@ -16,7 +16,7 @@ final class LoopConfig extends Struct {
     static final int SIZE = 304;
 
     final Unsigned32 fd = new Unsigned32();
-    /** 0: the kernel picks (512, or the backing device's logical block size for direct I/O). */
+    /** The logical sector size; 0: the kernel picks (512, or the file's direct I/O alignment for direct I/O). */
     final Unsigned32 blockSize = new Unsigned32();
     final LoopInfo64 info = inner(new LoopInfo64(getRuntime()));
     final Padding reserved = new Padding(NativeType.ULONGLONG, 8);

@@ -40,6 +40,8 @@ public final class SystemLoopDevices implements LoopDevices {
     private static final long LOOP_CONFIGURE = 0x4C0A;
     private static final long LOOP_CTL_GET_FREE = 0x4C82;
     private static final int LO_FLAGS_DIRECT_IO = 16;
+    /** The logical sector size of every loop device the driver attaches. */
+    private static final int LOGICAL_SECTOR_BYTES = 512;
 
     /** Another process can take the free device between asking for it and configuring it; then ask again. */
     private static final int ATTACH_ATTEMPTS = 8;
@@ -309,6 +311,13 @@ public final class SystemLoopDevices implements LoopDevices {
     private Outcome configure(FileDescriptor loop, FileDescriptor backing, String file, boolean directIo) throws SyscallException {
         LoopConfig config = kernel.allocate(new LoopConfig(kernel.runtime()));
         config.fd.set(backing.number());
+        // 512-byte sectors always, as LOOP_SET_FD gives them: left to the kernel, the sector size
+        // follows the file's direct I/O alignment, which changes under an image (xfs asks 4096 of
+        // a file once it shares extents with a reflinked snapshot or clone, btrfs always does),
+        // and a filesystem made with smaller blocks or sectors (ext4's 1 KiB blocks on a small
+        // volume, xfs's 512-byte sectors) would then no longer mount. Where the file's alignment
+        // is larger the kernel refuses direct I/O, and the device is buffered.
+        config.blockSize.set(LOGICAL_SECTOR_BYTES);
         config.info.flags.set(directIo ? LO_FLAGS_DIRECT_IO : 0);
         config.info.fileName(file);
         try {
