@@ -10,20 +10,25 @@ public final class CreateChecks {
 
     private CreateChecks() {}
 
-    /** INVALID_ARGUMENT unless the name is there and allowed, and no content is to be copied in. */
-    public static void nameAndSource(CreateVolumeRequest request) {
-        name(request);
-        if (request.hasVolumeContentSource()) {
-            throw CsiException.invalidArgument("volume_content_source is not supported: this driver cannot clone or restore snapshots");
-        }
-    }
-
-    /** INVALID_ARGUMENT unless the name is there and allowed (for a backend that takes a content source itself). */
+    /**
+     * INVALID_ARGUMENT unless the name is there and allowed, and a content source, if any, names
+     * its snapshot or volume (whether the backend can copy from that kind is {@link ControllerBackends}'
+     * check, whether the source exists the backend's).
+     */
     public static void name(CreateVolumeRequest request) {
         if (request.getName().isEmpty()) {
             throw CsiException.missing("name");
         }
         VolumeId.checkName(request.getName());
+        if (request.hasVolumeContentSource()) {
+            var source = request.getVolumeContentSource();
+            if (source.hasSnapshot() && source.getSnapshot().getSnapshotId().isEmpty()) {
+                throw CsiException.missing("volume_content_source.snapshot.snapshot_id");
+            }
+            if (source.hasVolume() && source.getVolume().getVolumeId().isEmpty()) {
+                throw CsiException.missing("volume_content_source.volume.volume_id");
+            }
+        }
     }
 
     /** OUT_OF_RANGE for a range no size meets: a negative bound, or required above limit. */

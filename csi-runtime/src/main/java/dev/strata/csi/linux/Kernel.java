@@ -131,6 +131,11 @@ public final class Kernel {
         return ioc(THREE_DIRECTION_BITS ? 4 : 1, type, number, size);
     }
 
+    /** _IOWR(type, number, size): an ioctl that passes a structure of {@code size} bytes both ways. */
+    public static long iowr(char type, int number, int size) {
+        return ioc(THREE_DIRECTION_BITS ? 6 : 3, type, number, size);
+    }
+
     private static long ioc(int direction, char type, int number, int size) {
         int sizeBits = THREE_DIRECTION_BITS ? 13 : 14;
         if (size >= 1 << sizeBits || number > 0xff || type > 0xff) {

@@ -3,8 +3,16 @@ package dev.strata.csi.agent;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.AttachImageRequest;
 import dev.strata.csi.agent.api.AttachImageResponse;
+import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateImageRequest;
 import dev.strata.csi.agent.api.CreateImageResponse;
+import dev.strata.csi.agent.api.CreateSnapshotRequest;
+import dev.strata.csi.agent.api.CreateSnapshotResponse;
+import dev.strata.csi.agent.api.DeleteSnapshotRequest;
+import dev.strata.csi.agent.api.DeleteSnapshotResponse;
+import dev.strata.csi.agent.api.ListSnapshotsRequest;
+import dev.strata.csi.agent.api.ListSnapshotsResponse;
+import dev.strata.csi.backend.local.SnapshotId;
 import dev.strata.csi.agent.api.DeleteImageRequest;
 import dev.strata.csi.agent.api.DeleteImageResponse;
 import dev.strata.csi.agent.api.DetachImageRequest;
@@ -22,8 +30,13 @@ import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
 import dev.strata.csi.rpc.VolumeLocks;
 import io.grpc.stub.StreamObserver;
+import java.util.Optional;
 
-/** The node agent's API for controller-server: the pool operations, one at a time per image. */
+/**
+ * The node agent's API for controller-server: the pool operations, one at a time per image and per
+ * snapshot. A copy locks its source too (the image, or the snapshot): a source image is not staged
+ * or unstaged while its filesystem is frozen, a snapshot not deleted while restored from.
+ */
 public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
 
     private final ImagePool pool;
@@ -44,9 +57,11 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
             if (request.getAllocation() != Allocation.SPARSE && request.getAllocation() != Allocation.FULL) {
                 throw CsiException.invalidArgument("allocation must be SPARSE or FULL, got " + request.getAllocationValue());
             }
-            try (var held = locks.acquire(name(request.getName()))) {
+            Optional<ContentSource> source = request.hasSource() ? Optional.of(request.getSource()) : Optional.empty();
+            try (var held = locks.acquire(name(request.getName()));
+                    var sourceHeld = source.isPresent() ? locks.acquire(sourceLockKey(source.get())) : null) { // null: nothing to close
                 return CreateImageResponse.newBuilder()
-                        .setImage(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation()))
+                        .setImage(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source))
                         .build();
             }
         });
@@ -112,6 +127,50 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                 .addAllImages(pool.list())
                 .setPool(pool.status())
                 .build());
+    }
+
+    @Override
+    public void createSnapshot(CreateSnapshotRequest request, StreamObserver<CreateSnapshotResponse> response) {
+        Rpc.answer(response, () -> {
+            try (var source = locks.acquire(name(request.getSourceImage()));
+                    var held = locks.acquire(snapshotName(request.getName()))) {
+                return CreateSnapshotResponse.newBuilder()
+                        .setSnapshot(pool.snapshot(request.getName(), request.getSourceImage())).build();
+            }
+        });
+    }
+
+    @Override
+    public void deleteSnapshot(DeleteSnapshotRequest request, StreamObserver<DeleteSnapshotResponse> response) {
+        Rpc.answer(response, () -> {
+            try (var held = locks.acquire(snapshotName(request.getName()))) {
+                pool.deleteSnapshot(request.getName());
+                return DeleteSnapshotResponse.getDefaultInstance();
+            }
+        });
+    }
+
+    @Override
+    public void listSnapshots(ListSnapshotsRequest request, StreamObserver<ListSnapshotsResponse> response) {
+        Rpc.answer(response, () -> ListSnapshotsResponse.newBuilder().addAllSnapshots(pool.snapshots()).build());
+    }
+
+    /** The lock of a copy's source: the image's name, or the snapshot's key. */
+    private static String sourceLockKey(ContentSource source) {
+        return switch (source.getKindCase()) {
+            case SNAPSHOT -> snapshotName(source.getSnapshot());
+            case IMAGE -> name(source.getImage());
+            case KIND_NOT_SET -> throw CsiException.invalidArgument("source names neither a snapshot nor an image");
+        };
+    }
+
+    /** The snapshot's lock key, once the name is checked. */
+    private static String snapshotName(String name) {
+        if (name.isEmpty()) {
+            throw CsiException.missing("name");
+        }
+        SnapshotId.checkName(name);
+        return ImagePool.snapshotLockKey(name);
     }
 
     private static String name(String name) {

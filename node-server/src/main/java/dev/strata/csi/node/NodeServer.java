@@ -10,10 +10,12 @@ import dev.strata.csi.backend.local.Crashes;
 import dev.strata.csi.backend.local.ImagePool;
 import dev.strata.csi.backend.local.LocalNodeBackend;
 import dev.strata.csi.backend.local.LoopDevices;
+import dev.strata.csi.backend.local.MeteredFilesystemFreezer;
 import dev.strata.csi.backend.local.MeteredFilesystems;
 import dev.strata.csi.backend.local.MeteredImageFiles;
 import dev.strata.csi.backend.local.MeteredLoopDevices;
 import dev.strata.csi.backend.local.PoolMetrics;
+import dev.strata.csi.backend.local.SystemFilesystemFreezer;
 import dev.strata.csi.backend.local.SystemFilesystems;
 import dev.strata.csi.backend.local.SystemImageFiles;
 import dev.strata.csi.backend.local.SystemLoopDevices;
@@ -107,7 +109,7 @@ public final class NodeServer {
                     crashes.armed().ifPresent(point -> log.warn("test-only crash point armed: this process halts when it reaches it",
                             "point", point, "variable", Crashes.ENVIRONMENT));
                     ImagePool pool = new ImagePool(poolDir, new MeteredImageFiles(new SystemImageFiles(kernel, stats), steps),
-                            loops, mounter, crashes, log);
+                            loops, mounter, new MeteredFilesystemFreezer(new SystemFilesystemFreezer(kernel), steps), crashes, log);
                     PoolMetrics.register(pool, context.metrics());
                     VolumeLocks locks = new VolumeLocks();
                     PoolOwnership ownership = new PoolOwnership(pool);

@@ -11,6 +11,7 @@ import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.auth.AgentToken;
 import dev.strata.csi.backend.local.Crashes;
 import dev.strata.csi.backend.local.ImagePool;
+import dev.strata.csi.backend.local.SystemFilesystemFreezer;
 import dev.strata.csi.backend.local.SystemImageFiles;
 import dev.strata.csi.backend.local.SystemLoopDevices;
 import dev.strata.csi.flags.UsageException;
@@ -128,7 +129,7 @@ class RegistrationTest {
         Kernel kernel = new Kernel();
         ImagePool pool = new ImagePool(Files.createDirectories(dir.resolve("pool")),
                 new SystemImageFiles(kernel, new SystemFilesystemStats()), new SystemLoopDevices(kernel),
-                new SystemMounter(kernel, new Command(), MountHelpers.system()), Crashes.NONE, log);
+                new SystemMounter(kernel, new Command(), MountHelpers.system()), new SystemFilesystemFreezer(kernel), Crashes.NONE, log);
         Registration registration = new Registration(new ControllerAddresses(ControllerAddresses.parse("controller-address", flag),
                 resolver, log), "node-r", "127.0.0.1", () -> 9870, Map.of("topology.strata.csi.dev/node", "node-r"), pool, security, log);
         registration.start();

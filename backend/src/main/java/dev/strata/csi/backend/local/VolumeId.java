@@ -14,13 +14,13 @@ public record VolumeId(String nodeId, String name) {
     private static final String LOCAL = "local";
 
     /** Kubernetes node names are DNS subdomains; anything with a '/' could not round-trip. */
-    private static final Pattern NODE_ID = Pattern.compile("[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?");
+    static final Pattern NODE_ID = Pattern.compile("[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?");
 
     /**
      * Volume names become file names in the pool, so only characters that cannot leave it are
      * allowed: no '/', no leading '.', at most 128 characters. Provisioner names (pvc-UID) fit.
      */
-    private static final Pattern NAME = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._-]{0,127}");
+    static final Pattern NAME = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._-]{0,127}");
 
     public VolumeId {
         if (!NODE_ID.matcher(nodeId).matches()) {

@@ -1,11 +1,18 @@
 package dev.strata.csi.backend.local;
 
+import csi.v1.Csi.ControllerServiceCapability;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.GetCapacityRequest;
 import csi.v1.Csi.ListVolumesResponse;
+import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
+import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.agent.api.AttachImageRequest;
+import dev.strata.csi.agent.api.ContentSource;
+import dev.strata.csi.agent.api.CreateSnapshotRequest;
+import dev.strata.csi.agent.api.DeleteSnapshotRequest;
+import dev.strata.csi.agent.api.ListSnapshotsRequest;
 import dev.strata.csi.agent.api.DeleteImageRequest;
 import dev.strata.csi.agent.api.DetachImageRequest;
 import dev.strata.csi.agent.api.ExpandImageRequest;
@@ -17,6 +24,7 @@ import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.ControllerBackend;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.rpc.CsiException;
+import io.grpc.Status;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -76,8 +84,22 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         return request.name();
     }
 
+    /** What every backend does, and snapshots, restore and clone. */
+    @Override
+    public List<ControllerServiceCapability.RPC.Type> rpcCapabilities() {
+        List<ControllerServiceCapability.RPC.Type> types = new ArrayList<>(ControllerBackend.super.rpcCapabilities());
+        types.addAll(List.of(
+                ControllerServiceCapability.RPC.Type.CREATE_DELETE_SNAPSHOT,
+                ControllerServiceCapability.RPC.Type.LIST_SNAPSHOTS,
+                ControllerServiceCapability.RPC.Type.CLONE_VOLUME));
+        return types;
+    }
+
     @Override
     public Volume create(VolumeRequest wanted) {
+        if (wanted.source().isPresent()) {
+            return createCopy(wanted, Origin.of(wanted.source().get()));
+        }
         var existing = placement.find(wanted.name(), placement.firstCandidate(wanted.requirements()));
         if (existing.isPresent()) {
             Image image = existing.get().image();
@@ -89,6 +111,168 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         }
         Placement.Placed placed = existing.isPresent() ? existing.get() : placement.create(wanted, wanted.requirements());
         return volume(placed.nodeId(), placed.image());
+    }
+
+    /**
+     * Where a copy's content is: the node whose pool holds the snapshot or the volume, and how that
+     * node's agent names it. NOT_FOUND for an id this driver never handed out.
+     */
+    private record Origin(String nodeId, ContentSource source, String description) {
+
+        static Origin of(VolumeContentSource source) {
+            if (source.hasSnapshot()) {
+                String id = source.getSnapshot().getSnapshotId();
+                SnapshotId snapshot = SnapshotId.parse(id).orElseThrow(() ->
+                        CsiException.notFound("snapshot " + CsiException.printable(id) + " does not exist"));
+                return new Origin(snapshot.nodeId(), ContentSource.newBuilder().setSnapshot(snapshot.name()).build(), "snapshot " + id);
+            }
+            String id = source.getVolume().getVolumeId();
+            VolumeId volume = VolumeId.parse(id).orElseThrow(() ->
+                    CsiException.notFound("source volume " + CsiException.printable(id) + " does not exist"));
+            return new Origin(volume.nodeId(), ContentSource.newBuilder().setImage(volume.name()).build(), "volume " + id);
+        }
+    }
+
+    /**
+     * A volume restored from a snapshot or cloned from a volume: made on the node that holds the
+     * source, by a copy in that node's pool, when the topology requirement allows that node.
+     */
+    private Volume createCopy(VolumeRequest asked, Origin origin) {
+        // Every node is asked, the source's too: a retry finds the copy made also once its source is gone.
+        var existing = placement.find(asked.name(), Optional.empty());
+        if (existing.isPresent()) {
+            Image image = existing.get().image();
+            boolean sizeDiffers = asked.range().getRequiredBytes() > 0 && image.getCapacityBytes() != asked.capacityBytes();
+            if (!image.getSource().equals(origin.source()) || image.getAllocation() != asked.allocation() || sizeDiffers) {
+                throw CsiException.alreadyExists("volume " + asked.name() + " exists on node " + existing.get().nodeId()
+                        + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation() + ", other content or size than "
+                        + origin.description() + ", " + asked.capacityBytes() + " bytes, " + asked.allocation());
+            }
+            return volume(existing.get().nodeId(), image);
+        }
+        VolumeRequest wanted = asked.copying(sourceBytes(origin));
+        if (!placement.allows(wanted.requirements(), origin.nodeId())) {
+            return createOnAnotherNode(wanted, origin);
+        }
+        Placement.Placed placed = placement.createCopy(wanted, origin.nodeId(), origin.source());
+        return volume(placed.nodeId(), placed.image());
+    }
+
+    /**
+     * The one place for a copy whose source lives on a node the topology requirement does not
+     * allow (with WaitForFirstConsumer: the pod was scheduled elsewhere). Not built yet: the data
+     * would stream between the two nodes' agents. RESOURCE_EXHAUSTED makes external-provisioner
+     * ask the scheduler again, which may then pick the source's node.
+     */
+    private Volume createOnAnotherNode(VolumeRequest wanted, Origin origin) {
+        throw CsiException.resourceExhausted("volume " + wanted.name() + " would be a copy of " + origin.description()
+                + ", which lives on node " + origin.nodeId() + "; the topology requirement does not allow that node, and copies "
+                + "between nodes are not supported yet");
+    }
+
+    /** The size of the copy's source; NOT_FOUND when its node never registered or its agent does not have it. */
+    private long sourceBytes(Origin origin) {
+        agents.requireKnown(origin.nodeId(), origin.description() + " does not exist: node " + origin.nodeId() + " has no agent");
+        var stub = agents.stub(origin.nodeId());
+        if (origin.source().hasImage()) {
+            return stub.getImage(GetImageRequest.newBuilder().setName(origin.source().getImage()).build()).getImage().getCapacityBytes();
+        }
+        return stub.listSnapshots(ListSnapshotsRequest.getDefaultInstance()).getSnapshotsList().stream()
+                .filter(snapshot -> snapshot.getName().equals(origin.source().getSnapshot()))
+                .findFirst()
+                .orElseThrow(() -> CsiException.notFound(origin.description() + " does not exist"))
+                .getCapacityBytes();
+    }
+
+    @Override
+    public Optional<String> snapshotName(String snapshotId) {
+        return SnapshotId.parse(snapshotId).map(SnapshotId::name);
+    }
+
+    /**
+     * The source volume's node takes the snapshot into its pool. A snapshot of that name on another
+     * node is another volume's (ALREADY_EXISTS): names are unique across the cluster.
+     */
+    @Override
+    public Snapshot createSnapshot(VolumeId source, String name, Map<String, String> parameters) {
+        SnapshotId.checkName(name);
+        for (String key : parameters.keySet()) {
+            if (!key.startsWith(VolumeRequest.PROVISIONER_PREFIX)) {
+                throw CsiException.invalidArgument("unknown VolumeSnapshotClass parameter '" + CsiException.printable(key)
+                        + "'; local snapshots take none");
+            }
+        }
+        agents.requireKnown(source.nodeId(), "source volume " + source + " does not exist: node " + source.nodeId() + " has no agent");
+        Optional<SnapshotId> elsewhere = findSnapshot(name, source.nodeId());
+        if (elsewhere.isPresent()) {
+            throw CsiException.alreadyExists("snapshot " + name + " exists on node " + elsewhere.get().nodeId()
+                    + ", of another volume than " + source);
+        }
+        var taken = agents.stub(source.nodeId()).createSnapshot(CreateSnapshotRequest.newBuilder()
+                .setName(name).setSourceImage(source.name()).build()).getSnapshot();
+        return snapshot(source.nodeId(), taken);
+    }
+
+    /** A node that never registered holds no snapshot: nothing to delete. */
+    @Override
+    public void deleteSnapshot(String snapshotId) {
+        Optional<SnapshotId> id = SnapshotId.parse(snapshotId);
+        if (id.isEmpty()) {
+            return;
+        }
+        try {
+            agents.requireKnown(id.get().nodeId(), "node " + id.get().nodeId() + " has no agent");
+        } catch (CsiException e) {
+            if (e.code() == Status.Code.NOT_FOUND) {
+                return;
+            }
+            throw e;
+        }
+        agents.stub(id.get().nodeId()).deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(id.get().name()).build());
+    }
+
+    /** The snapshots of every node that registered; a node whose agent does not answer fails the call (UNAVAILABLE), as list() does. */
+    @Override
+    public List<Snapshot> snapshots() {
+        if (agents.settling()) {
+            throw CsiException.unavailable("controller-server started recently; waiting for node agents to renew before listing snapshots");
+        }
+        List<Snapshot> all = new ArrayList<>();
+        for (AgentDirectory.Agent agent : agents.registered()) {
+            for (var snapshot : agents.stub(agent.nodeId()).listSnapshots(ListSnapshotsRequest.getDefaultInstance()).getSnapshotsList()) {
+                all.add(snapshot(agent.nodeId(), snapshot));
+            }
+        }
+        return all;
+    }
+
+    /** The snapshot named {@code name} on a registered node other than {@code except}; silent nodes are passed over. */
+    private Optional<SnapshotId> findSnapshot(String name, String except) {
+        if (agents.settling()) {
+            throw CsiException.unavailable("controller-server started recently; waiting for node agents to renew "
+                    + "before it can tell whether snapshot " + name + " exists");
+        }
+        for (AgentDirectory.Agent agent : agents.registered()) {
+            if (agent.nodeId().equals(except) || agents.live(agent.nodeId()).isEmpty()) {
+                continue;
+            }
+            boolean there = agents.stub(agent.nodeId()).listSnapshots(ListSnapshotsRequest.getDefaultInstance()).getSnapshotsList()
+                    .stream().anyMatch(snapshot -> snapshot.getName().equals(name));
+            if (there) {
+                return Optional.of(new SnapshotId(agent.nodeId(), name));
+            }
+        }
+        return Optional.empty();
+    }
+
+    private static Snapshot snapshot(String nodeId, dev.strata.csi.agent.api.Snapshot snapshot) {
+        return Snapshot.newBuilder()
+                .setSnapshotId(new SnapshotId(nodeId, snapshot.getName()).toString())
+                .setSourceVolumeId(new VolumeId(nodeId, snapshot.getSourceImage()).toString())
+                .setSizeBytes(snapshot.getCapacityBytes())
+                .setCreationTime(snapshot.getCreationTime())
+                .setReadyToUse(true) // the agent reports a snapshot only once complete
+                .build();
     }
 
     @Override
@@ -187,6 +371,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     }
 
     private Volume volume(String nodeId, Image image) {
+        // The content source is not set here: ControllerService echoes the request's.
         return Volume.newBuilder()
                 .setVolumeId(new VolumeId(nodeId, image.getName()).toString())
                 .setCapacityBytes(image.getCapacityBytes())

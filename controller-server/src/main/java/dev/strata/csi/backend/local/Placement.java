@@ -1,6 +1,7 @@
 package dev.strata.csi.backend.local;
 
 import csi.v1.Csi.TopologyRequirement;
+import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateImageRequest;
 import dev.strata.csi.agent.api.GetImageRequest;
 import dev.strata.csi.agent.api.Image;
@@ -69,8 +70,22 @@ final class Placement {
     }
 
     Placed create(VolumeRequest wanted, TopologyRequirement requirement) {
-        List<String> candidates = candidates(requirement);
+        return create(wanted, candidates(requirement), Optional.empty());
+    }
+
+    /** Whether the requirement lets a volume go to {@code nodeId}: it names that node, or no node at all. */
+    boolean allows(TopologyRequirement requirement, String nodeId) {
+        return requirement.getPreferredCount() + requirement.getRequisiteCount() == 0 || candidates(requirement).contains(nodeId);
+    }
+
+    /** Creates the volume on {@code nodeId} as a copy of {@code source}, which is in that node's pool. */
+    Placed createCopy(VolumeRequest wanted, String nodeId, ContentSource source) {
+        return create(wanted, List.of(nodeId), Optional.of(source));
+    }
+
+    private Placed create(VolumeRequest wanted, List<String> candidates, Optional<ContentSource> source) {
         if (candidates.isEmpty()) {
+            TopologyRequirement requirement = wanted.requirements();
             throw CsiException.resourceExhausted("no node agent is registered"
                     + (requirement.getRequisiteCount() + requirement.getPreferredCount() > 0 ? " for the requested topology" : ""));
         }
@@ -86,11 +101,12 @@ final class Placement {
                 continue;
             }
             try {
-                Image image = agents.stub(nodeId).createImage(CreateImageRequest.newBuilder()
+                CreateImageRequest.Builder create = CreateImageRequest.newBuilder()
                         .setName(wanted.name())
                         .setCapacityBytes(wanted.capacityBytes())
-                        .setAllocation(wanted.allocation())
-                        .build()).getImage();
+                        .setAllocation(wanted.allocation());
+                source.ifPresent(create::setSource);
+                Image image = agents.stub(nodeId).createImage(create.build()).getImage();
                 return new Placed(nodeId, image);
             } catch (StatusRuntimeException e) {
                 if (e.getStatus().getCode() != Status.Code.RESOURCE_EXHAUSTED) {

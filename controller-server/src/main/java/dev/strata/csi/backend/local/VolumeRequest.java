@@ -3,22 +3,25 @@ package dev.strata.csi.backend.local;
 import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.TopologyRequirement;
+import csi.v1.Csi.VolumeContentSource;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.backend.CreateChecks;
 import dev.strata.csi.rpc.CsiException;
 import java.util.Map;
+import java.util.Optional;
 
 /**
  * What a CreateVolume request asks for once checked: the name, the exact size of the image, how
- * its blocks are allocated, and the nodes it may go to.
+ * its blocks are allocated, the nodes it may go to, and the content it starts with, if any.
  *
  * <p>StorageClass parameters: {@code allocation} = {@code sparse} (default: blocks are allocated
  * on first write, capacity is still reserved) or {@code full} (every block allocated at creation).
  * Keys under {@code csi.storage.k8s.io/} are the provisioner's own and are ignored; any other
  * key is refused, so a typo in a StorageClass is not silently dropped.
  */
-record VolumeRequest(String name, long capacityBytes, Allocation allocation, TopologyRequirement requirements) {
+record VolumeRequest(String name, long capacityBytes, Allocation allocation, TopologyRequirement requirements,
+        Optional<VolumeContentSource> source, CapacityRange range, long minimumBytes) {
 
     static final long MIB = 1L << 20;
     static final long DEFAULT_BYTES = 1L << 30;
@@ -26,10 +29,10 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
     static final long XFS_MIN_BYTES = 300 * MIB;
 
     static final String ALLOCATION = "allocation";
-    private static final String PROVISIONER_PREFIX = "csi.storage.k8s.io/";
+    static final String PROVISIONER_PREFIX = "csi.storage.k8s.io/";
 
     static VolumeRequest of(CreateVolumeRequest request) {
-        CreateChecks.nameAndSource(request);
+        CreateChecks.name(request);
         new LocalCapabilities().require(request.getVolumeCapabilitiesList(), "volume_capabilities");
         long minimum = MIB;
         for (VolumeCapability capability : request.getVolumeCapabilitiesList()) {
@@ -38,7 +41,26 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
             }
         }
         return new VolumeRequest(request.getName(), size(request.getCapacityRange(), minimum),
-                allocation(request.getParametersMap()), request.getAccessibilityRequirements());
+                allocation(request.getParametersMap()), request.getAccessibilityRequirements(),
+                request.hasVolumeContentSource() ? Optional.of(request.getVolumeContentSource()) : Optional.empty(),
+                request.getCapacityRange(), minimum);
+    }
+
+    /**
+     * The request for a copy of a source of {@code sourceBytes}: without required_bytes, as large
+     * as the source (not the default size), OUT_OF_RANGE when that is above limit_bytes; a size
+     * asked for that is below the source's is the agent's to refuse (OUT_OF_RANGE).
+     */
+    VolumeRequest copying(long sourceBytes) {
+        if (range.getRequiredBytes() > 0) {
+            return this;
+        }
+        long size = Math.max(minimumBytes, Math.ceilDiv(sourceBytes, MIB) * MIB);
+        if (range.getLimitBytes() > 0 && size > range.getLimitBytes()) {
+            throw CsiException.outOfRange("capacity_range limit_bytes " + range.getLimitBytes() + " is below the size of the content source ("
+                    + size + " bytes)");
+        }
+        return new VolumeRequest(name, size, allocation, requirements, source, range, minimumBytes);
     }
 
     /** The size to allocate: the required bytes (or a default) rounded up to whole MiB, at least {@code minimum}. */
@@ -56,12 +78,12 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
     }
 
     /** Why the StorageClass parameters would be refused by CreateVolume, or empty when they are fine. */
-    static java.util.Optional<String> parameterProblem(Map<String, String> parameters) {
+    static Optional<String> parameterProblem(Map<String, String> parameters) {
         try {
             allocation(parameters);
-            return java.util.Optional.empty();
+            return Optional.empty();
         } catch (CsiException e) {
-            return java.util.Optional.of(e.getMessage());
+            return Optional.of(e.getMessage());
         }
     }
 

@@ -1,9 +1,14 @@
 package dev.strata.csi.backend.local;
 
+import com.google.protobuf.Timestamp;
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.PoolStatus;
+import dev.strata.csi.agent.api.Snapshot;
 import dev.strata.csi.backend.local.records.ImageRecord;
+import dev.strata.csi.backend.local.records.SnapshotRecord;
+import dev.strata.csi.backend.local.records.Source;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.mount.MountException;
@@ -15,6 +20,7 @@ import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -31,6 +37,12 @@ import java.util.Optional;
  * <p>Two invariants hold whatever was interrupted: an image is held by at most one loop device
  * (devices are told apart by the identity of their backing file, which survives restarts of the
  * container that attached them), and an image file is never removed while a loop device holds it.
+ *
+ * <p>Snapshots live in the pool's snapshot area ({@link SnapshotStore}): a copy of the image (a
+ * reflink where the pool's filesystem can make one), taken with the image's filesystem frozen
+ * when it is mounted here ({@link Freezes}: never left frozen), independent of the image once
+ * made. A new image can start as a copy of a snapshot (restore) or of another image (clone).
+ * Callers lock a snapshot's name as they lock an image's ({@link #snapshotLockKey}).
  */
 public final class ImagePool {
 
@@ -38,6 +50,8 @@ public final class ImagePool {
 
     private final Path dir;
     private final RecordStore records;
+    private final SnapshotStore snapshots;
+    private final Freezes freezes;
     private final ImageFiles files;
     private final LoopDevices loops;
     private final Mounter mounts;
@@ -46,10 +60,13 @@ public final class ImagePool {
     /** Held from the capacity check to the intent record, so two creates cannot both take the last space. */
     private final java.util.concurrent.locks.ReentrantLock capacity = new java.util.concurrent.locks.ReentrantLock();
 
-    public ImagePool(Path dir, ImageFiles files, LoopDevices loops, Mounter mounts, Crashes crashes, Log log) {
+    public ImagePool(Path dir, ImageFiles files, LoopDevices loops, Mounter mounts, FilesystemFreezer freezer, Crashes crashes,
+            Log log) {
         this.dir = dir;
         this.crashes = crashes;
         this.records = new RecordStore(dir, log);
+        this.snapshots = new SnapshotStore(dir, log);
+        this.freezes = new Freezes(dir, freezer, crashes, log);
         this.files = files;
         this.loops = loops;
         this.mounts = mounts;
@@ -62,15 +79,31 @@ public final class ImagePool {
 
     /** Creates the image, or returns it when it exists with the same size and allocation. */
     public Image create(String name, long capacityBytes, Allocation allocation) throws IOException, DeviceException, MountException {
+        return create(name, capacityBytes, allocation, Optional.empty());
+    }
+
+    /**
+     * Creates the image, empty or as a copy of {@code source} (a snapshot: restore; another image:
+     * clone) grown to {@code capacityBytes}, or returns it when it exists with the same size,
+     * allocation and source. A source that is not there: NOT_FOUND; one larger than the requested
+     * size: OUT_OF_RANGE, as the CSI spec names it (nothing is ever cut off). A copied image keeps
+     * its source's filesystem in its record, so it is never formatted; where the copy is smaller
+     * than the image, the next stage grows the filesystem.
+     */
+    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source)
+            throws IOException, DeviceException, MountException {
         VolumeId.checkName(name);
+        Optional<Source> wantedSource = source.map(ImagePool::recorded);
         Optional<ImageRecord> existing = records.read(name);
         if (existing.isPresent()) {
             ImageRecord record = existing.get();
             switch (record.getState()) {
                 case READY -> {
-                    if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation) {
+                    Optional<Source> has = record.hasSource() ? Optional.of(record.getSource()) : Optional.empty();
+                    if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation || !has.equals(wantedSource)) {
                         throw CsiException.alreadyExists("volume " + name + " exists with " + record.getCapacityBytes()
-                                + " bytes, " + allocation(record) + "; asked for " + capacityBytes + " bytes, " + allocation);
+                                + " bytes, " + allocation(record) + ", " + describe(has) + "; asked for " + capacityBytes + " bytes, "
+                                + allocation + ", " + describe(wantedSource));
                     }
                     return image(record);
                 }
@@ -81,12 +114,24 @@ public final class ImagePool {
             throw CsiException.failedPrecondition("pool " + dir + " holds an image file for " + name
                     + " without a record; the driver does not touch data it cannot account for");
         }
-        ImageRecord record = ImageRecord.newBuilder()
+        ImageRecord.Builder wanted = ImageRecord.newBuilder()
                 .setName(name)
                 .setCapacityBytes(capacityBytes)
                 .setAllocation(recorded(allocation))
-                .setState(ImageRecord.State.CREATING)
-                .build();
+                .setState(ImageRecord.State.CREATING);
+        Optional<Content> content = Optional.empty();
+        if (wantedSource.isPresent()) {
+            content = Optional.of(content(wantedSource.get()));
+            if (content.get().capacityBytes() > capacityBytes) {
+                throw CsiException.outOfRange("volume " + name + " of " + capacityBytes + " bytes cannot hold " + describe(wantedSource)
+                        + " of " + content.get().capacityBytes() + " bytes");
+            }
+            wanted.setSource(wantedSource.get())
+                    .setFilesystem(content.get().filesystem())
+                    .setUsedAsBlock(content.get().usedAsBlock())
+                    .setGrowFilesystem(!content.get().filesystem().isEmpty() && content.get().capacityBytes() < capacityBytes);
+        }
+        ImageRecord record = wanted.build();
         capacity.lock();
         try {
             long available = status().getAvailableBytes() + existing.map(this::reservedBy).orElse(0L);
@@ -98,13 +143,185 @@ public final class ImagePool {
         } finally {
             capacity.unlock();
         }
-        crashes.reach(CrashPoint.CREATE_RECORDED);
-        files.create(imagePath(name), capacityBytes, allocation);
+        crashes.reach(content.isPresent() ? CrashPoint.RESTORE_RECORDED : CrashPoint.CREATE_RECORDED);
+        if (content.isPresent()) {
+            ImageFiles.CopyMethod copied = copyConsistent(content.get(), imagePath(name));
+            crashes.reach(CrashPoint.RESTORE_COPIED);
+            // The copy is as large as its source, and sparse: grown, and allocated in full where asked.
+            files.grow(imagePath(name), capacityBytes, allocation);
+            record = record.toBuilder().setReflinked(copied == ImageFiles.CopyMethod.REFLINK).build();
+            log.info("image copied", "volume", name, "from", describe(wantedSource), "how", copied, "bytes", capacityBytes);
+        } else {
+            files.create(imagePath(name), capacityBytes, allocation);
+        }
         crashes.reach(CrashPoint.CREATE_ALLOCATED);
         record = record.toBuilder().setState(ImageRecord.State.READY).build();
         records.write(record);
         log.info("image created", "volume", name, "bytes", capacityBytes, "allocation", allocation);
         return image(record, null); // a file made just now has no loop device
+    }
+
+    /** What a copy starts from: a snapshot's file or an image's, and what its record says the file holds. */
+    private record Content(Path file, long capacityBytes, String filesystem, boolean usedAsBlock, Optional<String> liveImage) {}
+
+    /** NOT_FOUND unless the source is there, complete. */
+    private Content content(Source source) throws IOException {
+        return switch (source.getKindCase()) {
+            case SNAPSHOT -> {
+                SnapshotRecord snapshot = readySnapshot(source.getSnapshot());
+                yield new Content(snapshots.imagePath(snapshot.getName()), snapshot.getCapacityBytes(), snapshot.getFilesystem(),
+                        snapshot.getUsedAsBlock(), Optional.empty());
+            }
+            case IMAGE -> {
+                ImageRecord image = records.read(source.getImage())
+                        .filter(record -> record.getState() == ImageRecord.State.READY)
+                        .orElseThrow(() -> CsiException.notFound("source volume " + source.getImage() + " does not exist on this node"));
+                yield new Content(imagePath(image.getName()), image.getCapacityBytes(), image.getFilesystem(), image.getUsedAsBlock(),
+                        Optional.of(image.getName()));
+            }
+            case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor an image");
+        };
+    }
+
+    /**
+     * Copies {@code content} to {@code to} (a reflink where the pool's filesystem makes one). An
+     * image whose filesystem is mounted on this node is frozen for the copy only, and always
+     * thawed: the copy is then consistent without journal replay. A raw block volume is copied as
+     * it is: no filesystem of the driver's is there to freeze.
+     */
+    private ImageFiles.CopyMethod copyConsistent(Content content, Path to) throws IOException, DeviceException, MountException {
+        Optional<Path> mounted = Optional.empty();
+        if (content.liveImage().isPresent() && !content.usedAsBlock()) {
+            mounted = filesystemMount(content.liveImage().get());
+        }
+        if (mounted.isEmpty()) {
+            return files.copy(content.file(), to);
+        }
+        try (Freezes.Frozen frozen = freezes.freeze(content.liveImage().get(), mounted.get())) {
+            return files.copy(content.file(), to);
+        }
+    }
+
+    /** Where the image's filesystem is mounted on this node, if it is: a mount its loop device backs, not a block bind. */
+    private Optional<Path> filesystemMount(String name) throws IOException, DeviceException, MountException {
+        Optional<LoopDevice> device = soleDevice(name);
+        if (device.isEmpty()) {
+            return Optional.empty();
+        }
+        return inUse(device.get()).stream()
+                .filter(mount -> !mount.fsType().equals("devtmpfs") && !mount.fsType().equals("tmpfs"))
+                .map(MountPoint::mountPoint)
+                .findFirst();
+    }
+
+    /**
+     * Takes a snapshot of image {@code sourceImage} under {@code name}, or returns the snapshot
+     * when it exists of the same image (another image's: ALREADY_EXISTS). The record comes first
+     * (CREATING), the copy then ({@link #copyConsistent}), READY last: a snapshot is listed only
+     * once complete, and a partial one is removed by the retry or at the next start. The copy's
+     * bytes are checked against the pool's room, and counted in it from the record on.
+     */
+    public Snapshot snapshot(String name, String sourceImage) throws IOException, DeviceException, MountException {
+        SnapshotId.checkName(name);
+        Optional<SnapshotRecord> existing = snapshots.read(name);
+        if (existing.isPresent()) {
+            SnapshotRecord record = existing.get();
+            switch (record.getState()) {
+                case READY -> {
+                    if (!record.getSourceImage().equals(sourceImage)) {
+                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceImage()
+                                + "; asked for one of " + sourceImage);
+                    }
+                    return snapshot(record);
+                }
+                default -> finishSnapshotDelete(record); // CREATING: a partial copy; DELETING: on its way out
+            }
+        }
+        ImageRecord source = ready(sourceImage);
+        Instant now = Instant.now();
+        SnapshotRecord record = SnapshotRecord.newBuilder()
+                .setName(name)
+                .setSourceImage(sourceImage)
+                .setCapacityBytes(source.getCapacityBytes())
+                .setState(SnapshotRecord.State.CREATING)
+                .setCreationTime(Timestamp.newBuilder().setSeconds(now.getEpochSecond()).setNanos(now.getNano()))
+                .setFilesystem(source.getFilesystem())
+                .setUsedAsBlock(source.getUsedAsBlock())
+                .setCopyBytes(files.allocatedBytes(imagePath(sourceImage)))
+                .build();
+        capacity.lock();
+        try {
+            long available = status().getAvailableBytes();
+            if (record.getCopyBytes() > available) {
+                throw CsiException.resourceExhausted("pool " + dir + " has " + available + " bytes available; a snapshot of volume "
+                        + sourceImage + " needs " + record.getCopyBytes());
+            }
+            record = snapshots.write(record); // from here on the record reserves the copy's bytes
+        } finally {
+            capacity.unlock();
+        }
+        crashes.reach(CrashPoint.SNAPSHOT_RECORDED);
+        Content content = new Content(imagePath(sourceImage), source.getCapacityBytes(), source.getFilesystem(), source.getUsedAsBlock(),
+                Optional.of(sourceImage));
+        ImageFiles.CopyMethod copied = copyConsistent(content, snapshots.imagePath(name));
+        crashes.reach(CrashPoint.SNAPSHOT_COPIED);
+        record = snapshots.write(record.toBuilder()
+                .setState(SnapshotRecord.State.READY)
+                .setReflinked(copied == ImageFiles.CopyMethod.REFLINK)
+                .setCopyBytes(0)
+                .build());
+        log.info("snapshot taken", "snapshot", name, "volume", sourceImage, "how", copied, "bytes", source.getCapacityBytes());
+        return snapshot(record);
+    }
+
+    /** Deletes the snapshot; succeeds when already gone. The image it was taken of is not involved. */
+    public void deleteSnapshot(String name) throws IOException {
+        Optional<SnapshotRecord> record = snapshots.read(name);
+        if (record.isEmpty()) {
+            return;
+        }
+        SnapshotRecord deleting = snapshots.write(record.get().toBuilder().setState(SnapshotRecord.State.DELETING).build());
+        crashes.reach(CrashPoint.SNAPSHOT_DELETE_RECORDED);
+        finishSnapshotDelete(deleting);
+        log.info("snapshot deleted", "snapshot", name);
+    }
+
+    /** The pool's complete snapshots. */
+    public List<Snapshot> snapshots() throws IOException {
+        List<Snapshot> ready = new ArrayList<>();
+        for (SnapshotRecord record : snapshots.all()) {
+            if (record.getState() == SnapshotRecord.State.READY) {
+                ready.add(snapshot(record));
+            }
+        }
+        return ready;
+    }
+
+    /** The lock key of a snapshot's name: apart from every image's, whose names hold no '/'. */
+    public static String snapshotLockKey(String name) {
+        return "snapshot/" + name;
+    }
+
+    private SnapshotRecord readySnapshot(String name) throws IOException {
+        return snapshots.read(name)
+                .filter(record -> record.getState() == SnapshotRecord.State.READY)
+                .orElseThrow(() -> CsiException.notFound("snapshot " + name + " does not exist on this node"));
+    }
+
+    /** Removes the snapshot's file, then its record: a partial copy's, or a deleted snapshot's. */
+    private void finishSnapshotDelete(SnapshotRecord record) throws IOException {
+        Files.deleteIfExists(snapshots.imagePath(record.getName()));
+        crashes.reach(CrashPoint.SNAPSHOT_DELETE_UNLINKED);
+        snapshots.delete(record.getName());
+    }
+
+    private static Snapshot snapshot(SnapshotRecord record) {
+        return Snapshot.newBuilder()
+                .setName(record.getName())
+                .setSourceImage(record.getSourceImage())
+                .setCapacityBytes(record.getCapacityBytes())
+                .setCreationTime(record.getCreationTime())
+                .build();
     }
 
     /** Deletes the image and its record; succeeds when already gone. */
@@ -251,6 +468,14 @@ public final class ImagePool {
         }
     }
 
+    /** Remembers that the image's filesystem fills its device now: a copy from a smaller source, grown at stage. */
+    public void recordFilesystemGrown(String name) throws IOException {
+        ImageRecord record = ready(name);
+        if (record.getGrowFilesystem()) {
+            records.write(record.toBuilder().setGrowFilesystem(false).build());
+        }
+    }
+
     /** Remembers that the image was used as a raw block device: it will never be formatted. */
     public void recordBlockUse(String name) throws IOException {
         ImageRecord record = ready(name);
@@ -259,7 +484,11 @@ public final class ImagePool {
         }
     }
 
-    /** Capacity a new image can safely get: free space less what sparse images may still claim. */
+    /**
+     * Capacity a new image can safely get: free space less what sparse images may still claim, what
+     * snapshots being copied still take, and what reflinked blocks may need once written (a
+     * snapshot's own files are in the free space already).
+     */
     public PoolStatus status() throws IOException {
         ImageFiles.Space space = files.space(dir);
         long reserved = 0;
@@ -267,6 +496,9 @@ public final class ImagePool {
         for (ImageRecord record : records.all()) {
             reserved += reservedBy(record);
             count++;
+        }
+        for (SnapshotRecord record : snapshots.all()) {
+            reserved += reservedBy(record);
         }
         return PoolStatus.newBuilder()
                 .setTotalBytes(space.totalBytes())
@@ -281,7 +513,8 @@ public final class ImagePool {
      * pool images that nothing wants are detached. Files it does not understand are left alone.
      */
     public void reconcile() throws IOException, DeviceException, MountException {
-        int temporaries = records.removeTemporaries();
+        freezes.thawLeftovers(); // first: a frozen filesystem stops its volume's writers
+        int temporaries = records.removeTemporaries() + snapshots.removeTemporaries();
         if (temporaries > 0) {
             log.info("removed temporary record files of interrupted writes", "count", temporaries);
         }
@@ -291,6 +524,13 @@ public final class ImagePool {
             } catch (Exception e) {
                 // One volume in trouble must not keep the node from serving every other volume.
                 log.error("cannot reconcile volume; left as it is", "volume", record.getName(), "error", e.getMessage());
+            }
+        }
+        for (SnapshotRecord record : snapshots.all()) {
+            if (record.getState() != SnapshotRecord.State.READY) {
+                finishSnapshotDelete(record);
+                log.info(record.getState() == SnapshotRecord.State.CREATING ? "removed interrupted snapshot" : "finished interrupted snapshot delete",
+                        "snapshot", record.getName());
             }
         }
         Map<BackingIdentity, Path> imageFiles = imageFiles();
@@ -499,8 +739,14 @@ public final class ImagePool {
         return mounts.table().all().stream().filter(device::backs).toList();
     }
 
-    /** Space the image may still take from the pool: what it has not allocated yet. */
+    /**
+     * Space the image may still take from the pool: what it has not allocated yet; all of its
+     * capacity when it was made by a reflink, since each block it shares may need one of its own.
+     */
     private long reservedBy(ImageRecord record) {
+        if (record.getReflinked() && record.getState() == ImageRecord.State.READY) {
+            return record.getCapacityBytes();
+        }
         boolean allocatedInFull = allocation(record) == Allocation.FULL && record.getState() == ImageRecord.State.READY;
         if (allocatedInFull || record.getState() == ImageRecord.State.DELETING) {
             return 0;
@@ -509,6 +755,23 @@ public final class ImagePool {
             return Math.max(0, record.getCapacityBytes() - files.allocatedBytes(imagePath(record.getName())));
         } catch (IOException e) {
             return record.getCapacityBytes(); // cannot tell how much is allocated: reserve it all
+        }
+    }
+
+    /**
+     * Space a snapshot may still take: while copied, what is left of the copy; once a reflink, its
+     * blocks, which its source's writes would copy. A plain copy's blocks are taken already.
+     */
+    private long reservedBy(SnapshotRecord record) {
+        Path file = snapshots.imagePath(record.getName());
+        try {
+            return switch (record.getState()) {
+                case CREATING -> Math.max(0, record.getCopyBytes() - files.allocatedBytes(file));
+                case READY -> record.getReflinked() ? files.allocatedBytes(file) : 0;
+                default -> 0;
+            };
+        } catch (IOException e) {
+            return record.getCapacityBytes(); // cannot tell: reserve what the copy can take at most
         }
     }
 
@@ -521,13 +784,37 @@ public final class ImagePool {
     }
 
     private static Image image(ImageRecord record, LoopDevice device) {
-        return Image.newBuilder()
+        Image.Builder image = Image.newBuilder();
+        if (record.hasSource()) {
+            image.setSource(switch (record.getSource().getKindCase()) {
+                case SNAPSHOT -> ContentSource.newBuilder().setSnapshot(record.getSource().getSnapshot());
+                case IMAGE -> ContentSource.newBuilder().setImage(record.getSource().getImage());
+                case KIND_NOT_SET -> ContentSource.newBuilder();
+            });
+        }
+        return image
                 .setName(record.getName())
                 .setCapacityBytes(record.getCapacityBytes())
                 .setAllocation(allocation(record))
                 .setDevicePath(device == null ? "" : device.device().toString())
                 .addAllPublishedNodeIds(record.getPublishedNodeIdsList())
                 .build();
+    }
+
+    /** The agent API's content source as the record keeps it. */
+    private static Source recorded(ContentSource source) {
+        return switch (source.getKindCase()) {
+            case SNAPSHOT -> Source.newBuilder().setSnapshot(source.getSnapshot()).build();
+            case IMAGE -> Source.newBuilder().setImage(source.getImage()).build();
+            case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor an image");
+        };
+    }
+
+    private static String describe(Optional<Source> source) {
+        if (source.isEmpty()) {
+            return "empty";
+        }
+        return source.get().hasSnapshot() ? "from snapshot " + source.get().getSnapshot() : "from volume " + source.get().getImage();
     }
 
     /** The record's own enum (local_record.proto) and the agent API's: the same values, kept apart so either can change. */

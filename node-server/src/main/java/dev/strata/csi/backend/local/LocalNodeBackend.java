@@ -81,6 +81,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
         Optional<MountPoint> mounted = mounter.table().at(staging);
         if (mounted.isPresent()) {
             if (device.backs(mounted.get())) {
+                growCopiedFilesystem(id, device, staging, mounted.get().fsType(), mounted.get().readOnly());
                 return;
             }
             throw CsiException.alreadyExists("staging_target_path " + staging + " already has another filesystem mounted ("
@@ -102,6 +103,22 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
         }
         mounter.mount(device.device().toString(), staging, fsType, options);
         crashes.reach(CrashPoint.STAGE_MOUNTED);
+        growCopiedFilesystem(id, device, staging, fsType, readOnly);
+    }
+
+    /**
+     * A volume restored or cloned into a larger image holds its source's smaller filesystem: it
+     * grows to fill the device once, at its first stage, so the volume comes up at the size asked
+     * for (kubelet calls NodeExpandVolume only after an expansion, not after a restore). A
+     * read-only mount is not written; it grows at a later writable stage.
+     */
+    private void growCopiedFilesystem(VolumeId id, LoopDevice device, Path staging, String fsType, boolean readOnly) throws Exception {
+        if (readOnly || !pool.content(id.name()).getGrowFilesystem()) {
+            return;
+        }
+        filesystems.grow(device.device(), staging, fsType);
+        pool.recordFilesystemGrown(id.name());
+        log.info("filesystem copied from a smaller volume grown", "volume", id, "fs_type", fsType);
     }
 
     /** The filesystem a read-only stage mounts: one must be there already; nothing is made. */
