@@ -349,6 +349,23 @@ class SnapshotTest {
         deleteSnapshot(snapshot);
     }
 
+    /** A clone mounted beside its source on one node, though both filesystems have one UUID; each is written on its own. */
+    @ParameterizedTest
+    @ValueSource(strings = {"xfs", "btrfs", "ext4"})
+    void aCloneIsMountedBesideItsMountedSource(String fsType) throws Exception {
+        VolumeCapability capability = PipelineTest.mount(fsType);
+        Published source = publish(COPY_NODE, create("pvc-twin-" + fsType, 320 * MIB, capability, COPY_NODE, null), capability);
+        String sum = write(source.target().resolve("data"), 4 * MIB);
+        Published clone = publish(COPY_NODE, create("pvc-twin-clone-" + fsType, 320 * MIB, capability, COPY_NODE,
+                from(source.volume())), capability);
+        assertEquals(sum, read(clone.target().resolve("data")));
+        String changed = write(clone.target().resolve("data"), 4 * MIB + 512);
+        assertEquals(sum, read(source.target().resolve("data")), "the source keeps its own content");
+        assertEquals(changed, read(clone.target().resolve("data")));
+        delete(clone);
+        delete(source);
+    }
+
     @Test
     void snapshotsAreListedByIdBySourceAndInPages() throws Exception {
         VolumeCapability block = PipelineTest.block();

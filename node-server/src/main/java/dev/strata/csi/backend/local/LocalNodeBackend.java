@@ -95,6 +95,10 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
                     + " filesystem; it cannot be staged as " + fsType + " (the driver never reformats a volume with data)");
         }
         List<String> options = new java.util.ArrayList<>(capability.getMount().getMountFlagsList());
+        if (fsType.equals("xfs") && !options.contains("nouuid")) {
+            // A restore or clone carries its source's UUID, and xfs refuses a second filesystem of one UUID on the node.
+            options.add("nouuid");
+        }
         if (readOnly) {
             options.add("ro");
             if (fsType.equals("ext4")) {
