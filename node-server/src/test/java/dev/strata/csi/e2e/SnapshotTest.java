@@ -448,14 +448,18 @@ class SnapshotTest {
             device.write(data);
             device.getFD().sync();
         }
-        long before = capacity(REFLINK_NODE, available -> true);
-        Snapshot snapshot = snapshot("snap-capacity", source.volume());
-        long after = capacity(REFLINK_NODE, available -> available <= before - 40 * MIB);
-        assertTrue(before - after >= 40 * MIB, "a snapshot of 48 MiB of data takes it from the pool: " + before + " -> " + after);
-        deleteSnapshot(snapshot);
-        long freed = capacity(REFLINK_NODE, available -> available >= before - MIB);
-        assertTrue(freed >= before - MIB, "given back once deleted: " + after + " -> " + freed);
-        delete(source);
+        try {
+            long before = capacity(REFLINK_NODE, available -> true);
+            Snapshot snapshot = snapshot("snap-capacity", source.volume());
+            long after = capacity(REFLINK_NODE, available -> available <= before - 40 * MIB);
+            assertTrue(before - after >= 40 * MIB, "a snapshot of 48 MiB of data takes it from the pool: " + before + " -> " + after);
+            deleteSnapshot(snapshot);
+            // Compared with the reduced figure: xfs's own metadata and copy-on-write reservations move by a few MiB.
+            long freed = capacity(REFLINK_NODE, available -> available >= after + 40 * MIB);
+            assertTrue(freed >= after + 40 * MIB, "given back once deleted: " + after + " -> " + freed);
+        } finally {
+            delete(source);
+        }
     }
 
     /** GetCapacity of the node once {@code wanted} holds for it, or after 15 s (the agent reports its pool at its next renewal). */
