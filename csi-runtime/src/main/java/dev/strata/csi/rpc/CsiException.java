@@ -67,6 +67,11 @@ public final class CsiException extends RuntimeException {
         return new CsiException(Status.Code.UNIMPLEMENTED, message);
     }
 
+    /** Data damaged or lost on its way: a transfer whose chunk or digest does not match. */
+    public static CsiException dataLoss(String message) {
+        return new CsiException(Status.Code.DATA_LOSS, message);
+    }
+
     public static CsiException internal(String message) {
         return new CsiException(Status.Code.INTERNAL, message);
     }

@@ -24,7 +24,19 @@ import dev.strata.csi.agent.api.GetImageResponse;
 import dev.strata.csi.agent.api.ListImagesRequest;
 import dev.strata.csi.agent.api.ListImagesResponse;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
+import dev.strata.csi.agent.api.ContentChunk;
+import dev.strata.csi.agent.api.ReadContentRequest;
+import dev.strata.csi.agent.api.ReceiveImageRequest;
+import dev.strata.csi.agent.api.ReceiveImageResponse;
+import dev.strata.csi.agent.api.WriteContentRequest;
+import dev.strata.csi.agent.api.WriteContentResponse;
+import dev.strata.csi.backend.local.Crashes;
+import dev.strata.csi.backend.local.ImageContent;
 import dev.strata.csi.backend.local.ImagePool;
+import dev.strata.csi.backend.local.records.ImageRecord;
+import dev.strata.csi.log.Log;
+import io.grpc.stub.ServerCallStreamObserver;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
@@ -41,22 +53,23 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
 
     private final ImagePool pool;
     private final VolumeLocks locks;
+    private final ContentSender sender;
+    private final ContentReceiver receiver;
 
     /** {@code locks} is shared with the Node service: a volume is never staged while it is detached. */
-    public NodeAgentService(ImagePool pool, VolumeLocks locks) {
+    public NodeAgentService(ImagePool pool, VolumeLocks locks, ImageContent content, PrometheusRegistry metrics,
+            Crashes crashes, Log log) {
         this.pool = pool;
         this.locks = locks;
+        TransferMetrics transfers = new TransferMetrics(metrics);
+        this.sender = new ContentSender(pool, locks, content, transfers, crashes, log);
+        this.receiver = new ContentReceiver(pool, locks, content, transfers, crashes, log);
     }
 
     @Override
     public void createImage(CreateImageRequest request, StreamObserver<CreateImageResponse> response) {
         Rpc.answer(response, () -> {
-            if (request.getCapacityBytes() <= 0) {
-                throw CsiException.invalidArgument("capacity_bytes must be positive");
-            }
-            if (request.getAllocation() != Allocation.SPARSE && request.getAllocation() != Allocation.FULL) {
-                throw CsiException.invalidArgument("allocation must be SPARSE or FULL, got " + request.getAllocationValue());
-            }
+            checkNewImage(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
             Optional<ContentSource> source = request.hasSource() ? Optional.of(request.getSource()) : Optional.empty();
             try (var held = locks.acquire(name(request.getName()));
                     var sourceHeld = source.isPresent() ? locks.acquire(sourceLockKey(source.get())) : null) { // null: nothing to close
@@ -135,7 +148,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
             try (var source = locks.acquire(name(request.getSourceImage()));
                     var held = locks.acquire(snapshotName(request.getName()))) {
                 return CreateSnapshotResponse.newBuilder()
-                        .setSnapshot(pool.snapshot(request.getName(), request.getSourceImage())).build();
+                        .setSnapshot(pool.snapshot(request.getName(), request.getSourceImage(), request.getTemporary())).build();
             }
         });
     }
@@ -155,6 +168,35 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         Rpc.answer(response, () -> ListSnapshotsResponse.newBuilder().addAllSnapshots(pool.snapshots()).build());
     }
 
+    @Override
+    public void readContent(ReadContentRequest request, StreamObserver<ContentChunk> response) {
+        sender.send(request, (ServerCallStreamObserver<ContentChunk>) response);
+    }
+
+    @Override
+    public void receiveImage(ReceiveImageRequest request, StreamObserver<ReceiveImageResponse> response) {
+        Rpc.answer(response, () -> {
+            checkNewImage(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
+            try (var held = locks.acquire(name(request.getName()))) {
+                if (!request.hasSource()) {
+                    throw CsiException.missing("source");
+                }
+                ImageRecord record = pool.receive(request.getName(), request.getCapacityBytes(), request.getAllocation(),
+                        request.getSource());
+                var reply = ReceiveImageResponse.newBuilder().setTag(record.getReceiveTag()).setReceivedBytes(record.getReceivedBytes());
+                if (record.getState() == ImageRecord.State.READY) {
+                    pool.get(request.getName()).ifPresent(reply::setImage);
+                }
+                return reply.build();
+            }
+        });
+    }
+
+    @Override
+    public StreamObserver<WriteContentRequest> writeContent(StreamObserver<WriteContentResponse> response) {
+        return receiver.receive((ServerCallStreamObserver<WriteContentResponse>) response);
+    }
+
     /** The lock of a copy's source: the image's name, or the snapshot's key. */
     private static String sourceLockKey(ContentSource source) {
         return switch (source.getKindCase()) {
@@ -171,6 +213,15 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         }
         SnapshotId.checkName(name);
         return ImagePool.snapshotLockKey(name);
+    }
+
+    private static void checkNewImage(long capacityBytes, Allocation allocation, int allocationValue) {
+        if (capacityBytes <= 0) {
+            throw CsiException.invalidArgument("capacity_bytes must be positive");
+        }
+        if (allocation != Allocation.SPARSE && allocation != Allocation.FULL) {
+            throw CsiException.invalidArgument("allocation must be SPARSE or FULL, got " + allocationValue);
+        }
     }
 
     private static String name(String name) {

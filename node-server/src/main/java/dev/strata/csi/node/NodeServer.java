@@ -7,6 +7,8 @@ import dev.strata.csi.agent.Registration;
 import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.backend.NodeBackends;
 import dev.strata.csi.backend.local.Crashes;
+import dev.strata.csi.backend.local.ImageContent;
+import dev.strata.csi.backend.local.ImageFiles;
 import dev.strata.csi.backend.local.ImagePool;
 import dev.strata.csi.backend.local.LocalNodeBackend;
 import dev.strata.csi.backend.local.LoopDevices;
@@ -108,14 +110,15 @@ public final class NodeServer {
                     }
                     crashes.armed().ifPresent(point -> log.warn("test-only crash point armed: this process halts when it reaches it",
                             "point", point, "variable", Crashes.ENVIRONMENT));
-                    ImagePool pool = new ImagePool(poolDir, new MeteredImageFiles(new SystemImageFiles(kernel, stats), steps),
-                            loops, mounter, new MeteredFilesystemFreezer(new SystemFilesystemFreezer(kernel), steps), crashes, log);
+                    ImageFiles files = new MeteredImageFiles(new SystemImageFiles(kernel, stats), steps);
+                    ImagePool pool = new ImagePool(poolDir, files, loops, mounter,
+                            new MeteredFilesystemFreezer(new SystemFilesystemFreezer(kernel), steps), crashes, log);
                     PoolMetrics.register(pool, context.metrics());
                     VolumeLocks locks = new VolumeLocks();
                     PoolOwnership ownership = new PoolOwnership(pool);
                     TcpComponent agent = new TcpComponent(
                             TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
-                            List.of(new NodeAgentService(pool, locks)),
+                            List.of(new NodeAgentService(pool, locks, new ImageContent(files), context.metrics(), crashes, log)),
                             security.verifiers(), log);
                     Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, security, log);

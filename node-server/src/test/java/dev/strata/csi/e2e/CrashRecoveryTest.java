@@ -91,6 +91,7 @@ class CrashRecoveryTest {
     @TestFactory
     Stream<DynamicTest> everyCrashPointAsAHostProcessAndAsAContainer() {
         return Stream.of(Cluster.Launch.HOST, Cluster.Launch.CONTAINER).flatMap(launch -> Stream.of(CrashPoint.values())
+                .filter(point -> !point.transfer()) // TransferCrashTest's, with two nodes
                 .map(point -> DynamicTest.dynamicTest(point + (launch.container() ? " in a container" : " as a host process"),
                         () -> new Scenario(point, launch).run())));
     }

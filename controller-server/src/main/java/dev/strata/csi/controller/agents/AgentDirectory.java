@@ -167,14 +167,28 @@ public final class AgentDirectory implements AutoCloseable {
 
     /** A stub for calls to the agent of {@code nodeId}; UNAVAILABLE when it never registered. */
     public NodeAgentGrpc.NodeAgentBlockingStub stub(String nodeId) {
+        return NodeAgentGrpc.newBlockingStub(channel(nodeId))
+                .withInterceptors(metrics.forNode(nodeId))
+                .withCallCredentials(security.credentials())
+                .withDeadlineAfter(callTimeout.toMillis(), TimeUnit.MILLISECONDS);
+    }
+
+    /**
+     * A stub for the streams of a volume's content to and from the agent of {@code nodeId}: no
+     * deadline, since a volume takes as long as it takes; the caller watches their progress.
+     */
+    public NodeAgentGrpc.NodeAgentStub streamStub(String nodeId) {
+        return NodeAgentGrpc.newStub(channel(nodeId))
+                .withInterceptors(metrics.forNode(nodeId))
+                .withCallCredentials(security.credentials());
+    }
+
+    private ManagedChannel channel(String nodeId) {
         Entry entry = agents.get(nodeId);
         if (entry == null) {
             throw CsiException.unavailable("the node agent of " + nodeId + " is not registered; is node-server running there?");
         }
-        return NodeAgentGrpc.newBlockingStub(entry.channel())
-                .withInterceptors(metrics.forNode(nodeId))
-                .withCallCredentials(security.credentials())
-                .withDeadlineAfter(callTimeout.toMillis(), TimeUnit.MILLISECONDS);
+        return entry.channel();
     }
 
     private boolean expired(Agent agent) {

@@ -35,5 +35,17 @@ public enum CrashPoint {
     UNSTAGE_UNMOUNTED,
     PUBLISH_TARGET_MADE,
     PUBLISH_MOUNTED,
-    UNPUBLISH_UNMOUNTED
+    UNPUBLISH_UNMOUNTED,
+    // A transfer to another node (restore or clone there). The sending node, mid-stream:
+    TRANSFER_SENT,
+    // The receiving node: data written but not yet recorded as on disk; its progress recorded
+    // (the retry resumes there); the whole content synced and its digest checked, not yet READY.
+    TRANSFER_WRITTEN,
+    TRANSFER_CHECKPOINTED,
+    TRANSFER_VERIFIED;
+
+    /** Reached only in a transfer between two nodes, which the one-node crash scenarios do not make. */
+    public boolean transfer() {
+        return name().startsWith("TRANSFER_");
+    }
 }

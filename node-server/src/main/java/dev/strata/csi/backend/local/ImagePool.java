@@ -108,11 +108,12 @@ public final class ImagePool {
                     return image(record);
                 }
                 case DELETING -> finishDelete(record);
+                case RECEIVING -> throw CsiException.alreadyExists("volume " + name
+                        + " is being made with the content of another node's volume or snapshot");
                 default -> { } // CREATING: an interrupted create holds no data; do it again
             }
-        } else if (Files.exists(imagePath(name))) {
-            throw CsiException.failedPrecondition("pool " + dir + " holds an image file for " + name
-                    + " without a record; the driver does not touch data it cannot account for");
+        } else {
+            requireNoStrayFile(name);
         }
         ImageRecord.Builder wanted = ImageRecord.newBuilder()
                 .setName(name)
@@ -132,17 +133,7 @@ public final class ImagePool {
                     .setGrowFilesystem(!content.get().filesystem().isEmpty() && content.get().capacityBytes() < capacityBytes);
         }
         ImageRecord record = wanted.build();
-        capacity.lock();
-        try {
-            long available = status().getAvailableBytes() + existing.map(this::reservedBy).orElse(0L);
-            if (capacityBytes > available) {
-                throw CsiException.resourceExhausted("pool " + dir + " has " + available + " bytes available; volume "
-                        + name + " needs " + capacityBytes);
-            }
-            records.write(record); // from here on the record reserves the capacity
-        } finally {
-            capacity.unlock();
-        }
+        reserve(record, existing);
         crashes.reach(content.isPresent() ? CrashPoint.RESTORE_RECORDED : CrashPoint.CREATE_RECORDED);
         if (content.isPresent()) {
             ImageFiles.CopyMethod copied = copyConsistent(content.get(), imagePath(name));
@@ -159,6 +150,117 @@ public final class ImagePool {
         records.write(record);
         log.info("image created", "volume", name, "bytes", capacityBytes, "allocation", allocation);
         return image(record, null); // a file made just now has no loop device
+    }
+
+    /** FAILED_PRECONDITION when the pool holds an image file of that name without a record. */
+    private void requireNoStrayFile(String name) {
+        if (Files.exists(imagePath(name))) {
+            throw CsiException.failedPrecondition("pool " + dir + " holds an image file for " + name
+                    + " without a record; the driver does not touch data it cannot account for");
+        }
+    }
+
+    /** Writes the new image's first record once the pool has room for it: from then on the record reserves its capacity. */
+    private void reserve(ImageRecord record, Optional<ImageRecord> existing) throws IOException {
+        capacity.lock();
+        try {
+            long available = status().getAvailableBytes() + existing.map(this::reservedBy).orElse(0L);
+            if (record.getCapacityBytes() > available) {
+                throw CsiException.resourceExhausted("pool " + dir + " has " + available + " bytes available; volume "
+                        + record.getName() + " needs " + record.getCapacityBytes());
+            }
+            records.write(record);
+        } finally {
+            capacity.unlock();
+        }
+    }
+
+    /**
+     * The image {@code name} that is to receive content from another node ({@code source}: what
+     * that node calls it): made empty in the state RECEIVING, its capacity reserved as a create's,
+     * or the one an earlier attempt left, with how far it got; a READY one is returned as it is.
+     * ALREADY_EXISTS when the name is taken with another size, allocation or source.
+     */
+    public ImageRecord receive(String name, long capacityBytes, Allocation allocation, ContentSource source)
+            throws IOException, DeviceException, MountException {
+        VolumeId.checkName(name);
+        Source from = recorded(source);
+        Optional<ImageRecord> existing = records.read(name);
+        if (existing.isPresent()) {
+            ImageRecord record = existing.get();
+            switch (record.getState()) {
+                case READY, RECEIVING -> {
+                    Optional<Source> has = record.hasSource() ? Optional.of(record.getSource()) : Optional.empty();
+                    if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation || !has.equals(Optional.of(from))) {
+                        throw CsiException.alreadyExists("volume " + name + " exists with " + record.getCapacityBytes() + " bytes, "
+                                + allocation(record) + ", " + describe(has) + "; asked for " + capacityBytes + " bytes, " + allocation
+                                + ", " + describe(Optional.of(from)) + " of another node");
+                    }
+                    return record;
+                }
+                case DELETING -> finishDelete(record);
+                default -> { } // CREATING: holds no data
+            }
+        } else {
+            requireNoStrayFile(name);
+        }
+        ImageRecord record = ImageRecord.newBuilder()
+                .setName(name)
+                .setCapacityBytes(capacityBytes)
+                .setAllocation(recorded(allocation))
+                .setState(ImageRecord.State.CREATING)
+                .setSource(from)
+                .build();
+        reserve(record, existing);
+        crashes.reach(CrashPoint.CREATE_RECORDED);
+        files.create(imagePath(name), capacityBytes, allocation);
+        crashes.reach(CrashPoint.CREATE_ALLOCATED);
+        record = record.toBuilder().setState(ImageRecord.State.RECEIVING).build();
+        records.write(record);
+        log.info("image created to receive content", "volume", name, "bytes", capacityBytes, "allocation", allocation);
+        return record;
+    }
+
+    /** Starts the RECEIVING image over, empty, for the content {@code tag} names (another content than it had). */
+    public ImageRecord restartReceive(String name, String tag) throws IOException {
+        ImageRecord record = receiving(name);
+        files.create(imagePath(name), record.getCapacityBytes(), allocation(record));
+        record = record.toBuilder().setReceiveTag(tag).setReceivedBytes(0).build();
+        records.write(record);
+        return record;
+    }
+
+    /** Records that everything below {@code receivedBytes} of the RECEIVING image's content is on disk, synced. */
+    public void receivedUpTo(String name, long receivedBytes) throws IOException {
+        ImageRecord record = receiving(name);
+        if (record.getReceivedBytes() != receivedBytes) {
+            records.write(record.toBuilder().setReceivedBytes(receivedBytes).build());
+        }
+    }
+
+    /**
+     * The RECEIVING image is complete, synced and checked: READY from now on, holding the
+     * {@code filesystem} its source's record named (or raw block content), never to be formatted;
+     * a filesystem from a smaller source grows at the next stage.
+     */
+    public Image finishReceive(String name, long sourceBytes, String filesystem, boolean usedAsBlock) throws IOException {
+        ImageRecord record = receiving(name);
+        record = record.toBuilder()
+                .setState(ImageRecord.State.READY)
+                .setFilesystem(filesystem)
+                .setUsedAsBlock(usedAsBlock)
+                .setGrowFilesystem(!filesystem.isEmpty() && sourceBytes < record.getCapacityBytes())
+                .build();
+        records.write(record);
+        log.info("image received", "volume", name, "bytes", record.getCapacityBytes());
+        return image(record, null); // never attached while receiving
+    }
+
+    /** The RECEIVING image, for a transfer's next step; FAILED_PRECONDITION when the image is not being received. */
+    public ImageRecord receiving(String name) throws IOException {
+        return records.read(name)
+                .filter(record -> record.getState() == ImageRecord.State.RECEIVING)
+                .orElseThrow(() -> CsiException.failedPrecondition("volume " + name + " is not being received on this node"));
     }
 
     /** What a copy starts from: a snapshot's file or an image's, and what its record says the file holds. */
@@ -222,6 +324,14 @@ public final class ImagePool {
      * bytes are checked against the pool's room, and counted in it from the record on.
      */
     public Snapshot snapshot(String name, String sourceImage) throws IOException, DeviceException, MountException {
+        return snapshot(name, sourceImage, false);
+    }
+
+    /**
+     * As {@link #snapshot(String, String)}; a {@code temporary} snapshot, taken for a copy to
+     * another node, is left out of {@link #snapshots()} and removed at the next start.
+     */
+    public Snapshot snapshot(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
         SnapshotId.checkName(name);
         Optional<SnapshotRecord> existing = snapshots.read(name);
         if (existing.isPresent()) {
@@ -241,6 +351,7 @@ public final class ImagePool {
         Instant now = Instant.now();
         SnapshotRecord record = SnapshotRecord.newBuilder()
                 .setName(name)
+                .setTemporary(temporary)
                 .setSourceImage(sourceImage)
                 .setCapacityBytes(source.getCapacityBytes())
                 .setState(SnapshotRecord.State.CREATING)
@@ -274,6 +385,16 @@ public final class ImagePool {
         return snapshot(record);
     }
 
+    /** The READY snapshot {@code name}, for a transfer to read; NOT_FOUND when there is none. */
+    public SnapshotRecord snapshotContent(String name) throws IOException {
+        return readySnapshot(name);
+    }
+
+    /** The file of snapshot {@code name}. */
+    public Path snapshotPath(String name) {
+        return snapshots.imagePath(name);
+    }
+
     /** Deletes the snapshot; succeeds when already gone. The image it was taken of is not involved. */
     public void deleteSnapshot(String name) throws IOException {
         Optional<SnapshotRecord> record = snapshots.read(name);
@@ -286,11 +407,11 @@ public final class ImagePool {
         log.info("snapshot deleted", "snapshot", name);
     }
 
-    /** The pool's complete snapshots. */
+    /** The pool's complete snapshots, but the temporary ones of copies to other nodes. */
     public List<Snapshot> snapshots() throws IOException {
         List<Snapshot> ready = new ArrayList<>();
         for (SnapshotRecord record : snapshots.all()) {
-            if (record.getState() == SnapshotRecord.State.READY) {
+            if (record.getState() == SnapshotRecord.State.READY && !record.getTemporary()) {
                 ready.add(snapshot(record));
             }
         }
@@ -531,6 +652,9 @@ public final class ImagePool {
                 finishSnapshotDelete(record);
                 log.info(record.getState() == SnapshotRecord.State.CREATING ? "removed interrupted snapshot" : "finished interrupted snapshot delete",
                         "snapshot", record.getName());
+            } else if (record.getTemporary()) { // its copy to another node broke off with the restart; a retry takes another
+                finishSnapshotDelete(record);
+                log.info("removed temporary snapshot of a copy to another node", "snapshot", record.getName());
             }
         }
         Map<BackingIdentity, Path> imageFiles = imageFiles();
@@ -628,6 +752,8 @@ public final class ImagePool {
                 finishDelete(record);
                 log.info("finished interrupted delete", "volume", record.getName());
             }
+            case RECEIVING -> log.info("image partly received from another node; the retried create resumes it",
+                    "volume", record.getName(), "received_bytes", record.getReceivedBytes());
             default -> {
                 Files.deleteIfExists(image);
                 records.delete(record.getName());
