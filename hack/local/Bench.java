@@ -154,7 +154,7 @@ public final class Bench {
         return out;
     }
 
-    private static String machine() throws Exception {
+    static String machine() throws Exception {
         String cpu = Files.readAllLines(Path.of("/proc/cpuinfo")).stream().filter(l -> l.startsWith("model name"))
                 .findFirst().map(l -> l.substring(l.indexOf(':') + 2)).orElse("unknown cpu");
         return Runtime.getRuntime().availableProcessors() + " cores, " + cpu + ", kernel "

@@ -74,15 +74,23 @@ final class LocalCluster implements AutoCloseable {
     private final Path repo;
     private final Jvm jvm;
     private final List<String> nodeIds;
+    private final PoolSetup pools;
     private final java.util.Map<String, Process> servers = new java.util.LinkedHashMap<>();
     private final java.util.Map<String, Long> execToReadyMillis = new java.util.HashMap<>();
     private final MultiThreadIoEventLoopGroup clientLoop = new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory());
 
-    private LocalCluster(Path repo, Jvm jvm, Path work, List<String> nodeIds) {
+    private LocalCluster(Path repo, Jvm jvm, Path work, List<String> nodeIds, PoolSetup pools) {
+        this.pools = pools;
         this.repo = repo;
         this.jvm = jvm;
         this.work = work;
         this.nodeIds = nodeIds;
+    }
+
+    /** Prepares a node's pool directory before its node-server starts (a filesystem mounted there, say). */
+    @FunctionalInterface
+    interface PoolSetup {
+        void prepare(String nodeId, Path pool) throws Exception;
     }
 
     /** Starts the servers and waits until every node agent has registered with the controller. */
@@ -92,8 +100,13 @@ final class LocalCluster implements AutoCloseable {
 
     /** Starts the servers in JVMs started as {@code jvm} says. */
     static LocalCluster start(Path repo, Jvm jvm, String... nodeIds) throws Exception {
+        return start(repo, jvm, (nodeId, pool) -> { }, nodeIds);
+    }
+
+    /** Starts the servers, each node's pool prepared by {@code pools} first. */
+    static LocalCluster start(Path repo, Jvm jvm, PoolSetup pools, String... nodeIds) throws Exception {
         NETTY_BOOTSTRAP.setLevel(java.util.logging.Level.SEVERE);
-        LocalCluster cluster = new LocalCluster(repo, jvm, Files.createTempDirectory("strata-"), List.of(nodeIds));
+        LocalCluster cluster = new LocalCluster(repo, jvm, Files.createTempDirectory("strata-"), List.of(nodeIds), pools);
         try {
             cluster.startServers();
             return cluster;
@@ -114,6 +127,7 @@ final class LocalCluster implements AutoCloseable {
                 "--agent-token-file", token.toString(), "--agent-registry-address", "127.0.0.1:" + registryPort,
                 "--agent-renew-interval", "1s", "--agent-settle-time", "0s", "--agent-plaintext", "true");
         for (String node : nodeIds) {
+            pools.prepare(node, Files.createDirectories(pool(node)));
             start("node-server", node, "--endpoint", "unix://" + socket(node), "--node-id", node,
                     "--pool-dir", pool(node).toString(), "--kubelet-dir", work.toString(), "--agent-address", "127.0.0.1:0",
                     "--controller-address", "127.0.0.1:" + registryPort, "--agent-token-file", token.toString(),

@@ -2,7 +2,9 @@ package dev.strata.csi.controller;
 
 import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.backend.ControllerBackends;
+import dev.strata.csi.backend.local.ContentRelay;
 import dev.strata.csi.backend.local.LocalController;
+import dev.strata.csi.backend.local.RelayMetrics;
 import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.backend.nfs.Exports;
 import dev.strata.csi.backend.nfs.NfsController;
@@ -98,7 +100,8 @@ public final class ControllerServer {
                     // any StorageClass parameters the others do not want).
                     ControllerBackends backends = new ControllerBackends(List.of(
                             nfs,
-                            new LocalController(agents, Topology.forDriver(context.plugin().name()))));
+                            new LocalController(agents, Topology.forDriver(context.plugin().name()),
+                                    new ContentRelay(new RelayMetrics(context.metrics()), context.log()))));
                     return new DriverProgram.Plan(List.of(
                             new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, () -> true),
                             new ControllerService(agents, backends)),

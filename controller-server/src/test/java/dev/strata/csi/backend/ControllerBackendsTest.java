@@ -33,7 +33,7 @@ class ControllerBackendsTest {
 
     private final ControllerBackends backends = new ControllerBackends(List.of(
             new NfsController(null, null, Duration.ofSeconds(1), Clock.systemUTC(), null),
-            new LocalController(null, null)));
+            new LocalController(null, null, null)));
 
     private static CreateVolumeRequest create(Map<String, String> parameters) {
         return CreateVolumeRequest.newBuilder().setName("pvc-1").putAllParameters(parameters)

@@ -418,15 +418,11 @@ class SnapshotTest {
         assertEquals(List.of(), listSnapshots(ListSnapshotsRequest.newBuilder()));
     }
 
-    /** A restore whose topology names only another node than its snapshot's: refused (for now), naming the node. */
+    /** A restore without topology goes to the snapshot's node (CrossNodeTest restores onto another node). */
     @Test
-    void aRestoreOntoAnotherNodeIsRefusedNamingTheSnapshotsNode() throws Exception {
+    void aRestoreWithoutTopologyGoesToTheSnapshotsNode() throws Exception {
         Volume source = create("pvc-elsewhere", 4 * MIB, PipelineTest.block(), COPY_NODE, null);
         Snapshot snapshot = snapshot("snap-elsewhere", source);
-        StatusRuntimeException refused = assertThrows(StatusRuntimeException.class,
-                () -> create("pvc-elsewhere-restored", 4 * MIB, PipelineTest.block(), REFLINK_NODE, from(snapshot)));
-        assertEquals(Status.Code.RESOURCE_EXHAUSTED, refused.getStatus().getCode());
-        assertTrue(refused.getStatus().getDescription().contains(COPY_NODE), refused.getStatus().getDescription());
         // Without topology it goes to the snapshot's node, as large as the snapshot when no size is asked.
         Volume restored = cluster.controller().createVolume(CreateVolumeRequest.newBuilder().setName("pvc-elsewhere-restored")
                 .addVolumeCapabilities(PipelineTest.block()).setVolumeContentSource(from(snapshot)).build()).getVolume();

@@ -25,6 +25,7 @@ import dev.strata.csi.backend.ControllerBackend;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -45,12 +46,14 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     private final AgentDirectory agents;
     private final Topology topology;
     private final Placement placement;
+    private final CrossNodeCopies copies;
     private final LocalCapabilities capabilities = new LocalCapabilities();
 
-    public LocalController(AgentDirectory agents, Topology topology) {
+    public LocalController(AgentDirectory agents, Topology topology, ContentRelay relay) {
         this.agents = agents;
         this.topology = topology;
         this.placement = new Placement(agents, topology);
+        this.copies = new CrossNodeCopies(agents, relay);
     }
 
     @Override
@@ -96,7 +99,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     }
 
     @Override
-    public Volume create(VolumeRequest wanted) {
+    public Volume create(VolumeRequest wanted) throws Exception {
         if (wanted.source().isPresent()) {
             return createCopy(wanted, Origin.of(wanted.source().get()));
         }
@@ -137,7 +140,11 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
      * A volume restored from a snapshot or cloned from a volume: made on the node that holds the
      * source, by a copy in that node's pool, when the topology requirement allows that node.
      */
-    private Volume createCopy(VolumeRequest asked, Origin origin) {
+    private Volume createCopy(VolumeRequest asked, Origin origin) throws Exception {
+        var copying = copies.running(asked.name());
+        if (copying.isPresent()) {
+            return volume(copying.get().nodeId(), copying.get().image());
+        }
         // Every node is asked, the source's too: a retry finds the copy made also once its source is gone.
         var existing = placement.find(asked.name(), Optional.empty());
         if (existing.isPresent()) {
@@ -147,6 +154,13 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
                 throw CsiException.alreadyExists("volume " + asked.name() + " exists on node " + existing.get().nodeId()
                         + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation() + ", other content or size than "
                         + origin.description() + ", " + asked.capacityBytes() + " bytes, " + asked.allocation());
+            }
+            if (!existing.get().nodeId().equals(origin.nodeId())) {
+                try {
+                    copies.cleanUp(origin.nodeId(), origin.source(), asked.name()); // a copy that ended before its clean-up
+                } catch (StatusRuntimeException e) {
+                    // the source's agent removes a temporary snapshot at its next start
+                }
             }
             return volume(existing.get().nodeId(), image);
         }
@@ -159,15 +173,14 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     }
 
     /**
-     * The one place for a copy whose source lives on a node the topology requirement does not
-     * allow (with WaitForFirstConsumer: the pod was scheduled elsewhere). Not built yet: the data
-     * would stream between the two nodes' agents. RESOURCE_EXHAUSTED makes external-provisioner
-     * ask the scheduler again, which may then pick the source's node.
+     * A copy whose source lives on a node the topology requirement does not allow (with
+     * WaitForFirstConsumer: the pod was scheduled elsewhere): made on the first allowed node with
+     * room, its content streamed from the source's node through this controller ({@link CrossNodeCopies}).
      */
-    private Volume createOnAnotherNode(VolumeRequest wanted, Origin origin) {
-        throw CsiException.resourceExhausted("volume " + wanted.name() + " would be a copy of " + origin.description()
-                + ", which lives on node " + origin.nodeId() + "; the topology requirement does not allow that node, and copies "
-                + "between nodes are not supported yet");
+    private Volume createOnAnotherNode(VolumeRequest wanted, Origin origin) throws Exception {
+        Placement.Placed placed = placement.place(wanted,
+                nodeId -> copies.copy(origin.nodeId(), origin.source(), origin.description(), nodeId, wanted));
+        return volume(placed.nodeId(), placed.image());
     }
 
     /** The size of the copy's source; NOT_FOUND when its node never registered or its agent does not have it. */

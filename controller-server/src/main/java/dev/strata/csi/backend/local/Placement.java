@@ -84,6 +84,28 @@ final class Placement {
     }
 
     private Placed create(VolumeRequest wanted, List<String> candidates, Optional<ContentSource> source) {
+        return place(wanted, candidates, nodeId -> {
+            CreateImageRequest.Builder create = CreateImageRequest.newBuilder()
+                    .setName(wanted.name())
+                    .setCapacityBytes(wanted.capacityBytes())
+                    .setAllocation(wanted.allocation());
+            source.ifPresent(create::setSource);
+            return agents.stub(nodeId).createImage(create.build()).getImage();
+        });
+    }
+
+    /** How a volume is made on a node; RESOURCE_EXHAUSTED passes on to the next node. */
+    @FunctionalInterface
+    interface Maker<E extends Exception> {
+        Image make(String nodeId) throws E;
+    }
+
+    /** Makes the volume with {@code maker} on the first node the requirement allows that has room. */
+    <E extends Exception> Placed place(VolumeRequest wanted, Maker<E> maker) throws E {
+        return place(wanted, candidates(wanted.requirements()), maker);
+    }
+
+    private <E extends Exception> Placed place(VolumeRequest wanted, List<String> candidates, Maker<E> maker) throws E {
         if (candidates.isEmpty()) {
             TopologyRequirement requirement = wanted.requirements();
             throw CsiException.resourceExhausted("no node agent is registered"
@@ -101,13 +123,7 @@ final class Placement {
                 continue;
             }
             try {
-                CreateImageRequest.Builder create = CreateImageRequest.newBuilder()
-                        .setName(wanted.name())
-                        .setCapacityBytes(wanted.capacityBytes())
-                        .setAllocation(wanted.allocation());
-                source.ifPresent(create::setSource);
-                Image image = agents.stub(nodeId).createImage(create.build()).getImage();
-                return new Placed(nodeId, image);
+                return new Placed(nodeId, maker.make(nodeId));
             } catch (StatusRuntimeException e) {
                 if (e.getStatus().getCode() != Status.Code.RESOURCE_EXHAUSTED) {
                     throw e;
