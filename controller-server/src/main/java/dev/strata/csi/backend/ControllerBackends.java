@@ -11,6 +11,7 @@ import dev.strata.csi.rpc.CsiException;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
@@ -42,25 +43,29 @@ public final class ControllerBackends {
     public Creation<?> forCreate(CreateVolumeRequest request) {
         ControllerBackend<?, ?> backend = forParameters(request.getParametersMap());
         if (request.hasVolumeContentSource()) {
-            VolumeContentSource source = request.getVolumeContentSource();
-            var needed = switch (source.getTypeCase()) {
-                case SNAPSHOT -> ControllerServiceCapability.RPC.Type.CREATE_DELETE_SNAPSHOT;
-                case VOLUME -> ControllerServiceCapability.RPC.Type.CLONE_VOLUME;
-                case TYPE_NOT_SET -> throw CsiException.invalidArgument("volume_content_source names neither a snapshot nor a volume");
-            };
-            if (!backend.rpcCapabilities().contains(needed)) {
-                throw CsiException.invalidArgument("volume_content_source: this StorageClass's backend cannot create a volume from a "
-                        + source.getTypeCase().name().toLowerCase(java.util.Locale.ROOT));
-            }
-            String sourceId = source.hasSnapshot() ? source.getSnapshot().getSnapshotId() : source.getVolume().getVolumeId();
-            boolean another = backends.stream().filter(other -> other != backend).anyMatch(other -> source.hasSnapshot()
-                    ? other.snapshotName(sourceId).isPresent() : other.byId(sourceId).isPresent());
-            if (another) { // copying between backends is not offered; the backend itself answers NOT_FOUND for an id nobody knows
-                throw CsiException.invalidArgument("volume_content_source " + CsiException.printable(sourceId)
-                        + " belongs to another backend than this StorageClass's; a volume is made from a source of its own backend");
-            }
+            requireOwnSource(backend, request.getVolumeContentSource());
         }
         return creation(backend, request);
+    }
+
+    /** INVALID_ARGUMENT unless {@code backend} can make a volume from {@code source}: its kind advertised, and no other backend's id. */
+    private void requireOwnSource(ControllerBackend<?, ?> backend, VolumeContentSource source) {
+        var needed = switch (source.getTypeCase()) {
+            case SNAPSHOT -> ControllerServiceCapability.RPC.Type.CREATE_DELETE_SNAPSHOT;
+            case VOLUME -> ControllerServiceCapability.RPC.Type.CLONE_VOLUME;
+            case TYPE_NOT_SET -> throw CsiException.invalidArgument("volume_content_source names neither a snapshot nor a volume");
+        };
+        if (!backend.rpcCapabilities().contains(needed)) {
+            throw CsiException.invalidArgument("volume_content_source: this StorageClass's backend cannot create a volume from a "
+                    + source.getTypeCase().name().toLowerCase(Locale.ROOT));
+        }
+        String sourceId = source.hasSnapshot() ? source.getSnapshot().getSnapshotId() : source.getVolume().getVolumeId();
+        boolean another = backends.stream().filter(other -> other != backend).anyMatch(other -> source.hasSnapshot()
+                ? other.snapshotName(sourceId).isPresent() : other.byId(sourceId).isPresent());
+        if (another) { // copying between backends is not offered; the backend itself answers NOT_FOUND for an id nobody knows
+            throw CsiException.invalidArgument("volume_content_source " + CsiException.printable(sourceId)
+                    + " belongs to another backend than this StorageClass's; a volume is made from a source of its own backend");
+        }
     }
 
     /** The backend StorageClass parameters choose (CreateVolume, GetCapacity). */

@@ -221,8 +221,7 @@ public final class Kernel {
         String what = "copy_file_range " + source.path() + " to " + destination.path();
         long left = length;
         while (left > 0) {
-            long chunk = left;
-            long copied = libc.copy_file_range(source.number(), in, destination.number(), out, chunk, 0);
+            long copied = libc.copy_file_range(source.number(), in, destination.number(), out, left, 0);
             if (copied == -1) {
                 throw new SyscallException(what, runtime.getLastError());
             }
