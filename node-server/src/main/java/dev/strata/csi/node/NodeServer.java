@@ -1,5 +1,6 @@
 package dev.strata.csi.node;
 
+import dev.strata.csi.agent.AbandonedCopies;
 import dev.strata.csi.agent.ControllerAddresses;
 import dev.strata.csi.agent.NodeAgentService;
 import dev.strata.csi.agent.PoolOwnership;
@@ -43,6 +44,7 @@ import dev.strata.csi.system.Command;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Clock;
 import java.time.Duration;
 import java.util.List;
 
@@ -71,10 +73,17 @@ public final class NodeServer {
     static final Flag NFS_TIMEOUT = new Flag("nfs-timeout", "NFS_TIMEOUT", "60s",
             "deadline for one NFS mount, for one unmount with its forced and lazy retries, and for each stat, statfs or chmod of a share (a child process killed at it)");
 
+    static final Flag ABANDONED_COPY_EXPIRY = new Flag("abandoned-copy-expiry", "ABANDONED_COPY_EXPIRY", "1h",
+            "a volume partly received from another node (restore or clone across nodes) that no step of its copy touched for "
+                    + "this long is removed, its capacity freed: its PVC was deleted and nobody comes back for it. A copy in "
+                    + "progress records a step at least every 64 MiB, and external-provisioner retries CreateVolume at least "
+                    + "every 5 minutes by default, each retry a step; 0 keeps them forever");
+
     private NodeServer() {}
 
     private static List<Flag> flags() {
-        List<Flag> flags = new java.util.ArrayList<>(List.of(NODE_ID, POOL_DIR, KUBELET_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, MAX_VOLUMES, NFS_TIMEOUT));
+        List<Flag> flags = new java.util.ArrayList<>(List.of(NODE_ID, POOL_DIR, KUBELET_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, MAX_VOLUMES, NFS_TIMEOUT,
+                ABANDONED_COPY_EXPIRY));
         flags.addAll(AgentSecurity.flags());
         return flags;
     }
@@ -112,10 +121,13 @@ public final class NodeServer {
                             "point", point, "variable", Crashes.ENVIRONMENT));
                     ImageFiles files = new MeteredImageFiles(new SystemImageFiles(kernel, stats), steps);
                     ImagePool pool = new ImagePool(poolDir, files, loops, mounter,
-                            new MeteredFilesystemFreezer(new SystemFilesystemFreezer(kernel), steps), crashes, log);
+                            new MeteredFilesystemFreezer(new SystemFilesystemFreezer(kernel), steps), crashes, Clock.systemUTC(), log);
                     PoolMetrics.register(pool, context.metrics());
                     VolumeLocks locks = new VolumeLocks();
                     PoolOwnership ownership = new PoolOwnership(pool);
+                    // After the pool's reconcile, before any call: a copy abandoned while the node was down goes at start.
+                    AbandonedCopies abandoned = new AbandonedCopies(pool, locks, flags.durationValue(ABANDONED_COPY_EXPIRY),
+                            context.metrics(), log);
                     TcpComponent agent = new TcpComponent(
                             TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
                             List.of(new NodeAgentService(pool, locks, new ImageContent(files), context.metrics(), crashes, log)),
@@ -130,7 +142,7 @@ public final class NodeServer {
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),
                                     new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), backends, locks, kubeletDir, poolDir)),
-                            List.of(ownership, agent, registration), ownership::ready);
+                            List.of(ownership, abandoned, agent, registration), ownership::ready);
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));
     }

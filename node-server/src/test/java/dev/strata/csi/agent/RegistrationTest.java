@@ -129,7 +129,7 @@ class RegistrationTest {
         Kernel kernel = new Kernel();
         ImagePool pool = new ImagePool(Files.createDirectories(dir.resolve("pool")),
                 new SystemImageFiles(kernel, new SystemFilesystemStats()), new SystemLoopDevices(kernel),
-                new SystemMounter(kernel, new Command(), MountHelpers.system()), new SystemFilesystemFreezer(kernel), Crashes.NONE, log);
+                new SystemMounter(kernel, new Command(), MountHelpers.system()), new SystemFilesystemFreezer(kernel), Crashes.NONE, java.time.Clock.systemUTC(), log);
         Registration registration = new Registration(new ControllerAddresses(ControllerAddresses.parse("controller-address", flag),
                 resolver, log), "node-r", "127.0.0.1", () -> 9870, Map.of("topology.strata.csi.dev/node", "node-r"), pool, security, log);
         registration.start();

@@ -20,6 +20,8 @@ import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.time.Clock;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -57,13 +59,16 @@ public final class ImagePool {
     private final Mounter mounts;
     private final Log log;
     private final Crashes crashes;
+    /** When transfer steps happen, as RECEIVING records keep it. */
+    private final Clock clock;
     /** Held from the capacity check to the intent record, so two creates cannot both take the last space. */
     private final java.util.concurrent.locks.ReentrantLock capacity = new java.util.concurrent.locks.ReentrantLock();
 
     public ImagePool(Path dir, ImageFiles files, LoopDevices loops, Mounter mounts, FilesystemFreezer freezer, Crashes crashes,
-            Log log) {
+            Clock clock, Log log) {
         this.dir = dir;
         this.crashes = crashes;
+        this.clock = clock;
         this.records = new RecordStore(dir, log);
         this.snapshots = new SnapshotStore(dir, log);
         this.freezes = new Freezes(dir, freezer, crashes, log);
@@ -196,6 +201,9 @@ public final class ImagePool {
                                 + allocation(record) + ", " + describe(has) + "; asked for " + capacityBytes + " bytes, " + allocation
                                 + ", " + describe(Optional.of(from)) + " of another node");
                     }
+                    if (record.getState() == ImageRecord.State.RECEIVING) { // the copy is back for it: not abandoned
+                        record = progressed(record.toBuilder());
+                    }
                     return record;
                 }
                 case DELETING -> finishDelete(record);
@@ -215,8 +223,7 @@ public final class ImagePool {
         crashes.reach(CrashPoint.CREATE_RECORDED);
         files.create(imagePath(name), capacityBytes, allocation);
         crashes.reach(CrashPoint.CREATE_ALLOCATED);
-        record = record.toBuilder().setState(ImageRecord.State.RECEIVING).build();
-        records.write(record);
+        record = progressed(record.toBuilder().setState(ImageRecord.State.RECEIVING));
         log.info("image created to receive content", "volume", name, "bytes", capacityBytes, "allocation", allocation);
         return record;
     }
@@ -225,17 +232,58 @@ public final class ImagePool {
     public ImageRecord restartReceive(String name, String tag) throws IOException {
         ImageRecord record = receiving(name);
         files.create(imagePath(name), record.getCapacityBytes(), allocation(record));
-        record = record.toBuilder().setReceiveTag(tag).setReceivedBytes(0).build();
-        records.write(record);
-        return record;
+        return progressed(record.toBuilder().setReceiveTag(tag).setReceivedBytes(0));
     }
 
     /** Records that everything below {@code receivedBytes} of the RECEIVING image's content is on disk, synced. */
     public void receivedUpTo(String name, long receivedBytes) throws IOException {
-        ImageRecord record = receiving(name);
-        if (record.getReceivedBytes() != receivedBytes) {
-            records.write(record.toBuilder().setReceivedBytes(receivedBytes).build());
+        progressed(receiving(name).toBuilder().setReceivedBytes(receivedBytes));
+    }
+
+    /** Writes the RECEIVING record with the time of this transfer step: the image is not abandoned. */
+    private ImageRecord progressed(ImageRecord.Builder record) throws IOException {
+        ImageRecord written = record.setReceiveProgressTime(timestamp(clock.instant())).build();
+        records.write(written);
+        return written;
+    }
+
+    /** The RECEIVING images of the pool, by name: the candidates for {@link #removeIfAbandoned}. */
+    public List<String> receivingImages() throws IOException {
+        return records.all().stream().filter(record -> record.getState() == ImageRecord.State.RECEIVING).map(ImageRecord::getName).toList();
+    }
+
+    /**
+     * Removes the RECEIVING image {@code name} when no transfer step has touched it for
+     * {@code expiry}: a copy nobody comes back for (its volume's PVC was deleted while
+     * external-provisioner retried, and the provisioner restarted and forgot it), whose file and
+     * reserved capacity would stay forever. It goes the way of a delete (DELETING first, so the
+     * next start finishes an interrupted removal). A record from before the step time was kept
+     * gets it now: its idle time counts from here. The caller holds the image's lock, as every
+     * transfer step does: a step either came first, and the image is kept, or finds it gone.
+     * Returns whether the image was removed.
+     */
+    public boolean removeIfAbandoned(String name, Duration expiry) throws IOException, DeviceException, MountException {
+        Optional<ImageRecord> found = records.read(name).filter(record -> record.getState() == ImageRecord.State.RECEIVING);
+        if (found.isEmpty()) {
+            return false;
         }
+        ImageRecord record = found.get();
+        if (!record.hasReceiveProgressTime()) {
+            progressed(record.toBuilder());
+            log.info("partly received image without the time of its last transfer step (an older release's record); "
+                    + "it counts as idle from now", "volume", name, "received_bytes", record.getReceivedBytes());
+            return false;
+        }
+        Instant last = Instant.ofEpochSecond(record.getReceiveProgressTime().getSeconds(), record.getReceiveProgressTime().getNanos());
+        Duration idle = Duration.between(last, clock.instant());
+        if (idle.compareTo(expiry) < 0) {
+            return false;
+        }
+        delete(name);
+        log.warn("removed partly received image: no transfer step for longer than the abandoned-copy expiry; "
+                        + "its capacity is free again", "volume", name, "received_bytes", record.getReceivedBytes(),
+                "capacity_bytes", record.getCapacityBytes(), "idle_seconds", idle.toSeconds(), "expiry_seconds", expiry.toSeconds());
+        return true;
     }
 
     /**
@@ -348,14 +396,13 @@ public final class ImagePool {
             }
         }
         ImageRecord source = ready(sourceImage);
-        Instant now = Instant.now();
         SnapshotRecord record = SnapshotRecord.newBuilder()
                 .setName(name)
                 .setTemporary(temporary)
                 .setSourceImage(sourceImage)
                 .setCapacityBytes(source.getCapacityBytes())
                 .setState(SnapshotRecord.State.CREATING)
-                .setCreationTime(Timestamp.newBuilder().setSeconds(now.getEpochSecond()).setNanos(now.getNano()))
+                .setCreationTime(timestamp(clock.instant()))
                 .setFilesystem(source.getFilesystem())
                 .setUsedAsBlock(source.getUsedAsBlock())
                 .setCopyBytes(files.allocatedBytes(imagePath(sourceImage)))
@@ -925,6 +972,10 @@ public final class ImagePool {
                 .setDevicePath(device == null ? "" : device.device().toString())
                 .addAllPublishedNodeIds(record.getPublishedNodeIdsList())
                 .build();
+    }
+
+    private static Timestamp timestamp(Instant instant) {
+        return Timestamp.newBuilder().setSeconds(instant.getEpochSecond()).setNanos(instant.getNano()).build();
     }
 
     /** The agent API's content source as the record keeps it. */

@@ -63,7 +63,7 @@ class ImageExpansionTest {
     }
 
     ImagePool pool(ImageFiles files) throws IOException {
-        return new ImagePool(Files.createDirectories(dir.resolve("pool")), files, loops, mounter, new SystemFilesystemFreezer(kernel), Crashes.NONE, log);
+        return new ImagePool(Files.createDirectories(dir.resolve("pool")), files, loops, mounter, new SystemFilesystemFreezer(kernel), Crashes.NONE, java.time.Clock.systemUTC(), log);
     }
 
 

@@ -1,9 +1,12 @@
 package dev.strata.csi.backend.local;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.linux.Kernel.DataRange;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountTable;
@@ -15,6 +18,11 @@ import java.io.PrintStream;
 import java.io.RandomAccessFile;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.ZoneId;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -144,8 +152,36 @@ class ImagePoolCapacityTest {
         }
     };
 
+    /** A clock that moves only when told to. */
+    private static final class MovingClock extends Clock {
+        private Instant now = Instant.parse("2026-01-01T00:00:00Z");
+
+        void advance(Duration by) {
+            now = now.plus(by);
+        }
+
+        @Override
+        public Instant instant() {
+            return now;
+        }
+
+        @Override
+        public ZoneId getZone() {
+            return ZoneOffset.UTC;
+        }
+
+        @Override
+        public Clock withZone(ZoneId zone) {
+            return this;
+        }
+    }
+
     private ImagePool pool(long total, long spaceCheckMillis) throws Exception {
-        ImagePool pool = new ImagePool(dir, new SmallPool(total, spaceCheckMillis), NO_LOOPS, NO_MOUNTS, new SystemFilesystemFreezer(new dev.strata.csi.linux.Kernel()), Crashes.NONE,
+        return pool(total, spaceCheckMillis, Clock.systemUTC());
+    }
+
+    private ImagePool pool(long total, long spaceCheckMillis, Clock clock) throws Exception {
+        ImagePool pool = new ImagePool(dir, new SmallPool(total, spaceCheckMillis), NO_LOOPS, NO_MOUNTS, new SystemFilesystemFreezer(new dev.strata.csi.linux.Kernel()), Crashes.NONE, clock,
                 new Log(new PrintStream(PrintStream.nullOutputStream()), 0));
         pool.reconcile();
         return pool;
@@ -187,6 +223,62 @@ class ImagePoolCapacityTest {
             callers.shutdownNow();
         }
         assertEquals(2 * GIB, pool.status().getAvailableBytes());
+    }
+
+    private static final Duration EXPIRY = Duration.ofHours(1);
+    private static final ContentSource ELSEWHERE = ContentSource.newBuilder().setImage("pvc-elsewhere").build();
+
+    /** Each transfer step (ReceiveImage, a checkpoint, a start over) counts the idle time from zero again. */
+    @Test
+    void aCopyIdleForTheExpiryIsRemovedAndItsCapacityGivenBack() throws Exception {
+        MovingClock clock = new MovingClock();
+        ImagePool pool = pool(10 * GIB, 0, clock);
+        pool.create("pvc-ready", GIB, Allocation.SPARSE);
+        pool.receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE);
+        assertEquals(3 * GIB, pool.status().getAvailableBytes(), "the partial image reserves its capacity");
+
+        clock.advance(EXPIRY.minusMinutes(1));
+        pool.receivedUpTo("pvc-copy", 64L << 20); // a checkpoint
+        clock.advance(EXPIRY.minusMinutes(1));
+        assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since the checkpoint");
+        pool.receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE); // the retried CreateVolume asks again
+        clock.advance(EXPIRY.minusMinutes(1));
+        assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since ReceiveImage");
+        pool.restartReceive("pvc-copy", "other content");
+        clock.advance(EXPIRY.minusSeconds(1));
+        assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "a second short of an hour since the start over");
+        assertEquals(List.of("pvc-copy"), pool.receivingImages());
+
+        clock.advance(Duration.ofSeconds(1));
+        assertTrue(pool.removeIfAbandoned("pvc-copy", EXPIRY));
+        assertEquals(9 * GIB, pool.status().getAvailableBytes(), "its capacity is free again");
+        assertEquals(List.of("pvc-ready.img", "pvc-ready.record"), files());
+        assertEquals(List.of(), pool.receivingImages());
+        assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "gone already");
+        clock.advance(EXPIRY.multipliedBy(10));
+        assertFalse(pool.removeIfAbandoned("pvc-ready", EXPIRY), "a READY volume is never an abandoned copy");
+        assertTrue(pool.exists("pvc-ready"));
+    }
+
+    /** A record written before the step time was kept: idle from when this agent first saw it, and that time is kept. */
+    @Test
+    void anOlderRecordWithoutTheStepTimeCountsFromWhenFirstSeen() throws Exception {
+        MovingClock clock = new MovingClock();
+        pool(10 * GIB, 0, clock).receive("pvc-old", 2 * GIB, Allocation.SPARSE, ELSEWHERE);
+        Path record = dir.resolve("pvc-old.record");
+        String older = Files.readString(record).replaceAll("receive_progress_time \\{[^}]*\\}\\s*", "");
+        assertFalse(older.contains("receive_progress_time"), older);
+        Files.writeString(record, older);
+
+        clock.advance(EXPIRY.multipliedBy(5));
+        ImagePool restarted = pool(10 * GIB, 0, clock);
+        assertFalse(restarted.removeIfAbandoned("pvc-old", EXPIRY), "first seen just now");
+        assertTrue(Files.readString(record).contains("receive_progress_time"), "the first sight is recorded, over restarts");
+        clock.advance(EXPIRY.minusSeconds(1));
+        assertFalse(pool(10 * GIB, 0, clock).removeIfAbandoned("pvc-old", EXPIRY));
+        clock.advance(Duration.ofSeconds(1));
+        assertTrue(pool(10 * GIB, 0, clock).removeIfAbandoned("pvc-old", EXPIRY));
+        assertEquals(List.of(), files());
     }
 
     private List<String> files() throws IOException {
