@@ -100,6 +100,7 @@ public final class NodeServer {
                     var flags = context.flags();
                     var log = context.log();
                     String nodeId = nodeId(flags.get(NODE_ID));
+                    Duration abandonedCopyExpiry = flags.durationValue(ABANDONED_COPY_EXPIRY);
                     var controllers = ControllerAddresses.parse(CONTROLLER_ADDRESS.name(), flags.get(CONTROLLER_ADDRESS));
                     AgentSecurity security = AgentSecurity.fromFlags(flags, context.environment(), log);
                     Topology topology = Topology.forDriver(context.plugin().name());
@@ -126,8 +127,7 @@ public final class NodeServer {
                     VolumeLocks locks = new VolumeLocks();
                     PoolOwnership ownership = new PoolOwnership(pool);
                     // After the pool's reconcile, before any call: a copy abandoned while the node was down goes at start.
-                    AbandonedCopies abandoned = new AbandonedCopies(pool, locks, flags.durationValue(ABANDONED_COPY_EXPIRY),
-                            context.metrics(), log);
+                    AbandonedCopies abandoned = new AbandonedCopies(pool, locks, abandonedCopyExpiry, context.metrics(), log);
                     TcpComponent agent = new TcpComponent(
                             TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
                             List.of(new NodeAgentService(pool, locks, new ImageContent(files), context.metrics(), crashes, log)),

@@ -238,6 +238,22 @@ public final class Cluster implements AutoCloseable {
         return Integer.parseInt(port.group(1));
     }
 
+    /** GetCapacity of the node once {@code wanted} holds for it, or after 15 s (the agent reports its pool at its next renewal). */
+    public long capacity(String nodeId, java.util.function.LongPredicate wanted) throws InterruptedException {
+        csi.v1.Csi.GetCapacityRequest request = csi.v1.Csi.GetCapacityRequest.newBuilder()
+                .setAccessibleTopology(PipelineTest.on(nodeId)).build();
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(15);
+        long available;
+        do {
+            available = controller().getCapacity(request).getAvailableCapacity();
+            if (wanted.test(available)) {
+                return available;
+            }
+            Thread.sleep(250);
+        } while (System.nanoTime() < deadline);
+        return available;
+    }
+
     /** The agent token every server of this cluster holds. */
     public Path tokenFile() {
         return tokenFile;

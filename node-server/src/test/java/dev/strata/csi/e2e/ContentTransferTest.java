@@ -299,7 +299,12 @@ class ContentTransferTest {
 
     /** The files of the node's pool whose names start with {@code prefix}. */
     static List<String> poolFiles(String node, String prefix) throws Exception {
-        try (var files = Files.list(cluster.node(node).pool())) {
+        return poolFiles(cluster.node(node).pool(), prefix);
+    }
+
+    /** The files of {@code pool} whose names start with {@code prefix}. */
+    static List<String> poolFiles(Path pool, String prefix) throws Exception {
+        try (var files = Files.list(pool)) {
             return files.map(file -> file.getFileName().toString()).filter(file -> file.startsWith(prefix)).sorted().toList();
         }
     }
@@ -331,7 +336,7 @@ class ContentTransferTest {
         return HexFormat.of().formatHex(digest.digest());
     }
 
-    private static int crc32c(byte[] data) {
+    static int crc32c(byte[] data) {
         java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
         crc.update(data);
         return (int) crc.getValue();

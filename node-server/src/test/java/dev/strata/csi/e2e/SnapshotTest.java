@@ -13,7 +13,6 @@ import csi.v1.Csi.CreateSnapshotRequest;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.DeleteSnapshotRequest;
 import csi.v1.Csi.DeleteVolumeRequest;
-import csi.v1.Csi.GetCapacityRequest;
 import csi.v1.Csi.ListSnapshotsRequest;
 import csi.v1.Csi.ListSnapshotsResponse;
 import csi.v1.Csi.NodeGetVolumeStatsRequest;
@@ -445,32 +444,17 @@ class SnapshotTest {
             device.getFD().sync();
         }
         try {
-            long before = capacity(REFLINK_NODE, available -> true);
+            long before = cluster.capacity(REFLINK_NODE, available -> true);
             Snapshot snapshot = snapshot("snap-capacity", source.volume());
-            long after = capacity(REFLINK_NODE, available -> available <= before - 40 * MIB);
+            long after = cluster.capacity(REFLINK_NODE, available -> available <= before - 40 * MIB);
             assertTrue(before - after >= 40 * MIB, "a snapshot of 48 MiB of data takes it from the pool: " + before + " -> " + after);
             deleteSnapshot(snapshot);
             // Compared with the reduced figure: xfs's own metadata and copy-on-write reservations move by a few MiB.
-            long freed = capacity(REFLINK_NODE, available -> available >= after + 40 * MIB);
+            long freed = cluster.capacity(REFLINK_NODE, available -> available >= after + 40 * MIB);
             assertTrue(freed >= after + 40 * MIB, "given back once deleted: " + after + " -> " + freed);
         } finally {
             delete(source);
         }
-    }
-
-    /** GetCapacity of the node once {@code wanted} holds for it, or after 15 s (the agent reports its pool at its next renewal). */
-    static long capacity(String node, java.util.function.LongPredicate wanted) throws Exception {
-        GetCapacityRequest request = GetCapacityRequest.newBuilder().setAccessibleTopology(PipelineTest.on(node)).build();
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(15);
-        long available;
-        do {
-            available = cluster.controller().getCapacity(request).getAvailableCapacity();
-            if (wanted.test(available)) {
-                return available;
-            }
-            Thread.sleep(250);
-        } while (System.nanoTime() < deadline);
-        return available;
     }
 
     static List<Snapshot> listSnapshots(ListSnapshotsRequest.Builder request) {

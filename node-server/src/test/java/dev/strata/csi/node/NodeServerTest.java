@@ -96,6 +96,20 @@ class NodeServerTest {
     }
 
     @Test
+    void anAbandonedCopyExpiryIsADuration() throws Exception {
+        try (ServerProcess help = ServerProcess.start(NodeServer.class, "--help")) {
+            assertEquals(0, help.exitCode());
+            assertTrue(help.output().contains("--abandoned-copy-expiry") && help.output().contains("env ABANDONED_COPY_EXPIRY; default \"1h\""), help.output());
+        }
+        try (ServerProcess soon = ServerProcess.start(NodeServer.class, "--endpoint", "unix://" + dir.resolve("x.sock"),
+                "--node-id", "worker-1", "--abandoned-copy-expiry", "soon",
+                "--controller-address", "127.0.0.1:1", "--agent-token-file", "/nonexistent")) {
+            assertEquals(2, soon.exitCode());
+            assertTrue(soon.output().contains("flag --abandoned-copy-expiry takes a duration such as 1m30s"), soon.output());
+        }
+    }
+
+    @Test
     void overlongNodeIdIsAUsageError() throws Exception {
         try (ServerProcess longId = ServerProcess.start(NodeServer.class,
                 "--endpoint", "unix://" + dir.resolve("x.sock"), "--node-id", "n".repeat(257),

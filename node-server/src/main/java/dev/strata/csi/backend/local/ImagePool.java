@@ -295,6 +295,7 @@ public final class ImagePool {
         ImageRecord record = receiving(name);
         record = record.toBuilder()
                 .setState(ImageRecord.State.READY)
+                .clearReceiveProgressTime()
                 .setFilesystem(filesystem)
                 .setUsedAsBlock(usedAsBlock)
                 .setGrowFilesystem(!filesystem.isEmpty() && sourceBytes < record.getCapacityBytes())
