@@ -7,9 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.DeleteVolumeRequest;
-import csi.v1.Csi.TopologyRequirement;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentChunk;
 import dev.strata.csi.agent.api.ContentSource;
@@ -71,14 +69,7 @@ class AbandonedCopyTest {
         cluster = Cluster.start(dir, List.of("--agent-plaintext", "true"), List.of(),
                 Map.of("ABANDONED_COPY_EXPIRY", EXPIRY.toSeconds() + "s"), "node-a", "node-b");
         relays = new Relays(cluster);
-        cluster.controller().createVolume(CreateVolumeRequest.newBuilder()
-                .setName("pvc-source")
-                .setCapacityRange(csi.v1.Csi.CapacityRange.newBuilder().setRequiredBytes(SIZE))
-                .addVolumeCapabilities(PipelineTest.block())
-                .setAccessibilityRequirements(TopologyRequirement.newBuilder().addRequisite(PipelineTest.on("node-a")))
-                .build());
-        source = cluster.node("node-a").pool().resolve("pvc-source.img");
-        TransferCrashTest.write(source, 0, DATA, 3);
+        source = TransferCrashTest.source(cluster, SIZE, DATA, 3);
     }
 
     @AfterAll
@@ -271,16 +262,7 @@ class AbandonedCopyTest {
     }
 
     private static Image copy(String name, AtomicLong progress) throws Exception {
-        ManagedChannel a = relays.channel("node-a");
-        ManagedChannel b = relays.channel("node-b");
-        try {
-            ContentSource from = ContentSource.newBuilder().setImage("pvc-source").build();
-            return Relays.relay().copy(relays.agent("node-a", a), from, from, relays.agent("node-b", b), name, SIZE,
-                    Allocation.SPARSE, progress);
-        } finally {
-            a.shutdownNow();
-            b.shutdownNow();
-        }
+        return relays.copy("node-a", "pvc-source", "node-b", name, SIZE, progress);
     }
 
     private static ReceiveImageRequest receiveRequest(String name) {
@@ -305,22 +287,8 @@ class AbandonedCopyTest {
     }
 
     private static StreamObserver<WriteContentRequest> writeContent(ManagedChannel channel, CompletableFuture<WriteContentResponse> result) {
-        return NodeAgentGrpc.newStub(channel).withCallCredentials(relays.token()).withDeadlineAfter(60, TimeUnit.SECONDS)
-                .writeContent(new StreamObserver<>() {
-                    @Override
-                    public void onNext(WriteContentResponse response) {
-                        result.complete(response);
-                    }
-
-                    @Override
-                    public void onError(Throwable t) {
-                        result.completeExceptionally(t);
-                    }
-
-                    @Override
-                    public void onCompleted() {
-                    }
-                });
+        return Relays.writeContent(NodeAgentGrpc.newStub(channel).withCallCredentials(relays.token()).withDeadlineAfter(60, TimeUnit.SECONDS),
+                result);
     }
 
     private static WriteContentRequest start(String name, String tag) {

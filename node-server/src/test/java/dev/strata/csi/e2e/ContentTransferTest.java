@@ -216,22 +216,8 @@ class ContentTransferTest {
                 .receiveImage(ReceiveImageRequest.newBuilder().setName(name).setCapacityBytes(8 * MIB).setAllocation(Allocation.SPARSE)
                         .setSource(image("pvc-elsewhere")).build());
         CompletableFuture<WriteContentResponse> result = new CompletableFuture<>();
-        StreamObserver<WriteContentRequest> stream = NodeAgentGrpc.newStub(channelB).withCallCredentials(token)
-                .withDeadlineAfter(30, TimeUnit.SECONDS).writeContent(new StreamObserver<>() {
-                    @Override
-                    public void onNext(WriteContentResponse response) {
-                        result.complete(response);
-                    }
-
-                    @Override
-                    public void onError(Throwable t) {
-                        result.completeExceptionally(t);
-                    }
-
-                    @Override
-                    public void onCompleted() {
-                    }
-                });
+        StreamObserver<WriteContentRequest> stream = Relays.writeContent(NodeAgentGrpc.newStub(channelB).withCallCredentials(token)
+                .withDeadlineAfter(30, TimeUnit.SECONDS), result);
         stream.onNext(WriteContentRequest.newBuilder().setName(name).setChunk(ContentChunk.newBuilder()
                 .setStart(ContentStart.newBuilder().setTag("test/" + name).setSizeBytes(8 * MIB))).build());
         for (ContentChunk chunk : chunks) {

@@ -10,14 +10,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.DeleteVolumeRequest;
 import csi.v1.Csi.TopologyRequirement;
-import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.backend.local.CrashPoint;
 import dev.strata.csi.backend.local.Crashes;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
-import io.grpc.ManagedChannel;
 import io.grpc.StatusRuntimeException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
@@ -26,7 +23,6 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.List;
 import java.util.Random;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
@@ -60,14 +56,7 @@ class TransferCrashTest {
         Root.require();
         cluster = Cluster.start(dir, "node-a", "node-b");
         relays = new Relays(cluster);
-        cluster.controller().createVolume(CreateVolumeRequest.newBuilder()
-                .setName("pvc-source")
-                .setCapacityRange(csi.v1.Csi.CapacityRange.newBuilder().setRequiredBytes(SIZE))
-                .addVolumeCapabilities(PipelineTest.block())
-                .setAccessibilityRequirements(TopologyRequirement.newBuilder().addRequisite(PipelineTest.on("node-a")))
-                .build());
-        source = cluster.node("node-a").pool().resolve("pvc-source.img");
-        write(source, 0, DATA, 1);
+        source = source(cluster, SIZE, DATA, 1);
     }
 
     @AfterAll
@@ -127,21 +116,25 @@ class TransferCrashTest {
     }
 
     private static Image copy(String name, AtomicLong progress) throws Exception {
-        ManagedChannel a = relays.channel("node-a");
-        ManagedChannel b = relays.channel("node-b");
-        try {
-            ContentSource source = ContentSource.newBuilder().setImage("pvc-source").build();
-            return Relays.relay().copy(relays.agent("node-a", a), source, source,
-                    relays.agent("node-b", b), name, SIZE, Allocation.SPARSE, progress);
-        } finally {
-            a.shutdownNow();
-            b.shutdownNow();
-        }
+        return relays.copy("node-a", "pvc-source", "node-b", name, SIZE, progress);
     }
 
     private static long receivedBytes(String record) {
         var matcher = java.util.regex.Pattern.compile("received_bytes: (\\d+)").matcher(record);
         return matcher.find() ? Long.parseLong(matcher.group(1)) : 0;
+    }
+
+    /** The block volume pvc-source on node-a, of {@code size} bytes, its first {@code data} bytes written from {@code seed}: its image. */
+    static Path source(Cluster cluster, long size, long data, int seed) throws Exception {
+        cluster.controller().createVolume(CreateVolumeRequest.newBuilder()
+                .setName("pvc-source")
+                .setCapacityRange(csi.v1.Csi.CapacityRange.newBuilder().setRequiredBytes(size))
+                .addVolumeCapabilities(PipelineTest.block())
+                .setAccessibilityRequirements(TopologyRequirement.newBuilder().addRequisite(PipelineTest.on("node-a")))
+                .build());
+        Path image = cluster.node("node-a").pool().resolve("pvc-source.img");
+        write(image, 0, data, seed);
+        return image;
     }
 
     static void write(Path image, long offset, long length, int seed) throws Exception {
