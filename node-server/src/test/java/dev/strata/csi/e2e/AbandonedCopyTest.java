@@ -18,6 +18,7 @@ import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.ReceiveImageRequest;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
+import dev.strata.csi.testing.Exposition;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
 import io.grpc.ManagedChannel;
@@ -195,7 +196,8 @@ class AbandonedCopyTest {
         Files.writeString(older, stripped);
         Thread.sleep(EXPIRY.plusSeconds(2).toMillis());
 
-        var node = cluster.startNode("node-b");
+        String http = "127.0.0.1:" + Cluster.freePort();
+        var node = cluster.startNode("node-b", Cluster.Launch.HOST.with("HTTP_ENDPOINT", http));
         String output = node.process().output();
         Matcher removal = removal("pvc-down").matcher(output);
         assertTrue(removal.find(), "removed at start:\n" + output);
@@ -207,8 +209,10 @@ class AbandonedCopyTest {
         assertTrue(output.contains("counts as idle from now"), output);
         assertTrue(Files.exists(image("pvc-older")), "an older record counts from its first sight");
         assertTrue(Files.readString(older).contains("receive_progress_time"), "which is recorded");
+        assertEquals(1, Exposition.scrape(http).value("strata_abandoned_copies_removed_total", Map.of()));
         awaitRemoval("pvc-older");
         assertEquals(List.of(), poolFiles("pvc-older"));
+        assertEquals(2, Exposition.scrape(http).value("strata_abandoned_copies_removed_total", Map.of()));
     }
 
     /**

@@ -301,7 +301,7 @@ public final class Cluster implements AutoCloseable {
         return all.toArray(String[]::new);
     }
 
-    private static int freePort() throws IOException {
+    static int freePort() throws IOException {
         try (ServerSocket socket = new ServerSocket(0)) {
             return socket.getLocalPort();
         }

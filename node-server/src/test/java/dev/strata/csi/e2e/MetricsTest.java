@@ -20,7 +20,6 @@ import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
-import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -50,8 +49,8 @@ class MetricsTest {
     @Test
     void bothServersServeHealthAndMetricsOfTheirCalls() throws Exception {
         Root.require();
-        String controllerHttp = "127.0.0.1:" + freePort();
-        String nodeHttp = "127.0.0.1:" + freePort();
+        String controllerHttp = "127.0.0.1:" + Cluster.freePort();
+        String nodeHttp = "127.0.0.1:" + Cluster.freePort();
         HealthWatch controllerHealth = new HealthWatch(controllerHttp);
         HealthWatch nodeHealth = new HealthWatch(nodeHttp);
         try (Cluster cluster = Cluster.start(dir, List.of("--agent-plaintext"), List.of("--http-endpoint", controllerHttp),
@@ -175,12 +174,6 @@ class MetricsTest {
                 assertTrue(answers.subList(0, firstOk).stream().allMatch(code -> code == 503), answers.toString());
                 assertTrue(answers.subList(firstOk, answers.size()).stream().allMatch(code -> code == 200), answers.toString());
             }
-        }
-    }
-
-    private static int freePort() throws java.io.IOException {
-        try (ServerSocket socket = new ServerSocket(0)) {
-            return socket.getLocalPort();
         }
     }
 }
