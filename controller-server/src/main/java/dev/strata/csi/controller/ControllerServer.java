@@ -89,7 +89,7 @@ public final class ControllerServer {
                             "variable", NfsCrashes.ENVIRONMENT));
                     NfsController nfs = new NfsController(exports, new SystemProjectQuotas(new Kernel()), nfsTimeout,
                             Clock.systemUTC(), crashes, context.log());
-                    Thread.ofVirtual().name("nfs-partial-copies").start(() -> {
+                    Thread.ofPlatform().daemon().name("nfs-partial-copies").start(() -> {
                         try {
                             nfs.removePartialCopies();
                         } catch (Exception e) { // an export not answering: the retries remove their own copies

@@ -68,7 +68,7 @@ public final class Command implements Commands {
                 throw new UncheckedIOException(e);
             }
         });
-        Thread.startVirtualThread(task);
+        Thread.ofPlatform().daemon().name("command-output").start(task);
         return task;
     }
 

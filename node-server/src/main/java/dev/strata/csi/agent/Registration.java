@@ -62,7 +62,7 @@ public final class Registration implements Component {
 
     @Override
     public void start() {
-        loop = Thread.ofVirtual().name("registration").unstarted(this::run);
+        loop = Thread.ofPlatform().daemon().name("registration").unstarted(this::run);
         loop.start();
     }
 
@@ -106,7 +106,7 @@ public final class Registration implements Component {
         Renewal(String target) {
             this.target = target;
             this.channel = security.channel(target);
-            this.thread = Thread.ofVirtual().name("registration-" + target).start(this::run);
+            this.thread = Thread.ofPlatform().daemon().name("registration-" + target).start(this::run);
         }
 
         private void run() {
