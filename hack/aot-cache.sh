@@ -4,7 +4,9 @@
 # full pipelines with real loop devices and mounts, as root). The demo and the benchmarks start
 # the servers with them. Does nothing on an older JDK, or when the caches are newer than the jars
 # and deploy/jvm.options. The image trains its own at build time (Dockerfile).
-# Usage (as root, after mvn package): hack/aot-cache.sh [PIPELINES=5]
+# With OPTIONS_FILE and OUT_DIR it trains, always, caches for other JVM options into OUT_DIR: a
+# hack/footprint.sh variant OPTIONS_FILE@OUT_DIR then runs with caches that match its options.
+# Usage (as root, after mvn package): hack/aot-cache.sh [PIPELINES=5] [OPTIONS_FILE OUT_DIR]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -12,6 +14,10 @@ java_feature=$("$JAVA_HOME/bin/java" -XshowSettings:properties -version 2>&1 | s
 if [ "${java_feature%%.*}" -lt 25 ] 2>/dev/null; then
   echo "hack: Java $java_feature has no AOT cache (JDK 25+); the servers start without one" >&2
   exit 0
+fi
+if [ $# -ge 3 ]; then
+  exec java @"$REPO_ROOT/deploy/jvm.options" -cp "$REPO_ROOT/controller-server/target/lib/*" \
+    "$REPO_ROOT/hack/local/AotTraining.java" "$REPO_ROOT" "$3" "$1" "$(realpath "$2")"
 fi
 caches="$REPO_ROOT/target/aot"
 fresh=true

@@ -7,6 +7,8 @@ import java.util.List;
  * node-server started with deploy/jvm.options and -XX:AOTCacheOutput, full pipelines driven
  * through them, then SIGTERM; each JVM writes {@code <program>.aot} as it exits. Run by
  * hack/aot-cache.sh; LocalCluster (demo, benchmarks) then starts the servers with the caches.
+ * Arguments: the repository, the caches' directory, the number of pipelines, and optionally another
+ * options file than deploy/jvm.options (a cache only serves a JVM started with matching options).
  */
 final class AotTraining {
 
@@ -14,8 +16,9 @@ final class AotTraining {
         Path repo = Path.of(args[0]);
         Path caches = Path.of(args[1]);
         int pipelines = args.length > 2 ? Integer.parseInt(args[2]) : 5;
+        Path options = args.length > 3 ? Path.of(args[3]) : repo.resolve("deploy/jvm.options");
         Files.createDirectories(caches);
-        LocalCluster.Jvm training = new LocalCluster.Jvm(repo.resolve("deploy/jvm.options"), caches, true);
+        LocalCluster.Jvm training = new LocalCluster.Jvm(options, caches, true);
         try (LocalCluster cluster = LocalCluster.start(repo, training, "node-a")) {
             for (int i = 0; i < pipelines; i++) {
                 Bench.driverPipeline(cluster, "training-" + i, new Bench.Samples());

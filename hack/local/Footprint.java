@@ -112,7 +112,7 @@ final class Footprint {
             Thread.sleep(settleMillis);
             System.out.printf("%nresident memory, %d s after start and %d s after %d full pipelines, MiB: VmRSS (RssAnon: the"
                     + " process's own pages, without the files it maps: libjvm, class archives, which the page cache holds"
-                    + " and shares):%n", settleMillis / 1000, settleMillis / 1000, pipelines);
+                    + " and shares), threads, classes loaded:%n", settleMillis / 1000, settleMillis / 1000, pipelines);
             for (int v = 0; v < n; v++) {
                 LocalCluster cluster = clusters.get(v);
                 System.out.printf("  variant %d  %-18s %s idle%n", v, "bare JVM", bareIdle[v]);
@@ -184,28 +184,51 @@ final class Footprint {
         throw new IllegalStateException("the bare JVM exited without saying " + line);
     }
 
-    /** VmRSS and RssAnon of a process, KiB. */
-    record Memory(long rssKib, long anonKib) {
+    /**
+     * VmRSS and RssAnon of a process (KiB), its threads, and the classes its JVM has loaded (jstat
+     * reads them from the JVM's performance data file without attaching, so the process measured
+     * gains no thread or class from it; -1 where the JDK has no jstat).
+     */
+    record Memory(long rssKib, long anonKib, long threads, long classes) {
 
         static Memory of(long pid) throws Exception {
             long rss = -1;
             long anon = -1;
+            long threads = -1;
             for (String line : Files.readAllLines(Path.of("/proc/" + pid + "/status"))) {
                 if (line.startsWith("VmRSS:")) {
-                    rss = Long.parseLong(line.replaceAll("[^0-9]", ""));
+                    rss = number(line);
                 } else if (line.startsWith("RssAnon:")) {
-                    anon = Long.parseLong(line.replaceAll("[^0-9]", ""));
+                    anon = number(line);
+                } else if (line.startsWith("Threads:")) {
+                    threads = number(line);
                 }
             }
-            if (rss < 0 || anon < 0) {
-                throw new IllegalStateException("no VmRSS or RssAnon for process " + pid);
+            if (rss < 0 || anon < 0 || threads < 0) {
+                throw new IllegalStateException("no VmRSS, RssAnon or Threads for process " + pid);
             }
-            return new Memory(rss, anon);
+            return new Memory(rss, anon, threads, loadedClasses(pid));
+        }
+
+        private static long number(String line) {
+            return Long.parseLong(line.replaceAll("[^0-9]", ""));
+        }
+
+        /** jstat -class: a header, then "Loaded Bytes Unloaded Bytes Time". */
+        private static long loadedClasses(long pid) throws Exception {
+            Path jstat = Path.of(System.getProperty("java.home"), "bin", "jstat");
+            if (!Files.isExecutable(jstat)) {
+                return -1;
+            }
+            Process process = new ProcessBuilder(jstat.toString(), "-class", Long.toString(pid)).redirectErrorStream(true).start();
+            List<String> lines = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8)).lines().toList();
+            process.waitFor();
+            return lines.size() == 2 ? Long.parseLong(lines.get(1).strip().split("\\s+")[0]) : -1;
         }
 
         @Override
         public String toString() {
-            return String.format("%5.1f (%5.1f)", rssKib / 1024.0, anonKib / 1024.0);
+            return String.format("%5.1f (%5.1f) %2d thr %5d cls", rssKib / 1024.0, anonKib / 1024.0, threads, classes);
         }
     }
 
