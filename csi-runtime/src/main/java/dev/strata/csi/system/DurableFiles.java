@@ -3,6 +3,7 @@ package dev.strata.csi.system;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
@@ -39,6 +40,28 @@ public final class DurableFiles {
         }
         syncDirectory(file.getParent());
         return true;
+    }
+
+    /**
+     * Makes {@code dir} and any missing parent, each new directory's entry synced in its parent:
+     * a file written durably into a directory made a moment before is otherwise lost with that
+     * directory when the machine crashes before the parent's entry reaches the disk.
+     */
+    public static void createDirectories(Path dir) throws IOException {
+        if (Files.isDirectory(dir)) {
+            return;
+        }
+        Path parent = dir.toAbsolutePath().getParent();
+        createDirectories(parent);
+        try {
+            Files.createDirectory(dir);
+        } catch (FileAlreadyExistsException e) {
+            if (!Files.isDirectory(dir)) {
+                throw e;
+            }
+            // made meanwhile by another thread, which may not have synced the parent yet
+        }
+        syncDirectory(parent);
     }
 
     /** Makes a rename, create or delete in {@code dir} durable. */

@@ -57,7 +57,7 @@ public final class RecordFiles<M extends Message> {
     /** Writes the record, stamped with the current format version; makes the directory if needed. */
     public M write(String key, M record) throws IOException {
         M stamped = format.withVersion().apply(record, format.currentVersion());
-        Files.createDirectories(dir);
+        DurableFiles.createDirectories(dir);
         DurableFiles.write(dir.resolve(key + suffix), TextFormat.printer().printToString(stamped).getBytes(StandardCharsets.UTF_8));
         return stamped;
     }
