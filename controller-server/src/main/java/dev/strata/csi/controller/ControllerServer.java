@@ -8,7 +8,7 @@ import dev.strata.csi.backend.local.RelayMetrics;
 import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.backend.nfs.Exports;
 import dev.strata.csi.backend.nfs.NfsController;
-import dev.strata.csi.backend.nfs.NfsCrashes;
+import dev.strata.csi.backend.nfs.NfsCrashPoint;
 import dev.strata.csi.backend.nfs.NfsExportMetrics;
 import dev.strata.csi.backend.nfs.NfsMounter;
 import dev.strata.csi.backend.nfs.SystemProjectQuotas;
@@ -16,12 +16,12 @@ import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.AgentMetrics;
 import dev.strata.csi.controller.agents.AgentRegistryService;
 import dev.strata.csi.flags.Flag;
-import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.identity.IdentityService;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.server.DriverProgram;
 import dev.strata.csi.server.TcpComponent;
 import dev.strata.csi.system.Command;
+import dev.strata.csi.system.Crashes;
 import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Duration;
@@ -78,15 +78,7 @@ public final class ControllerServer {
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     Exports exports = new Exports(Path.of(flags.get(EXPORT_ROOT)), flags.booleanValue(MOUNT_EXPORTS),
                             new NfsMounter(new Command(), nfsTimeout, context.log()), new NfsExportMetrics(context.metrics()), context.log());
-                    NfsCrashes crashes;
-                    try {
-                        crashes = NfsCrashes.fromEnvironment();
-                    } catch (IllegalArgumentException e) {
-                        throw new UsageException(NfsCrashes.ENVIRONMENT + " names no crash point: " + e.getMessage());
-                    }
-                    crashes.armed().ifPresent(point -> context.log().warn(
-                            "test-only crash point armed: this process halts when it reaches it", "point", point,
-                            "variable", NfsCrashes.ENVIRONMENT));
+                    Crashes<NfsCrashPoint> crashes = Crashes.fromEnvironment(NfsCrashPoint.class, context.log());
                     NfsController nfs = new NfsController(exports, new SystemProjectQuotas(new Kernel()), nfsTimeout,
                             Clock.systemUTC(), crashes, context.log());
                     Thread.ofPlatform().daemon().name("nfs-partial-copies").start(() -> {

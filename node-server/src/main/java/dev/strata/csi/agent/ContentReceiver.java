@@ -6,7 +6,6 @@ import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
 import dev.strata.csi.backend.local.CrashPoint;
-import dev.strata.csi.backend.local.Crashes;
 import dev.strata.csi.backend.local.ImageContent;
 import dev.strata.csi.backend.local.ImagePool;
 import dev.strata.csi.backend.local.VolumeId;
@@ -14,6 +13,7 @@ import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.VolumeLocks;
+import dev.strata.csi.system.Crashes;
 import io.grpc.Status;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
@@ -47,10 +47,10 @@ final class ContentReceiver {
     private final VolumeLocks locks;
     private final ImageContent content;
     private final TransferMetrics metrics;
-    private final Crashes crashes;
+    private final Crashes<CrashPoint> crashes;
     private final Log log;
 
-    ContentReceiver(ImagePool pool, VolumeLocks locks, ImageContent content, TransferMetrics metrics, Crashes crashes, Log log) {
+    ContentReceiver(ImagePool pool, VolumeLocks locks, ImageContent content, TransferMetrics metrics, Crashes<CrashPoint> crashes, Log log) {
         this.pool = pool;
         this.locks = locks;
         this.content = content;

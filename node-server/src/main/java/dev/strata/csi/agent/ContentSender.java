@@ -7,7 +7,6 @@ import dev.strata.csi.agent.api.ContentEnd;
 import dev.strata.csi.agent.api.ContentStart;
 import dev.strata.csi.agent.api.ReadContentRequest;
 import dev.strata.csi.backend.local.CrashPoint;
-import dev.strata.csi.backend.local.Crashes;
 import dev.strata.csi.backend.local.DeviceException;
 import dev.strata.csi.backend.local.ImageContent;
 import dev.strata.csi.backend.local.ImagePool;
@@ -19,6 +18,7 @@ import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.StreamReadiness;
 import dev.strata.csi.rpc.VolumeLocks;
+import dev.strata.csi.system.Crashes;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.ServerCallStreamObserver;
@@ -52,10 +52,10 @@ final class ContentSender {
     private final VolumeLocks locks;
     private final ImageContent content;
     private final TransferMetrics metrics;
-    private final Crashes crashes;
+    private final Crashes<CrashPoint> crashes;
     private final Log log;
 
-    ContentSender(ImagePool pool, VolumeLocks locks, ImageContent content, TransferMetrics metrics, Crashes crashes, Log log) {
+    ContentSender(ImagePool pool, VolumeLocks locks, ImageContent content, TransferMetrics metrics, Crashes<CrashPoint> crashes, Log log) {
         this.pool = pool;
         this.locks = locks;
         this.content = content;

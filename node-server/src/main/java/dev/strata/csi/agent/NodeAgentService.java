@@ -3,18 +3,16 @@ package dev.strata.csi.agent;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.AttachImageRequest;
 import dev.strata.csi.agent.api.AttachImageResponse;
+import dev.strata.csi.agent.api.ContentChunk;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateImageRequest;
 import dev.strata.csi.agent.api.CreateImageResponse;
 import dev.strata.csi.agent.api.CreateSnapshotRequest;
 import dev.strata.csi.agent.api.CreateSnapshotResponse;
-import dev.strata.csi.agent.api.DeleteSnapshotRequest;
-import dev.strata.csi.agent.api.DeleteSnapshotResponse;
-import dev.strata.csi.agent.api.ListSnapshotsRequest;
-import dev.strata.csi.agent.api.ListSnapshotsResponse;
-import dev.strata.csi.backend.local.SnapshotId;
 import dev.strata.csi.agent.api.DeleteImageRequest;
 import dev.strata.csi.agent.api.DeleteImageResponse;
+import dev.strata.csi.agent.api.DeleteSnapshotRequest;
+import dev.strata.csi.agent.api.DeleteSnapshotResponse;
 import dev.strata.csi.agent.api.DetachImageRequest;
 import dev.strata.csi.agent.api.DetachImageResponse;
 import dev.strata.csi.agent.api.ExpandImageRequest;
@@ -23,25 +21,28 @@ import dev.strata.csi.agent.api.GetImageRequest;
 import dev.strata.csi.agent.api.GetImageResponse;
 import dev.strata.csi.agent.api.ListImagesRequest;
 import dev.strata.csi.agent.api.ListImagesResponse;
+import dev.strata.csi.agent.api.ListSnapshotsRequest;
+import dev.strata.csi.agent.api.ListSnapshotsResponse;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
-import dev.strata.csi.agent.api.ContentChunk;
 import dev.strata.csi.agent.api.ReadContentRequest;
 import dev.strata.csi.agent.api.ReceiveImageRequest;
 import dev.strata.csi.agent.api.ReceiveImageResponse;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
-import dev.strata.csi.backend.local.Crashes;
+import dev.strata.csi.backend.local.CrashPoint;
 import dev.strata.csi.backend.local.ImageContent;
 import dev.strata.csi.backend.local.ImagePool;
+import dev.strata.csi.backend.local.SnapshotId;
+import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
-import io.grpc.stub.ServerCallStreamObserver;
-import io.prometheus.metrics.model.registry.PrometheusRegistry;
-import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
 import dev.strata.csi.rpc.VolumeLocks;
+import dev.strata.csi.system.Crashes;
+import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.Optional;
 
 /**
@@ -58,7 +59,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
 
     /** {@code locks} is shared with the Node service: a volume is never staged while it is detached. */
     public NodeAgentService(ImagePool pool, VolumeLocks locks, ImageContent content, PrometheusRegistry metrics,
-            Crashes crashes, Log log) {
+            Crashes<CrashPoint> crashes, Log log) {
         this.pool = pool;
         this.locks = locks;
         TransferMetrics transfers = new TransferMetrics(metrics);

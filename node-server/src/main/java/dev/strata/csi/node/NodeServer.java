@@ -7,7 +7,7 @@ import dev.strata.csi.agent.PoolOwnership;
 import dev.strata.csi.agent.Registration;
 import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.backend.NodeBackends;
-import dev.strata.csi.backend.local.Crashes;
+import dev.strata.csi.backend.local.CrashPoint;
 import dev.strata.csi.backend.local.ImageContent;
 import dev.strata.csi.backend.local.ImageFiles;
 import dev.strata.csi.backend.local.ImagePool;
@@ -41,6 +41,7 @@ import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.server.DriverProgram;
 import dev.strata.csi.server.TcpComponent;
 import dev.strata.csi.system.Command;
+import dev.strata.csi.system.Crashes;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -112,14 +113,7 @@ public final class NodeServer {
                     LoopDevices loops = new MeteredLoopDevices(new SystemLoopDevices(kernel), steps);
                     Mounter mounter = new MeteredMounter(new SystemMounter(kernel, commands, MountHelpers.system()), steps);
                     SystemFilesystemStats stats = new SystemFilesystemStats();
-                    Crashes crashes;
-                    try {
-                        crashes = Crashes.fromEnvironment();
-                    } catch (IllegalArgumentException e) {
-                        throw new UsageException(Crashes.ENVIRONMENT + " names no crash point: " + e.getMessage());
-                    }
-                    crashes.armed().ifPresent(point -> log.warn("test-only crash point armed: this process halts when it reaches it",
-                            "point", point, "variable", Crashes.ENVIRONMENT));
+                    Crashes<CrashPoint> crashes = Crashes.fromEnvironment(CrashPoint.class, log);
                     ImageFiles files = new MeteredImageFiles(new SystemImageFiles(kernel, stats), steps);
                     ImagePool pool = new ImagePool(poolDir, files, loops, mounter,
                             new MeteredFilesystemFreezer(new SystemFilesystemFreezer(kernel), steps), crashes, Clock.systemUTC(), log);

@@ -9,7 +9,6 @@ import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.RegisterResponse;
 import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.auth.AgentToken;
-import dev.strata.csi.backend.local.Crashes;
 import dev.strata.csi.backend.local.ImagePool;
 import dev.strata.csi.backend.local.SystemFilesystemFreezer;
 import dev.strata.csi.backend.local.SystemImageFiles;
@@ -22,6 +21,7 @@ import dev.strata.csi.mount.SystemFilesystemStats;
 import dev.strata.csi.mount.SystemMounter;
 import dev.strata.csi.server.TcpComponent;
 import dev.strata.csi.system.Command;
+import dev.strata.csi.system.Crashes;
 import io.grpc.stub.StreamObserver;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -129,7 +129,7 @@ class RegistrationTest {
         Kernel kernel = new Kernel();
         ImagePool pool = new ImagePool(Files.createDirectories(dir.resolve("pool")),
                 new SystemImageFiles(kernel, new SystemFilesystemStats()), new SystemLoopDevices(kernel),
-                new SystemMounter(kernel, new Command(), MountHelpers.system()), new SystemFilesystemFreezer(kernel), Crashes.NONE, java.time.Clock.systemUTC(), log);
+                new SystemMounter(kernel, new Command(), MountHelpers.system()), new SystemFilesystemFreezer(kernel), Crashes.none(), java.time.Clock.systemUTC(), log);
         Registration registration = new Registration(new ControllerAddresses(ControllerAddresses.parse("controller-address", flag),
                 resolver, log), "node-r", "127.0.0.1", () -> 9870, Map.of("topology.strata.csi.dev/node", "node-r"), pool, security, log);
         registration.start();

@@ -24,7 +24,7 @@ import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.backend.local.CrashPoint;
-import dev.strata.csi.backend.local.Crashes;
+import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Programs;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.ServerProcess;

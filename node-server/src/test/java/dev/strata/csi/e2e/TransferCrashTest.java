@@ -12,7 +12,7 @@ import csi.v1.Csi.DeleteVolumeRequest;
 import csi.v1.Csi.TopologyRequirement;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.backend.local.CrashPoint;
-import dev.strata.csi.backend.local.Crashes;
+import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
 import io.grpc.StatusRuntimeException;

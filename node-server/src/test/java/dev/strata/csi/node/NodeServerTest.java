@@ -110,6 +110,18 @@ class NodeServerTest {
     }
 
     @Test
+    void aCrashPointThatIsNoneIsAUsageError() throws Exception {
+        Map<String, String> env = Map.of("STRATA_TEST_CRASH_AT", "NO_SUCH_POINT", "AGENT_PLAINTEXT", "true",
+                "AGENT_TOKEN_FILE", java.nio.file.Files.writeString(dir.resolve("token"), "node-test-token-0042").toString());
+        try (ServerProcess crashing = ServerProcess.start(NodeServer.class, env, "--endpoint", "unix://" + dir.resolve("x.sock"),
+                "--node-id", "worker-1", "--pool-dir", dir.resolve("pool").toString(), "--kubelet-dir", dir.toString(),
+                "--controller-address", "127.0.0.1:1")) {
+            assertEquals(2, crashing.exitCode());
+            assertTrue(crashing.output().contains("STRATA_TEST_CRASH_AT names no crash point"), crashing.output());
+        }
+    }
+
+    @Test
     void overlongNodeIdIsAUsageError() throws Exception {
         try (ServerProcess longId = ServerProcess.start(NodeServer.class,
                 "--endpoint", "unix://" + dir.resolve("x.sock"), "--node-id", "n".repeat(257),

@@ -15,6 +15,7 @@ import dev.strata.csi.backend.nfs.records.NfsVolumeRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Bounded;
+import dev.strata.csi.system.Crashes;
 import dev.strata.csi.system.DurableFiles;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -56,13 +57,13 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
     private final Clock clock;
     private final Log log;
     private final NfsCapabilities capabilities = new NfsCapabilities();
-    private final NfsCrashes crashes;
+    private final Crashes<NfsCrashPoint> crashes;
 
     public NfsController(Exports exports, ProjectQuotas quotas, Duration deadline, Clock clock, Log log) {
-        this(exports, quotas, deadline, clock, NfsCrashes.NONE, log);
+        this(exports, quotas, deadline, clock, Crashes.none(), log);
     }
 
-    public NfsController(Exports exports, ProjectQuotas quotas, Duration deadline, Clock clock, NfsCrashes crashes, Log log) {
+    public NfsController(Exports exports, ProjectQuotas quotas, Duration deadline, Clock clock, Crashes<NfsCrashPoint> crashes, Log log) {
         this.exports = exports;
         this.crashes = crashes;
         this.quotas = new VolumeQuotas(quotas, log);

@@ -1,9 +1,11 @@
 package dev.strata.csi.backend.nfs;
 
+import dev.strata.csi.system.Crashes;
+
 /**
  * The places between two steps of a multi-step NFS snapshot, restore or clone where a crash leaves
  * something half done, as node-server's CrashPoint names those of local volumes: with
- * {@link NfsCrashes} armed at one, controller-server halts there, and the fault-injection test
+ * {@link Crashes} armed at one, controller-server halts there, and the fault-injection test
  * checks that the retried call completes or undoes the operation. The name says the operation and
  * the step just done.
  */

@@ -14,6 +14,7 @@ import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.controller.ControllerServer;
+import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.FileTrees;
 import dev.strata.csi.testing.Programs;
 import dev.strata.csi.testing.Root;
@@ -38,7 +39,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The fault-injection suite of NFS snapshots, restores and clones: controller-server, as a process,
- * is killed at every {@link NfsCrashPoint} (armed with {@value NfsCrashes#ENVIRONMENT}), started
+ * is killed at every {@link NfsCrashPoint} (armed with {@value Crashes#ENVIRONMENT}), started
  * again, and the call that was cut short is repeated as csi-snapshotter or external-provisioner
  * would; then the volume and its snapshot go through the rest of their life. Whatever the point: a
  * snapshot cut short is never listed, the restore shows the snapshot's content and the clone the
@@ -95,7 +96,7 @@ class NfsCrashRecoveryTest {
         }
 
         void run() throws Exception {
-            start(Map.of(NfsCrashes.ENVIRONMENT, point.name()));
+            start(Map.of(Crashes.ENVIRONMENT, point.name()));
             try {
                 String source = call(() -> controller().createVolume(request(prefix + "-source").build()).getVolume().getVolumeId());
                 Path data = exportData.resolve(prefix + "-source");
@@ -151,7 +152,7 @@ class NfsCrashRecoveryTest {
                 if (crashed || server.isAlive()) {
                     throw new AssertionError(e.getStatus() + "; controller-server's output:\n" + server.output(), e);
                 }
-                assertEquals(NfsCrashes.EXIT_STATUS, server.exitCode(), server.output());
+                assertEquals(Crashes.EXIT_STATUS, server.exitCode(), server.output());
                 assertTrue(server.output().contains("crash point " + point + " reached"), server.output());
                 crashed = true;
                 kills++;

@@ -1,5 +1,7 @@
 package dev.strata.csi.backend.local;
 
+import dev.strata.csi.system.Crashes;
+
 /**
  * The places between two system steps of a multi-step local-volume operation where a crash leaves
  * something half done: the record written but the file not made, the filesystem made but not

@@ -2,6 +2,7 @@ package dev.strata.csi.backend.local;
 
 import dev.strata.csi.backend.local.records.FreezeRecord;
 import dev.strata.csi.log.Log;
+import dev.strata.csi.system.Crashes;
 import dev.strata.csi.system.RecordFiles;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -23,10 +24,10 @@ final class Freezes {
 
     private final RecordFiles<FreezeRecord> records;
     private final FilesystemFreezer freezer;
-    private final Crashes crashes;
+    private final Crashes<CrashPoint> crashes;
     private final Log log;
 
-    Freezes(Path poolDir, FilesystemFreezer freezer, Crashes crashes, Log log) {
+    Freezes(Path poolDir, FilesystemFreezer freezer, Crashes<CrashPoint> crashes, Log log) {
         this.records = new RecordFiles<>(poolDir, SUFFIX, FORMAT);
         this.freezer = freezer;
         this.crashes = crashes;

@@ -15,6 +15,7 @@ import dev.strata.csi.mount.MountException;
 import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.Crashes;
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
@@ -58,13 +59,13 @@ public final class ImagePool {
     private final LoopDevices loops;
     private final Mounter mounts;
     private final Log log;
-    private final Crashes crashes;
+    private final Crashes<CrashPoint> crashes;
     /** When transfer steps happen, as RECEIVING records keep it. */
     private final Clock clock;
     /** Held from the capacity check to the intent record, so two creates cannot both take the last space. */
     private final java.util.concurrent.locks.ReentrantLock capacity = new java.util.concurrent.locks.ReentrantLock();
 
-    public ImagePool(Path dir, ImageFiles files, LoopDevices loops, Mounter mounts, FilesystemFreezer freezer, Crashes crashes,
+    public ImagePool(Path dir, ImageFiles files, LoopDevices loops, Mounter mounts, FilesystemFreezer freezer, Crashes<CrashPoint> crashes,
             Clock clock, Log log) {
         this.dir = dir;
         this.crashes = crashes;

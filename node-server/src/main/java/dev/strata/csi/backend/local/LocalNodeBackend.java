@@ -14,6 +14,7 @@ import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.Crashes;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -37,11 +38,11 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
     private final Filesystems filesystems;
     private final Mounter mounter;
     private final FilesystemStats stats;
-    private final Crashes crashes;
+    private final Crashes<CrashPoint> crashes;
     private final Log log;
 
     public LocalNodeBackend(String nodeId, ImagePool pool, LoopDevices loops, Filesystems filesystems, Mounter mounter,
-            FilesystemStats stats, Crashes crashes, Log log) {
+            FilesystemStats stats, Crashes<CrashPoint> crashes, Log log) {
         this.nodeId = nodeId;
         this.crashes = crashes;
         this.pool = pool;

@@ -5,8 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.linux.Kernel.DataRange;
+import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.Df;
 import dev.strata.csi.mount.MountHelpers;
@@ -15,6 +15,7 @@ import dev.strata.csi.mount.SystemFilesystemStats;
 import dev.strata.csi.mount.SystemMounter;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Command;
+import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
 import io.grpc.Status;
@@ -63,7 +64,7 @@ class ImageExpansionTest {
     }
 
     ImagePool pool(ImageFiles files) throws IOException {
-        return new ImagePool(Files.createDirectories(dir.resolve("pool")), files, loops, mounter, new SystemFilesystemFreezer(kernel), Crashes.NONE, java.time.Clock.systemUTC(), log);
+        return new ImagePool(Files.createDirectories(dir.resolve("pool")), files, loops, mounter, new SystemFilesystemFreezer(kernel), Crashes.none(), java.time.Clock.systemUTC(), log);
     }
 
 

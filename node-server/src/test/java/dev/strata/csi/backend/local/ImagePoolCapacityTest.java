@@ -12,6 +12,7 @@ import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.Crashes;
 import io.grpc.Status;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -181,7 +182,7 @@ class ImagePoolCapacityTest {
     }
 
     private ImagePool pool(long total, long spaceCheckMillis, Clock clock) throws Exception {
-        ImagePool pool = new ImagePool(dir, new SmallPool(total, spaceCheckMillis), NO_LOOPS, NO_MOUNTS, new SystemFilesystemFreezer(new dev.strata.csi.linux.Kernel()), Crashes.NONE, clock,
+        ImagePool pool = new ImagePool(dir, new SmallPool(total, spaceCheckMillis), NO_LOOPS, NO_MOUNTS, new SystemFilesystemFreezer(new dev.strata.csi.linux.Kernel()), Crashes.none(), clock,
                 new Log(new PrintStream(PrintStream.nullOutputStream()), 0));
         pool.reconcile();
         return pool;
