@@ -6,7 +6,6 @@ import dev.strata.csi.linux.SyscallException;
 import dev.strata.csi.mount.DeviceNumber;
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
-import java.nio.file.FileSystemException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
@@ -408,15 +407,25 @@ public final class SystemLoopDevices implements LoopDevices {
             return Optional.of(text.endsWith("\n") ? text.substring(0, text.length() - 1) : text);
         } catch (NoSuchFileException e) {
             return Optional.empty();
-        } catch (FileSystemException e) {
-            // A loop device detached while its sysfs entries are read answers ENODEV or ENXIO: gone is gone.
-            if (!Files.exists(file.getParent())) {
+        } catch (IOException e) {
+            // A loop device being detached answers ENODEV or ENXIO for its sysfs entries (at open or
+            // at read) until the kernel removes them a moment later: gone is gone.
+            if (goesAway(file.getParent())) {
                 return Optional.empty();
             }
             throw new DeviceException("cannot read " + file + ": " + e.getMessage(), e);
-        } catch (IOException e) {
-            throw new DeviceException("cannot read " + file + ": " + e.getMessage(), e);
         }
+    }
+
+    /** Whether {@code dir}, a device's sysfs directory, is gone or goes within a few milliseconds. */
+    private static boolean goesAway(Path dir) throws DeviceException {
+        for (int i = 0; i < 10; i++) {
+            if (!Files.exists(dir)) {
+                return true;
+            }
+            pause();
+        }
+        return false;
     }
 
     /** {@code loopN} from {@code /dev/loopN}; anything else is not a loop device. */

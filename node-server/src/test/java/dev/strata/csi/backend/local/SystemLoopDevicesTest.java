@@ -15,8 +15,12 @@ import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -63,6 +67,45 @@ class SystemLoopDevicesTest {
         assertEquals(Optional.empty(), loops.find(image));
         assertFalse(loops.list().stream().anyMatch(d -> d.backingFile().equals(device.backingFile())));
         loops.detach(device.device());
+    }
+
+    /**
+     * Another process (here another thread) detaching its loop devices while this one lists them:
+     * a device whose sysfs entries answer ENODEV while the kernel removes them is gone, not an
+     * error that would fail the caller's DeleteVolume or ControllerPublishVolume.
+     */
+    @Test
+    void devicesDetachedWhileTheListIsReadAreLeftOut() throws Exception {
+        List<Path> images = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            images.add(Images.sparse(dir.resolve("churn-" + i + ".img")));
+        }
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicInteger cycles = new AtomicInteger();
+        Thread churn = Thread.ofPlatform().start(() -> {
+            try {
+                while (!stop.get()) {
+                    for (Path image : images) {
+                        loops.detach(loops.attach(image).device());
+                    }
+                    cycles.incrementAndGet();
+                }
+            } catch (DeviceException e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        try {
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+            int lists = 0;
+            while (System.nanoTime() < until && churn.isAlive()) {
+                loops.list(); // throws if a device going away is taken for an error
+                lists++;
+            }
+            assertTrue(lists > 100 && cycles.get() > 10, lists + " lists during " + cycles.get() + " attach-detach cycles");
+        } finally {
+            stop.set(true);
+            churn.join();
+        }
     }
 
     @Test
