@@ -8,6 +8,9 @@ import io.grpc.Status;
  */
 public final class CsiException extends RuntimeException {
 
+    /** At most this much of a message is sent as the status description (see {@link #toStatus}). */
+    static final int MAX_DESCRIPTION = 2048;
+
     private final Status.Code code;
 
     public CsiException(Status.Code code, String message) {
@@ -19,8 +22,15 @@ public final class CsiException extends RuntimeException {
         return code;
     }
 
+    /**
+     * The reply's status. Its description travels in an HTTP/2 header, which gRPC clients take
+     * up to 8 KiB of in all: a longer one (a message quoting a caller's oversized input) would
+     * reach the caller as INTERNAL instead of this code, so it is cut short.
+     */
     public Status toStatus() {
-        return Status.fromCode(code).withDescription(getMessage());
+        String message = getMessage();
+        return Status.fromCode(code).withDescription(message.length() <= MAX_DESCRIPTION ? message
+                : message.substring(0, MAX_DESCRIPTION) + "... (" + (message.length() - MAX_DESCRIPTION) + " more characters)");
     }
 
     public static CsiException invalidArgument(String message) {
