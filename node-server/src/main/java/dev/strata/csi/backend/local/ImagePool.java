@@ -981,10 +981,17 @@ public final class ImagePool {
     }
 
     /** The agent API's content source as the record keeps it. */
+    /** The source as the record keeps it; INVALID_ARGUMENT for a name no snapshot or volume can have. */
     private static Source recorded(ContentSource source) {
         return switch (source.getKindCase()) {
-            case SNAPSHOT -> Source.newBuilder().setSnapshot(source.getSnapshot()).build();
-            case IMAGE -> Source.newBuilder().setImage(source.getImage()).build();
+            case SNAPSHOT -> {
+                SnapshotId.checkName(source.getSnapshot());
+                yield Source.newBuilder().setSnapshot(source.getSnapshot()).build();
+            }
+            case IMAGE -> {
+                VolumeId.checkName(source.getImage());
+                yield Source.newBuilder().setImage(source.getImage()).build();
+            }
             case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor an image");
         };
     }

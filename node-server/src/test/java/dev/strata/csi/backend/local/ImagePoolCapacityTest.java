@@ -229,6 +229,19 @@ class ImagePoolCapacityTest {
     private static final Duration EXPIRY = Duration.ofHours(1);
     private static final ContentSource ELSEWHERE = ContentSource.newBuilder().setImage("pvc-elsewhere").build();
 
+    /** A copy's source is kept in the image's record: a name no snapshot or volume can have is refused, not recorded. */
+    @Test
+    void aCopyFromASourceNoNodeCanHaveIsRefused() throws Exception {
+        ImagePool pool = pool(10 * GIB, 0, new MovingClock());
+        for (ContentSource source : List.of(ContentSource.newBuilder().setImage("x".repeat(100_000)).build(),
+                ContentSource.newBuilder().setSnapshot("../pvc-a").build())) {
+            CsiException refused = assertThrows(CsiException.class, () -> pool.receive("pvc-copy", GIB, Allocation.SPARSE, source));
+            assertEquals(Status.Code.INVALID_ARGUMENT, refused.code(), refused.getMessage());
+            assertEquals(Optional.empty(), pool.get("pvc-copy"));
+            assertEquals(10 * GIB, pool.status().getAvailableBytes());
+        }
+    }
+
     /** Each transfer step (ReceiveImage, a checkpoint, a start over) counts the idle time from zero again. */
     @Test
     void aCopyIdleForTheExpiryIsRemovedAndItsCapacityGivenBack() throws Exception {
