@@ -47,10 +47,6 @@ public final class Crashes<P extends Enum<P>> {
         return new Crashes<>(Optional.of(point));
     }
 
-    public Optional<P> armed() {
-        return armed;
-    }
-
     /** Halts the process if armed at {@code point}. */
     public void reach(P point) {
         if (armed.isPresent() && armed.get() == point) {
