@@ -181,8 +181,28 @@ public final class SystemLoopDevices implements LoopDevices {
         return names;
     }
 
-    /** The device {@code loopN} as sysfs and LOOP_GET_STATUS64 show it, or empty if it is not attached. */
+    /**
+     * The device {@code loopN} as sysfs and LOOP_GET_STATUS64 show it, or empty if it is not
+     * attached. A device another process detaches meanwhile answers ENODEV for its sysfs entries
+     * until the kernel removes them; whether it is still attached is then asked of the device
+     * itself (its errno exact), and one attached again at once is read afresh.
+     */
     private Optional<LoopDevice> describe(String name) throws DeviceException {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                return describeOnce(name);
+            } catch (DeviceException e) {
+                if (backing(name).isEmpty()) {
+                    return Optional.empty();
+                }
+                if (attempt == 3) {
+                    throw e;
+                }
+            }
+        }
+    }
+
+    private Optional<LoopDevice> describeOnce(String name) throws DeviceException {
         Path sys = sysBlock.resolve(name);
         // sysfs has loopN/loop only while a file is attached; a scan meets mostly free devices,
         // which this answers without the exception a failed read costs.
@@ -408,24 +428,8 @@ public final class SystemLoopDevices implements LoopDevices {
         } catch (NoSuchFileException e) {
             return Optional.empty();
         } catch (IOException e) {
-            // A loop device being detached answers ENODEV or ENXIO for its sysfs entries (at open or
-            // at read) until the kernel removes them a moment later: gone is gone.
-            if (goesAway(file.getParent())) {
-                return Optional.empty();
-            }
             throw new DeviceException("cannot read " + file + ": " + e.getMessage(), e);
         }
-    }
-
-    /** Whether {@code dir}, a device's sysfs directory, is gone or goes within a few milliseconds. */
-    private static boolean goesAway(Path dir) throws DeviceException {
-        for (int i = 0; i < 10; i++) {
-            if (!Files.exists(dir)) {
-                return true;
-            }
-            pause();
-        }
-        return false;
     }
 
     /** {@code loopN} from {@code /dev/loopN}; anything else is not a loop device. */
