@@ -980,8 +980,7 @@ public final class ImagePool {
         return Timestamp.newBuilder().setSeconds(instant.getEpochSecond()).setNanos(instant.getNano()).build();
     }
 
-    /** The agent API's content source as the record keeps it. */
-    /** The source as the record keeps it; INVALID_ARGUMENT for a name no snapshot or volume can have. */
+    /** The agent API's content source as the record keeps it; INVALID_ARGUMENT for a name no snapshot or volume can have. */
     private static Source recorded(ContentSource source) {
         return switch (source.getKindCase()) {
             case SNAPSHOT -> {
