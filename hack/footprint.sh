@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Footprint benchmark: resident memory of controller-server and node-server idle and after 20 full
-# pipelines, and exec-to-ready time (median of several starts), beside a bare JVM with the same
-# options measured in the same run. The servers run as deployed: deploy/jvm.options, and the AOT
+# pipelines, and exec-to-ready time (median of several starts), beside two baselines with the same
+# options measured in the same run: a bare JVM, and the floor of the servers' stack
+# (hack/local/GrpcFloor.java: gRPC over Netty, protobuf, a Probe on a unix socket and on TCP, with
+# an AOT cache of its own). The servers run as deployed: deploy/jvm.options, and the AOT
 # caches of hack/aot-cache.sh where the JDK has them (25+). Each VARIANT is measured beside them,
 # turn by turn: OPTIONS_FILE[@AOT_DIR][#REPO], AOT_DIR "-" for none (e.g. deploy/jvm.options@- for
 # the same options without the caches), REPO another checkout whose jars were built.

@@ -9,10 +9,12 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
- * What each server costs on a node, beside a bare JVM with the same options measured in the same
- * run: resident memory idle and after a fixed workload (full pipelines), and the time from exec
- * to ready (Probe answers ready; for the bare JVM, its main method runs), median of several
- * starts. Run by hack/footprint.sh.
+ * What each server costs on a node, beside two baselines with the same options measured in the
+ * same run: a bare JVM, and the floor of the servers' stack (GrpcFloor: gRPC over Netty, protobuf,
+ * the CSI messages, nothing of the driver). For each: resident memory idle and after a fixed
+ * workload (full pipelines; Probe calls for the floor), and the time from exec to ready (Probe
+ * answers ready; for the baselines, they say so), median of several starts. Run by
+ * hack/footprint.sh.
  *
  * <p>The servers run as deployed (deploy/jvm.options, with the AOT caches of hack/aot-cache.sh
  * where the JDK has them), and beside them any other variants asked for: another options file,
@@ -22,6 +24,8 @@ import java.util.concurrent.TimeUnit;
 final class Footprint {
 
     private static final String NODE = "node-a";
+    /** About the calls a full pipeline makes to each server, so that the floor does the same number. */
+    private static final int FLOOR_CALLS_PER_PIPELINE = 10;
 
     /** One way of running the servers: a build (a repository with its jars) and a JVM. */
     record Variant(String name, Path repo, LocalCluster.Jvm jvm) {
@@ -58,6 +62,11 @@ final class Footprint {
             variants.add(Variant.parse(args[i], repo));
         }
         Path bare = bareJvm();
+        Path floorJar = GrpcFloorRun.build(repo);
+        List<GrpcFloorRun> floors = new ArrayList<>();
+        for (Variant variant : variants) {
+            floors.add(GrpcFloorRun.trained(floorJar, variant.repo(), variant.jvm()));
+        }
         for (int v = 0; v < variants.size(); v++) {
             Variant variant = variants.get(v);
             System.out.printf("variant %d: %s (%s, jars of %s)%n", v, variant.name(), variant.jvm(), variant.repo());
@@ -65,12 +74,14 @@ final class Footprint {
 
         int n = variants.size();
         List<List<Long>> bareStarts = lists(n);
+        List<List<Long>> floorStarts = lists(n);
         List<List<Long>> controllerStarts = lists(n);
         List<List<Long>> nodeStarts = lists(n);
         for (int i = 0; i < starts; i++) {
             for (int v = 0; v < n; v++) {
                 Variant variant = variants.get(v);
                 bareStarts.get(v).add(bareExecToReady(variant, bare));
+                floorStarts.get(v).add(floors.get(v).execToReadyMillis());
                 try (LocalCluster cluster = LocalCluster.start(variant.repo(), variant.jvm(), NODE)) {
                     controllerStarts.get(v).add(cluster.execToReadyMillis("controller"));
                     nodeStarts.get(v).add(cluster.execToReadyMillis(NODE));
@@ -81,26 +92,31 @@ final class Footprint {
         System.out.printf("%nexec to ready, median of %d starts (all starts, in order):%n", starts);
         for (int v = 0; v < n; v++) {
             System.out.printf("  variant %d  %-18s %6d ms  %s%n", v, "bare JVM", median(bareStarts.get(v)), bareStarts.get(v));
+            System.out.printf("  variant %d  %-18s %6d ms  %s%n", v, "gRPC floor", median(floorStarts.get(v)), floorStarts.get(v));
             System.out.printf("  variant %d  %-18s %6d ms  %s%n", v, "controller-server", median(controllerStarts.get(v)),
                     controllerStarts.get(v));
             System.out.printf("  variant %d  %-18s %6d ms  %s%n", v, "node-server", median(nodeStarts.get(v)), nodeStarts.get(v));
         }
 
         List<Process> idle = new ArrayList<>();
+        List<GrpcFloorRun.Running> idleFloors = new ArrayList<>();
         List<LocalCluster> clusters = new ArrayList<>();
         try {
             for (Variant variant : variants) {
                 Process process = bareProcess(variant, bare);
                 idle.add(process);
                 awaitLine(process, "ready");
+                idleFloors.add(floors.get(variants.indexOf(variant)).start());
                 clusters.add(LocalCluster.start(variant.repo(), variant.jvm(), NODE));
             }
             Thread.sleep(settleMillis);
             Memory[] bareIdle = new Memory[n];
+            Memory[] floorIdle = new Memory[n];
             Memory[] controllerIdle = new Memory[n];
             Memory[] nodeIdle = new Memory[n];
             for (int v = 0; v < n; v++) {
                 bareIdle[v] = Memory.of(idle.get(v).pid());
+                floorIdle[v] = Memory.of(idleFloors.get(v).pid());
                 controllerIdle[v] = Memory.of(clusters.get(v).pid("controller"));
                 nodeIdle[v] = Memory.of(clusters.get(v).pid(NODE));
             }
@@ -109,6 +125,9 @@ final class Footprint {
                     Bench.driverPipeline(cluster, "footprint-" + i, new Bench.Samples());
                 }
             }
+            for (GrpcFloorRun.Running floor : idleFloors) {
+                floor.work(FLOOR_CALLS_PER_PIPELINE * pipelines);
+            }
             Thread.sleep(settleMillis);
             System.out.printf("%nresident memory, %d s after start and %d s after %d full pipelines, MiB: VmRSS (RssAnon: the"
                     + " process's own pages, without the files it maps: libjvm, class archives, which the page cache holds"
@@ -116,6 +135,8 @@ final class Footprint {
             for (int v = 0; v < n; v++) {
                 LocalCluster cluster = clusters.get(v);
                 System.out.printf("  variant %d  %-18s %s idle%n", v, "bare JVM", bareIdle[v]);
+                System.out.printf("  variant %d  %-18s %s idle, %s after %d Probe calls on each socket%n", v, "gRPC floor",
+                        floorIdle[v], Memory.of(idleFloors.get(v).pid()), FLOOR_CALLS_PER_PIPELINE * pipelines);
                 System.out.printf("  variant %d  %-18s %s idle, %s after work%n", v, "controller-server", controllerIdle[v],
                         Memory.of(cluster.pid("controller")));
                 System.out.printf("  variant %d  %-18s %s idle, %s after work%n", v, "node-server", nodeIdle[v],
@@ -129,6 +150,7 @@ final class Footprint {
         } finally {
             clusters.forEach(LocalCluster::close);
             idle.forEach(Process::destroyForcibly);
+            idleFloors.forEach(GrpcFloorRun.Running::close);
         }
     }
 
