@@ -17,6 +17,14 @@ RUN apt-get update \
 # Both jars name their dependencies in lib/ (their manifests' Class-Path); the two lists are the same.
 COPY node-server/target/lib/ /opt/strata/lib/
 COPY deploy/jvm.options /opt/strata/jvm.options
+# jffi's and Netty's native libraries, unpacked from their jars at build (node-server/pom.xml) and
+# named to the JVM by native.options: no start copies them out of the jars into /tmp, so a
+# server runs on a read-only root without a /tmp volume.
+COPY node-server/target/native/ /opt/strata/native/
+RUN arch=$(uname -m) \
+ && test -f "/opt/strata/native/jni/$arch-Linux/libjffi-1.2.so" \
+ && printf -- '-Djava.library.path=/opt/strata/native/META-INF/native\n-Djffi.boot.library.path=/opt/strata/native/jni/%s-Linux\n' \
+      "$arch" > /opt/strata/native.options
 COPY controller-server/target/controller-server.jar /opt/strata/controller-server.jar
 COPY node-server/target/node-server.jar /opt/strata/node-server.jar
 
@@ -25,6 +33,6 @@ COPY node-server/target/node-server.jar /opt/strata/node-server.jar
 COPY deploy/image/ /opt/strata/bin/
 RUN /opt/strata/bin/aot-train
 
-# The manifests pass the jar as the first argument: java @jvm.options [-XX:AOTCache=...] -jar /opt/strata/<server>.jar flags...
+# The manifests pass the jar as the first argument: java @jvm.options @native.options [-XX:AOTCache=...] -jar /opt/strata/<server>.jar flags...
 ENTRYPOINT ["/opt/strata/bin/strata-server"]
 CMD ["/opt/strata/controller-server.jar", "--help"]

@@ -183,6 +183,9 @@ final class DriverContainers implements AutoCloseable {
         return container.withCreateContainerCmdModifier(command -> {
             HostConfig host = command.getHostConfig();
             host.withBinds(binds);
+            // As deploy/controller.yaml runs it: a read-only root and no /tmp to write to (the
+            // image holds its native libraries unpacked).
+            host.withReadonlyRootfs(!node);
             if (node) {
                 // What a node plugin needs short of --privileged, which this sandbox refuses:
                 // mount(2) and the loop devices, including ones it creates (block major 7).
