@@ -66,6 +66,9 @@ public final class Kernel {
     private static final int SEEK_HOLE = 4;
     /** FICLONE (linux/fs.h): _IOW(0x94, 9, int), the destination shares the source's extents. */
     private static final long FICLONE = iow((char) 0x94, 9, Integer.BYTES);
+    /** flock(2)'s operations (sys/file.h). */
+    private static final int LOCK_EX = 2;
+    private static final int LOCK_NB = 4;
     /** S_IFBLK from sys/stat.h: the node mknod makes is a block device. */
     private static final int S_IFBLK = 060000;
 
@@ -235,6 +238,22 @@ public final class Kernel {
     /** Makes a block device node, mode {@code permissions}, for the device {@code number}. */
     public void mknodBlock(String path, int permissions, DeviceNumber number) throws SyscallException {
         call("mknod " + path, () -> libc.mknod(path, S_IFBLK | permissions, makedev(number)));
+    }
+
+    /**
+     * flock(2) with LOCK_EX | LOCK_NB: true when this open file now holds the exclusive lock, false
+     * when another open file (of this or another process) holds it. On NFS the client takes it as
+     * an fcntl lock on the whole file at the server, so it holds between hosts too.
+     */
+    public boolean tryLockExclusive(FileDescriptor fd) throws SyscallException {
+        if (libc.flock(fd.number(), LOCK_EX | LOCK_NB) == 0) {
+            return true;
+        }
+        int errno = runtime.getLastError();
+        if (errno == Errno.EWOULDBLOCK.intValue() || errno == Errno.EAGAIN.intValue()) {
+            return false;
+        }
+        throw new SyscallException("flock " + fd.path(), errno);
     }
 
     /** umask(2): sets the process's file mode creation mask, returns the previous one. */

@@ -29,6 +29,9 @@ public interface LibC {
     @SaveError
     int close(int fd);
 
+    @SaveError
+    int flock(int fd, int operation);
+
     /** ioctl(2) with an integer argument (or none: the kernel ignores it). */
     @SaveError
     int ioctl(int fd, NativeLong request, NativeLong argument);
