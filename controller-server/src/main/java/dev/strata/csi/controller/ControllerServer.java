@@ -76,10 +76,12 @@ public final class ControllerServer {
                             List.of(new AgentRegistryService(agents, context.log())),
                             security.verifiers(), context.log());
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
+                    Kernel kernel = new Kernel();
                     Exports exports = new Exports(Path.of(flags.get(EXPORT_ROOT)), flags.booleanValue(MOUNT_EXPORTS),
-                            new NfsMounter(new Command(), nfsTimeout, context.log()), new NfsExportMetrics(context.metrics()), context.log());
+                            new NfsMounter(new Command(), nfsTimeout, context.log()), new NfsExportMetrics(context.metrics()), kernel,
+                            context.log());
                     Crashes<NfsCrashPoint> crashes = Crashes.fromEnvironment(NfsCrashPoint.class, context.log());
-                    NfsController nfs = new NfsController(exports, new SystemProjectQuotas(new Kernel()), nfsTimeout,
+                    NfsController nfs = new NfsController(exports, new SystemProjectQuotas(kernel), nfsTimeout,
                             Clock.systemUTC(), crashes, context.log());
                     Thread.ofPlatform().daemon().name("nfs-partial-copies").start(() -> {
                         try {

@@ -2,12 +2,15 @@ package dev.strata.csi.backend.nfs;
 
 import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.system.DurableFiles;
+import dev.strata.csi.system.TransientLock;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.time.Duration;
 import java.time.Instant;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
@@ -15,7 +18,8 @@ import java.time.format.DateTimeFormatter;
 /**
  * An export as controller-server sees it: mounted at {@code dir}. Volume directories are reached
  * one component at a time and a symbolic link on the way is refused, so a link that a pod made in
- * a directory it can write never leads the controller outside the export.
+ * a directory it can write never leads the controller outside the export. Its locks (see
+ * {@link TransientLock}) hold between controller-server replicas, on this host or another.
  */
 final class Export {
 
@@ -24,11 +28,13 @@ final class Export {
     private final NfsVolume export;
     private final Path dir;
     private final MountPoint mount;
+    private final Kernel kernel;
 
-    Export(NfsVolume export, Path dir, MountPoint mount) {
+    Export(NfsVolume export, Path dir, MountPoint mount, Kernel kernel) {
         this.export = export;
         this.dir = dir;
         this.mount = mount;
+        this.kernel = kernel;
     }
 
     NfsVolume export() {
@@ -41,7 +47,37 @@ final class Export {
     }
 
     VolumeRecords records() {
-        return new VolumeRecords(driverDir().resolve("volumes"));
+        return new VolumeRecords(recordsDir());
+    }
+
+    /**
+     * Held while a call reads, changes and writes the record of the volume in {@code subDir}, so
+     * that calls of two replicas at once (publishing one volume to two nodes, say) never lose each
+     * other's change. Such a change takes moments: a call waits up to {@code wait} for the lock,
+     * then answers ABORTED, and its retry tries again. The lock file lies beside the record.
+     */
+    TransientLock lockRecord(String subDir, String what, Duration wait) throws IOException, InterruptedException {
+        DurableFiles.createDirectories(recordsDir());
+        Path file = recordsDir().resolve(VolumeRecords.key(subDir) + ".lock");
+        return TransientLock.acquire(kernel, file, wait).orElseThrow(() -> CsiException.aborted("the record of " + what
+                + " is being changed by another call (of this or another controller-server replica) for longer than "
+                + wait.toMillis() + " ms; retry later"));
+    }
+
+    /**
+     * Held while a call copies into, or removes, a snapshot or a restored volume's copy. A copy can
+     * outlast its call (the call answers at --nfs-timeout, the copy goes on), so the retry, or
+     * another replica, finds the lock held and answers ABORTED at once instead of copying over it;
+     * the kernel drops the lock with a process that dies, and the next call takes it and starts afresh.
+     */
+    TransientLock lockCopy(Path file, String what) throws IOException {
+        DurableFiles.createDirectories(file.getParent());
+        return TransientLock.tryAcquire(kernel, file).orElseThrow(() -> CsiException.aborted(what
+                + " is being worked on by an earlier call that is still copying or removing; retry later"));
+    }
+
+    private Path recordsDir() {
+        return driverDir().resolve("volumes");
     }
 
     /** Whether the filesystem under the export root can limit a directory's space with project quotas. */

@@ -1,5 +1,6 @@
 package dev.strata.csi.backend.nfs;
 
+import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.mount.MountPoint;
@@ -29,6 +30,7 @@ public final class Exports {
     private final Log log;
     private final MountSource mounts;
     private final NfsExportMetrics metrics;
+    private final Kernel kernel;
     private final ConcurrentMap<Path, Object> mounting = new ConcurrentHashMap<>();
 
     /** Where the mount table comes from: the kernel, or a test that describes the exports' filesystems. */
@@ -36,12 +38,13 @@ public final class Exports {
         MountTable read() throws MountException;
     }
 
-    public Exports(Path root, boolean mountOnDemand, NfsMounter mounter, NfsExportMetrics metrics, Log log) {
-        this(root, mountOnDemand, mounter, metrics, log, MountTable::read);
+    public Exports(Path root, boolean mountOnDemand, NfsMounter mounter, NfsExportMetrics metrics, Kernel kernel, Log log) {
+        this(root, mountOnDemand, mounter, metrics, kernel, log, MountTable::read);
     }
 
-    Exports(Path root, boolean mountOnDemand, NfsMounter mounter, NfsExportMetrics metrics, Log log, MountSource mounts) {
+    Exports(Path root, boolean mountOnDemand, NfsMounter mounter, NfsExportMetrics metrics, Kernel kernel, Log log, MountSource mounts) {
         this.metrics = metrics;
+        this.kernel = kernel;
         this.root = root.toAbsolutePath().normalize();
         this.mountOnDemand = mountOnDemand;
         this.mounter = mounter;
@@ -54,7 +57,7 @@ public final class Exports {
         Path dir = pathOf(export);
         Optional<MountPoint> mounted = mounts.read().at(dir);
         if (mounted.isPresent()) {
-            return new Export(export, dir, mounted.get());
+            return new Export(export, dir, mounted.get(), kernel);
         }
         if (!mountOnDemand) {
             throw CsiException.failedPrecondition("export " + export.source() + " is not mounted at " + dir
@@ -76,7 +79,7 @@ public final class Exports {
                 }
                 log.info("mounted export", "export", export.source(), "path", dir);
             }
-            return new Export(export, dir, mounted.get());
+            return new Export(export, dir, mounted.get(), kernel);
         }
     }
 
@@ -96,7 +99,7 @@ public final class Exports {
             String share = "/" + (relative.getNameCount() > 1 ? relative.subpath(1, relative.getNameCount()).toString() : "");
             try {
                 NfsVolume export = new NfsVolume(server, share.length() > 1 && share.endsWith("/") ? share.substring(0, share.length() - 1) : share, "");
-                exports.add(new Export(export, mount.mountPoint(), mount));
+                exports.add(new Export(export, mount.mountPoint(), mount, kernel));
             } catch (CsiException e) {
                 // a mount below the root that does not follow the layout: not an export of ours
             }

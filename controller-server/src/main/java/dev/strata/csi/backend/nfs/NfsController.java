@@ -17,6 +17,7 @@ import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Bounded;
 import dev.strata.csi.system.Crashes;
 import dev.strata.csi.system.DurableFiles;
+import dev.strata.csi.system.TransientLock;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
@@ -36,7 +37,8 @@ import java.util.Optional;
  * controller keeps nothing of its own. The capacity is enforced with a project quota where the
  * export's filesystem has them (see {@link VolumeQuotas}). Publishing touches no storage: it
  * checks the volume and keeps the record of nodes for ListVolumes. Every step on an export runs
- * with a deadline (see {@link Bounded}).
+ * with a deadline (see {@link Bounded}). Each change of a record is made under the record's lock
+ * ({@link Export#lockRecord}), which holds between controller-server replicas.
  */
 public final class NfsController implements ControllerBackend<NfsController.VolumeHandle, NfsRequest> {
 
@@ -54,6 +56,8 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
     private final Exports exports;
     private final VolumeQuotas quotas;
     private final Duration deadline;
+    /** How long a call waits for a record's lock: half its deadline, the other half left for its work. */
+    private final Duration recordWait;
     private final Clock clock;
     private final Log log;
     private final NfsCapabilities capabilities = new NfsCapabilities();
@@ -68,6 +72,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         this.crashes = crashes;
         this.quotas = new VolumeQuotas(quotas, log);
         this.deadline = deadline;
+        this.recordWait = deadline.dividedBy(2);
         this.clock = clock;
         this.log = log;
     }
@@ -135,50 +140,9 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         NfsVolumeId id = new NfsVolumeId(volume, wanted.onDelete());
         return Bounded.call(deadline, "CreateVolume on " + volume.source(), () -> {
             Export export = exports.open(volume.export(), wanted.mountFlags());
-            VolumeRecords records = export.records();
-            Optional<NfsVolumeRecord> existing = records.read(volume.subDir());
             NfsVolumeRecord record;
-            if (existing.isPresent()) {
-                record = existing.get();
-                if (!record.getName().equals(wanted.name())) {
-                    throw CsiException.alreadyExists("subDir " + volume.subDir() + " of " + volume.export().source()
-                            + " already belongs to volume " + record.getName() + "; volume " + wanted.name() + " needs another");
-                }
-                if (record.getCapacityBytes() != wanted.capacityBytes() || !record.getVolumeId().equals(id.toString())) {
-                    throw CsiException.alreadyExists("volume " + wanted.name() + " exists as " + record.getVolumeId() + " with "
-                            + record.getCapacityBytes() + " bytes; asked for " + id + " with " + wanted.capacityBytes() + " bytes");
-                }
-                if (!record.getSourceSnapshotId().equals(wanted.source().snapshotId())
-                        || !record.getSourceVolumeId().equals(wanted.source().volumeId())) {
-                    throw CsiException.alreadyExists("volume " + wanted.name() + " exists, made from " + recordedSource(record)
-                            + "; asked for one made from " + wanted.source());
-                }
-            } else {
-                refuseNesting(records.all(log), volume.subDir());
-                if (export.exists(volume.subDir())) {
-                    if (wanted.source().present()) {
-                        throw CsiException.failedPrecondition("subDir " + volume.subDir() + " of " + volume.export().source()
-                                + " exists already; a volume made from " + wanted.source() + " needs a directory of its own");
-                    }
-                    log.info("volume takes over an existing directory", "volume", wanted.name(), "dir", volume.source());
-                }
-                if (wanted.source().present()) {
-                    checkRoom(wanted, export, sourceTree(export, wanted.source()));
-                }
-                // The record first, with the project id if the capacity is enforced: a crash before the
-                // directory is made or limited leaves a record the retry completes.
-                record = NfsVolumeRecord.newBuilder()
-                        .setVolumeId(id.toString()).setName(wanted.name()).setSubDir(volume.subDir())
-                        .setCapacityBytes(wanted.capacityBytes())
-                        .setSourceSnapshotId(wanted.source().snapshotId()).setSourceVolumeId(wanted.source().volumeId()).build();
-                if (VolumeQuotas.wanted(export, wanted.capacityBytes())) {
-                    record = quotas.writeWithNewId(export, volume.subDir(), record);
-                } else {
-                    records.write(volume.subDir(), record);
-                }
-                if (wanted.source().present()) {
-                    crashes.reach(NfsCrashPoint.RESTORE_RECORDED);
-                }
+            try (TransientLock held = export.lockRecord(volume.subDir(), "volume " + wanted.name(), recordWait)) {
+                record = recorded(export, wanted, id);
             }
             if (wanted.source().present()) {
                 restore(export, wanted, record);
@@ -201,17 +165,71 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
     }
 
     /**
+     * The volume's record, under its lock: the one there, checked against the request, or a new one
+     * written (with a project id of its own where the capacity is enforced).
+     */
+    private NfsVolumeRecord recorded(Export export, NfsRequest wanted, NfsVolumeId id) throws IOException {
+        NfsVolume volume = wanted.volume();
+        VolumeRecords records = export.records();
+        NfsVolumeRecord record;
+        Optional<NfsVolumeRecord> existing = records.read(volume.subDir());
+        if (existing.isPresent()) {
+            record = existing.get();
+            if (!record.getName().equals(wanted.name())) {
+                throw CsiException.alreadyExists("subDir " + volume.subDir() + " of " + volume.export().source()
+                        + " already belongs to volume " + record.getName() + "; volume " + wanted.name() + " needs another");
+            }
+            if (record.getCapacityBytes() != wanted.capacityBytes() || !record.getVolumeId().equals(id.toString())) {
+                throw CsiException.alreadyExists("volume " + wanted.name() + " exists as " + record.getVolumeId() + " with "
+                        + record.getCapacityBytes() + " bytes; asked for " + id + " with " + wanted.capacityBytes() + " bytes");
+            }
+            if (!record.getSourceSnapshotId().equals(wanted.source().snapshotId())
+                    || !record.getSourceVolumeId().equals(wanted.source().volumeId())) {
+                throw CsiException.alreadyExists("volume " + wanted.name() + " exists, made from " + recordedSource(record)
+                        + "; asked for one made from " + wanted.source());
+            }
+        } else {
+            refuseNesting(records.all(log), volume.subDir());
+            if (export.exists(volume.subDir())) {
+                if (wanted.source().present()) {
+                    throw CsiException.failedPrecondition("subDir " + volume.subDir() + " of " + volume.export().source()
+                            + " exists already; a volume made from " + wanted.source() + " needs a directory of its own");
+                }
+                log.info("volume takes over an existing directory", "volume", wanted.name(), "dir", volume.source());
+            }
+            if (wanted.source().present()) {
+                checkRoom(wanted, export, sourceTree(export, wanted.source()));
+            }
+            // The record first, with the project id if the capacity is enforced: a crash before the
+            // directory is made or limited leaves a record the retry completes.
+            record = NfsVolumeRecord.newBuilder()
+                    .setVolumeId(id.toString()).setName(wanted.name()).setSubDir(volume.subDir())
+                    .setCapacityBytes(wanted.capacityBytes())
+                    .setSourceSnapshotId(wanted.source().snapshotId()).setSourceVolumeId(wanted.source().volumeId()).build();
+            if (VolumeQuotas.wanted(export, wanted.capacityBytes())) {
+                record = quotas.writeWithNewId(export, volume.subDir(), record);
+            } else {
+                records.write(volume.subDir(), record);
+            }
+            if (wanted.source().present()) {
+                crashes.reach(NfsCrashPoint.RESTORE_RECORDED);
+            }
+        }
+        return record;
+    }
+
+    /**
      * Copies the source into {@code .strata-csi/restoring/<key>} and renames the copy into place as
      * the volume's directory, unless a call before this one got that far. A source gone since the
      * record was written (a retry after a crash) undoes the record: NOT_FOUND, nothing left.
      */
-    private void restore(Export export, NfsRequest wanted, NfsVolumeRecord record) throws IOException {
+    private void restore(Export export, NfsRequest wanted, NfsVolumeRecord record) throws IOException, InterruptedException {
         String subDir = wanted.volume().subDir();
         if (export.exists(subDir)) {
             return;
         }
         String key = VolumeRecords.key(subDir);
-        try (CopyLock held = CopyLock.take(export.restoring().resolve(key + ".lock"), "volume " + wanted.name())) {
+        try (TransientLock held = export.lockCopy(export.restoring().resolve(key + ".lock"), "volume " + wanted.name())) {
             if (export.exists(subDir)) {
                 return; // placed by the call whose copy this one waited behind
             }
@@ -220,8 +238,10 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                 source = sourceTree(export, wanted.source());
             } catch (CsiException e) {
                 if (e.code() == io.grpc.Status.Code.NOT_FOUND) {
-                    quotas.release(export, record);
-                    export.records().delete(subDir);
+                    try (TransientLock recordHeld = export.lockRecord(subDir, "volume " + wanted.name(), recordWait)) {
+                        quotas.release(export, record);
+                        export.records().delete(subDir);
+                    }
                 }
                 throw e;
             }
@@ -290,12 +310,15 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         return Bounded.call(deadline, "ControllerExpandVolume on " + volume.source(), () -> {
             Export export = exports.open(volume.export(), List.of());
             VolumeRecords records = export.records();
-            NfsVolumeRecord record = records.read(volume.subDir()).filter(found -> found.getVolumeId().equals(id.toString()))
-                    .orElseThrow(() -> CsiException.notFound("volume " + id + " does not exist"));
-            if (record.getCapacityBytes() < bytes) {
-                record = record.toBuilder().setCapacityBytes(bytes).build();
-                records.write(volume.subDir(), record); // the size first: the retry raises the limit to it
-                log.info("volume expanded", "volume", id, "bytes", bytes, "enforced", record.getProjectId() != 0);
+            NfsVolumeRecord record;
+            try (TransientLock held = export.lockRecord(volume.subDir(), "volume " + id, recordWait)) {
+                record = records.read(volume.subDir()).filter(found -> found.getVolumeId().equals(id.toString()))
+                        .orElseThrow(() -> CsiException.notFound("volume " + id + " does not exist"));
+                if (record.getCapacityBytes() < bytes) {
+                    record = record.toBuilder().setCapacityBytes(bytes).build();
+                    records.write(volume.subDir(), record); // the size first: the retry raises the limit to it
+                    log.info("volume expanded", "volume", id, "bytes", bytes, "enforced", record.getProjectId() != 0);
+                }
             }
             if (record.getProjectId() != 0) {
                 quotas.enforce(export, export.make(volume.subDir(), Optional.empty()), record);
@@ -313,31 +336,33 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             Export export = exports.open(volume.export(), List.of());
             VolumeRecords records = export.records();
             String key = VolumeRecords.key(volume.subDir());
-            Optional<NfsVolumeRecord> record = records.read(volume.subDir());
-            // A record of another id means the directory was given to another volume since: not ours to touch.
-            if (record.isPresent() && record.get().getVolumeId().equals(id.toString())) {
-                // The limit goes first, archived or retained data included (nothing writes there
-                // any more); the record, which holds the project id, goes last.
-                quotas.release(export, record.get());
-                switch (id.onDelete()) {
-                    case DELETE -> {
-                        export.emptyTrash(key); // what an earlier volume of this directory left there
-                        export.moveToTrash(volume.subDir(), key);
+            try (TransientLock held = export.lockRecord(volume.subDir(), "volume " + id, recordWait)) {
+                Optional<NfsVolumeRecord> record = records.read(volume.subDir());
+                // A record of another id means the directory was given to another volume since: not ours to touch.
+                if (record.isPresent() && record.get().getVolumeId().equals(id.toString())) {
+                    // The limit goes first, archived or retained data included (nothing writes there
+                    // any more); the record, which holds the project id, goes last.
+                    quotas.release(export, record.get());
+                    switch (id.onDelete()) {
+                        case DELETE -> {
+                            export.emptyTrash(key); // what an earlier volume of this directory left there
+                            export.moveToTrash(volume.subDir(), key);
+                        }
+                        case ARCHIVE -> {
+                            var archived = export.archive(volume.subDir(), clock.instant());
+                            log.info("archived volume", "volume", id, "archive", archived);
+                        }
+                        case RETAIN -> log.info("retained volume directory", "volume", id, "dir", volume.source());
                     }
-                    case ARCHIVE -> {
-                        var archived = export.archive(volume.subDir(), clock.instant());
-                        log.info("archived volume", "volume", id, "archive", archived);
-                    }
-                    case RETAIN -> log.info("retained volume directory", "volume", id, "dir", volume.source());
+                    records.delete(volume.subDir());
                 }
-                records.delete(volume.subDir());
             }
             if (id.onDelete() == OnDelete.DELETE) {
                 export.emptyTrash(key); // also finishes a removal a crash or a deadline interrupted
             }
             if (Files.isDirectory(export.restoring(), LinkOption.NOFOLLOW_LINKS)) {
                 // A restore or clone a crash cut short, and never retried: its partial copy goes with the volume.
-                try (CopyLock held = CopyLock.take(export.restoring().resolve(key + ".lock"), "volume " + id)) {
+                try (TransientLock held = export.lockCopy(export.restoring().resolve(key + ".lock"), "volume " + id)) {
                     TreeCopy.remove(export.restoring().resolve(key));
                 }
             }
@@ -370,15 +395,17 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                 return null;
             }
             VolumeRecords records = export.records();
-            Optional<NfsVolumeRecord> record = records.read(subDir);
-            if (dynamic.isPresent() && (record.isEmpty() || !record.get().getVolumeId().equals(volumeId)
-                    || !export.exists(volume.subDir()))) {
-                throw CsiException.notFound("volume " + volumeId + " does not exist");
-            }
-            NfsVolumeRecord current = record.orElseGet(() -> NfsVolumeRecord.newBuilder()
-                    .setVolumeId(volumeId).setSubDir(volume.subDir()).build());
-            if (!current.getPublishedNodeIdsList().contains(nodeId)) {
-                records.write(subDir, current.toBuilder().addPublishedNodeIds(nodeId).build());
+            try (TransientLock held = export.lockRecord(subDir, "volume " + volumeId, recordWait)) {
+                Optional<NfsVolumeRecord> record = records.read(subDir);
+                if (dynamic.isPresent() && (record.isEmpty() || !record.get().getVolumeId().equals(volumeId)
+                        || !export.exists(volume.subDir()))) {
+                    throw CsiException.notFound("volume " + volumeId + " does not exist");
+                }
+                NfsVolumeRecord current = record.orElseGet(() -> NfsVolumeRecord.newBuilder()
+                        .setVolumeId(volumeId).setSubDir(volume.subDir()).build());
+                if (!current.getPublishedNodeIdsList().contains(nodeId)) {
+                    records.write(subDir, current.toBuilder().addPublishedNodeIds(nodeId).build());
+                }
             }
             return null;
         });
@@ -397,25 +424,34 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             String subDir = dynamic.map(id -> id.volume().subDir()).orElse(staticKey(volumeId));
             for (Export export : candidates) {
                 VolumeRecords records = export.records();
-                Optional<NfsVolumeRecord> record = records.read(subDir);
-                if (record.isEmpty() || !record.get().getVolumeId().equals(volumeId)) {
-                    continue;
-                }
-                List<String> nodes = new ArrayList<>(record.get().getPublishedNodeIdsList());
-                if (nodeId.isEmpty() ? nodes.isEmpty() : !nodes.remove(nodeId)) {
-                    continue;
-                }
-                if (nodeId.isEmpty()) {
-                    nodes.clear();
-                }
-                if (dynamic.isEmpty() && nodes.isEmpty()) {
-                    records.delete(subDir);
-                } else {
-                    records.write(subDir, record.get().toBuilder().clearPublishedNodeIds().addAllPublishedNodeIds(nodes).build());
+                if (records.read(subDir).filter(found -> found.getVolumeId().equals(volumeId)).isPresent()) { // no lock file elsewhere
+                    try (TransientLock held = export.lockRecord(subDir, "volume " + volumeId, recordWait)) {
+                        forget(records, subDir, volumeId, nodeId, dynamic.isEmpty());
+                    }
                 }
             }
             return null;
         });
+    }
+
+    /** Takes {@code nodeId} (every node, when empty) out of the record; a static volume's record goes with its last node. */
+    private static void forget(VolumeRecords records, String subDir, String volumeId, String nodeId, boolean isStatic) throws IOException {
+        Optional<NfsVolumeRecord> record = records.read(subDir);
+        if (record.isEmpty() || !record.get().getVolumeId().equals(volumeId)) {
+            return;
+        }
+        List<String> nodes = new ArrayList<>(record.get().getPublishedNodeIdsList());
+        if (nodeId.isEmpty() ? nodes.isEmpty() : !nodes.remove(nodeId)) {
+            return;
+        }
+        if (nodeId.isEmpty()) {
+            nodes.clear();
+        }
+        if (isStatic && nodes.isEmpty()) {
+            records.delete(subDir);
+        } else {
+            records.write(subDir, record.get().toBuilder().clearPublishedNodeIds().addAllPublishedNodeIds(nodes).build());
+        }
     }
 
     /**
@@ -466,7 +502,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         return Bounded.call(deadline, "CreateSnapshot " + name + " of " + volume.source(), () -> {
             Export export = exports.open(volume.export(), List.of());
             SnapshotStore store = export.snapshots();
-            try (CopyLock held = CopyLock.take(store.lock(name), "snapshot " + name)) {
+            try (TransientLock held = export.lockCopy(store.lock(name), "snapshot " + name)) {
                 Optional<NfsSnapshotRecord> existing = store.read(name);
                 if (existing.isPresent()) {
                     NfsSnapshotRecord record = existing.get();
@@ -533,7 +569,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             if (!Files.isDirectory(store.dir(), LinkOption.NOFOLLOW_LINKS)) {
                 return null;
             }
-            try (CopyLock held = CopyLock.take(store.lock(id.name()), "snapshot " + id.name())) {
+            try (TransientLock held = export.lockCopy(store.lock(id.name()), "snapshot " + id.name())) {
                 Optional<NfsSnapshotRecord> record = store.read(id.name());
                 if (record.isPresent() && record.get().getState() != NfsSnapshotRecord.State.DELETING) {
                     store.write(id.name(), record.get().toBuilder().setState(NfsSnapshotRecord.State.DELETING).build());
@@ -580,12 +616,12 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                 SnapshotStore store = export.snapshots();
                 for (NfsSnapshotRecord record : store.all(log)) {
                     if (record.getState() == NfsSnapshotRecord.State.CREATING
-                            && removeUnlocked(store.partial(record.getName()), store.lock(record.getName()))) {
+                            && removeUnlocked(export, store.partial(record.getName()), store.lock(record.getName()))) {
                         removed++;
                     }
                 }
                 for (String entry : entries(export.restoring())) {
-                    if (!entry.endsWith(".lock") && removeUnlocked(export.restoring().resolve(entry),
+                    if (!entry.endsWith(".lock") && removeUnlocked(export, export.restoring().resolve(entry),
                             export.restoring().resolve(entry + ".lock"))) {
                         removed++;
                     }
@@ -596,11 +632,11 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         });
     }
 
-    private boolean removeUnlocked(Path copy, Path lock) throws IOException {
+    private boolean removeUnlocked(Export export, Path copy, Path lock) throws IOException {
         if (!Files.exists(copy, LinkOption.NOFOLLOW_LINKS)) {
             return false;
         }
-        try (CopyLock held = CopyLock.take(lock, copy.toString())) {
+        try (TransientLock held = export.lockCopy(lock, copy.toString())) {
             TreeCopy.remove(copy);
             log.info("removed a partial copy a crash left", "path", copy);
             return true;

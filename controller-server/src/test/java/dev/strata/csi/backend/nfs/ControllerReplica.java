@@ -2,6 +2,7 @@ package dev.strata.csi.backend.nfs;
 
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.VolumeCapability;
+import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountTable;
 import java.nio.file.Files;
@@ -30,7 +31,7 @@ public final class ControllerReplica {
                 + "40 22 7:3 / " + export + " rw,relatime shared:30 - xfs /dev/loop3 rw,attr2,inode64,prjquota\n";
         Log log = new Log(System.out, 0);
         NfsController controller = new NfsController(new Exports(root, false, null,
-                new NfsExportMetrics(new io.prometheus.metrics.model.registry.PrometheusRegistry()), log, () -> MountTable.parse(mountinfo)),
+                new NfsExportMetrics(new io.prometheus.metrics.model.registry.PrometheusRegistry()), new Kernel(), log, () -> MountTable.parse(mountinfo)),
                 new NfsControllerQuotaTest.FakeQuotas(), Duration.ofSeconds(30), Clock.systemUTC(), log);
         System.out.println("ready");
         while (!Files.exists(go)) {

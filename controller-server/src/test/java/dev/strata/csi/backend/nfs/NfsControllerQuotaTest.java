@@ -9,6 +9,7 @@ import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.linux.SyscallException;
+import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.backend.nfs.records.NfsVolumeRecord;
@@ -67,7 +68,7 @@ class NfsControllerQuotaTest {
         export = Files.createDirectories(root.resolve("nfs.example/srv/share"));
         mounted("xfs", "rw,attr2,inode64,prjquota");
         Log log = new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0);
-        Exports exports = new Exports(root, false, null, new NfsExportMetrics(new PrometheusRegistry()), log,
+        Exports exports = new Exports(root, false, null, new NfsExportMetrics(new PrometheusRegistry()), new Kernel(), log,
                 () -> MountTable.parse(mountinfo));
         controller = new NfsController(exports, quotas, Duration.ofSeconds(30),
                 Clock.fixed(Instant.parse("2026-01-02T03:04:05Z"), ZoneOffset.UTC), log);
