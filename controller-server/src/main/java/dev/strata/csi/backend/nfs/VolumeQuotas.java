@@ -8,7 +8,6 @@ import dev.strata.csi.system.ExclusiveLock;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
@@ -46,10 +45,11 @@ final class VolumeQuotas {
     }
 
     /**
-     * Writes a new volume's record with a project id of its own. One allocation per export at a
-     * time, and the records are read inside it, so two volumes never get one id: the threads of
-     * this process take turns, and then hold a lock file in the export's driver directory, which
-     * other controller-server replicas (other processes, other hosts) wait for too.
+     * Writes a new volume's record with a project id of its own; the caller holds the record's lock
+     * ({@link Export#lockRecord}). One allocation per export at a time, and the records are read
+     * inside it, so two volumes never get one id: the threads of this process take turns, and then
+     * hold a lock file in the export's driver directory, which other controller-server replicas
+     * (other processes, other hosts) wait for too.
      */
     NfsVolumeRecord writeWithNewId(Export export, String subDir, NfsVolumeRecord record) throws IOException {
         synchronized (allocating.computeIfAbsent(export.mountPoint(), path -> new Object())) {
@@ -62,17 +62,6 @@ final class VolumeQuotas {
 
     private NfsVolumeRecord writeWithNewIdLocked(Export export, String subDir, NfsVolumeRecord record) throws IOException {
         VolumeRecords records = export.records();
-        // Another replica may have made this very volume since the caller looked: its record and id stand.
-        Optional<NfsVolumeRecord> raced = records.read(subDir);
-        if (raced.isPresent()) {
-            NfsVolumeRecord other = raced.get();
-            if (other.getVolumeId().equals(record.getVolumeId()) && other.getName().equals(record.getName())
-                    && other.getCapacityBytes() == record.getCapacityBytes()) {
-                return other;
-            }
-            throw CsiException.aborted("subDir " + subDir + " was given to volume " + other.getName()
-                    + " meanwhile; the retry gets the answer for it");
-        }
         long id = FIRST_ID;
         for (NfsVolumeRecord other : records.all(log)) {
             id = Math.max(id, Integer.toUnsignedLong(other.getProjectId()) + 1);
