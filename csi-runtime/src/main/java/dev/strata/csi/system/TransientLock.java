@@ -5,7 +5,6 @@ import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.linux.SyscallException;
 import java.io.IOException;
 import java.nio.file.Files;
-import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.attribute.BasicFileAttributes;
@@ -44,7 +43,7 @@ public final class TransientLock implements AutoCloseable {
             boolean keep = false;
             try {
                 boolean locked = kernel.tryLockExclusive(descriptor);
-                if (names(file, descriptor)) {
+                if (names(kernel, file, descriptor)) {
                     keep = locked;
                     return locked ? Optional.of(new TransientLock(file, descriptor)) : Optional.empty();
                 }
@@ -99,14 +98,30 @@ public final class TransientLock implements AutoCloseable {
         }
     }
 
-    /** Whether {@code file} names the file the descriptor is open on (seen through /proc/self/fd, which reaches a removed file too). */
-    private static boolean names(Path file, FileDescriptor descriptor) throws IOException {
-        Object opened = Files.readAttributes(Path.of("/proc/self/fd/" + descriptor.number()), BasicFileAttributes.class).fileKey();
+    /**
+     * Whether {@code file} names the file the descriptor is open on. The name is opened afresh, not
+     * looked up with stat: over NFS an open asks the server what the name means now (close-to-open),
+     * where a stat may answer from the client's cache. Closing that second descriptor leaves the
+     * flock lock alone, which belongs to the first.
+     */
+    private static boolean names(Kernel kernel, Path file, FileDescriptor descriptor) throws IOException {
+        FileDescriptor named;
         try {
-            return opened != null
-                    && opened.equals(Files.readAttributes(file, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS).fileKey());
-        } catch (NoSuchFileException gone) {
-            return false;
+            named = kernel.open(file.toString(), Kernel.O_RDONLY | Kernel.O_NOFOLLOW | Kernel.O_CLOEXEC);
+        } catch (SyscallException e) {
+            if (e.is(Errno.ENOENT)) {
+                return false;
+            }
+            throw new IOException(e.getMessage(), e);
         }
+        try (named) {
+            Object locked = identity(descriptor);
+            return locked != null && locked.equals(identity(named));
+        }
+    }
+
+    /** The device and inode of the file a descriptor is open on (seen through /proc/self/fd, which reaches a removed file too). */
+    private static Object identity(FileDescriptor descriptor) throws IOException {
+        return Files.readAttributes(Path.of("/proc/self/fd/" + descriptor.number()), BasicFileAttributes.class).fileKey();
     }
 }
