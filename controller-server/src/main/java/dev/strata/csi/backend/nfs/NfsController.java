@@ -620,8 +620,10 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                         removed++;
                     }
                 }
+                // A partial copy is named by its volume's key; anything else there is not one: a
+                // lock file, or the .nfsXXXX name an NFS client gives a file removed while open.
                 for (String entry : entries(export.restoring())) {
-                    if (!entry.endsWith(".lock") && removeUnlocked(export, export.restoring().resolve(entry),
+                    if (VolumeRecords.isKey(entry) && removeUnlocked(export, export.restoring().resolve(entry),
                             export.restoring().resolve(entry + ".lock"))) {
                         removed++;
                     }

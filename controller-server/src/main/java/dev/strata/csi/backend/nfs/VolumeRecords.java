@@ -42,6 +42,11 @@ final class VolumeRecords {
         }
     }
 
+    /** Whether {@code name} has the form of a {@link #key}: 40 lower-case hex digits. */
+    static boolean isKey(String name) {
+        return name.length() == 40 && name.chars().allMatch(c -> (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+    }
+
     Optional<NfsVolumeRecord> read(String subDir) throws IOException {
         return files.read(key(subDir));
     }
