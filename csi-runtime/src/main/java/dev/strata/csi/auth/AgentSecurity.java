@@ -4,6 +4,7 @@ import dev.strata.csi.flags.Flag;
 import dev.strata.csi.flags.FlagSet;
 import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.log.Log;
+import dev.strata.csi.server.GrpcServer;
 import io.grpc.CallCredentials;
 import io.grpc.CompositeCallCredentials;
 import io.grpc.ManagedChannel;
@@ -141,7 +142,7 @@ public record AgentSecurity(AgentToken token, Optional<IdentityToken> identity, 
 
     /** A channel to the other side at {@code target} (host:port): TLS when configured. */
     public ManagedChannel channel(String target) {
-        NettyChannelBuilder builder = NettyChannelBuilder.forTarget(target);
+        NettyChannelBuilder builder = NettyChannelBuilder.forTarget(target).flowControlWindow(GrpcServer.TCP_FLOW_CONTROL_WINDOW);
         if (clientTls.isPresent()) {
             builder.sslContext(clientTls.get()).overrideAuthority(SERVER_NAME);
         } else {

@@ -25,6 +25,8 @@ import java.security.MessageDigest;
 import java.util.HexFormat;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.FutureTask;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -32,7 +34,9 @@ import java.util.concurrent.TimeUnit;
  * image on a thread of its own (messages arrive on the transport's thread, which must not wait for
  * the disk), one message requested at a time, so the stream never holds more than the transport's
  * window. Every 64 MiB the image is synced and the record says how far it is on disk: a stream
- * cut short (either side or the controller died) resumes there. At the end the image is synced,
+ * cut short (either side or the controller died) resumes there. That checkpoint runs beside the
+ * writing, on a thread of its own, one at a time: the disk writes the last 64 MiB back while the
+ * next arrive, rather than the stream standing still for every sync. At the end the image is synced,
  * its own digest compared with the sender's, and only then is it READY. A damaged chunk or another
  * digest removes the partial image and answers DATA_LOSS: nothing unverified is ever READY.
  */
@@ -99,9 +103,15 @@ final class ContentReceiver {
         private FileChannel file;
         /** Everything of the content below this offset is written (recorded once synced). */
         private long position;
-        private long recorded;
+        /** Where the latest checkpoint syncs up to; the record says so once it is done. */
+        private long checkpointed;
+        /** What the record says is on disk: set by the checkpoint's thread. */
+        private volatile long recorded;
         private long written;
-        private int checkpoints;
+        /** Checkpoints of this stream recorded: set by the checkpoint's thread. */
+        private volatile int checkpoints;
+        /** The checkpoint syncing beside the writing, until awaited; at most one at a time, so records come in order. */
+        private FutureTask<Void> syncing;
 
         Stream(ServerCallStreamObserver<WriteContentResponse> out, BlockingQueue<Event> events) {
             this.out = out;
@@ -196,11 +206,12 @@ final class ContentReceiver {
             }
             position = start.getOffset();
             recorded = record.getReceivedBytes();
+            checkpointed = position;
             this.start = start;
             return record;
         }
 
-        private void write(ImageRecord record, ContentData data) throws IOException {
+        private void write(ImageRecord record, ContentData data) throws IOException, InterruptedException {
             long offset = data.getOffset();
             int length = data.getData().size();
             if (offset < position || offset % ImageContent.BLOCK != 0 || length == 0 || length > MAX_CHUNK
@@ -208,33 +219,80 @@ final class ContentReceiver {
                 throw CsiException.invalidArgument("chunk at " + offset + " of " + length + " bytes: chunks come in order, "
                         + "at whole blocks, within the volume's " + record.getCapacityBytes() + " bytes");
             }
-            ByteBuffer bytes = data.getData().asReadOnlyByteBuffer();
-            ByteBuffer writable = ByteBuffer.allocate(length).put(bytes).flip();
-            if (ImageContent.crc32c(writable) != data.getCrc32C()) {
+            ByteBuffer bytes = data.getData().asReadOnlyByteBuffer(); // the message's own bytes, not a copy
+            if (ImageContent.crc32c(bytes) != data.getCrc32C()) {
                 throw CsiException.dataLoss("chunk at " + offset + " of volume " + name + " arrived damaged (CRC-32C)");
             }
-            ImageContent.write(file, offset, writable);
+            ImageContent.write(file, offset, bytes);
             position = offset + length;
             written += length;
             metrics.received(length);
             if (checkpoints > 0) {
                 crashes.reach(CrashPoint.TRANSFER_WRITTEN);
             }
-            if (position - recorded >= CHECKPOINT_BYTES) {
-                checkpoint();
-                checkpoints++;
-                crashes.reach(CrashPoint.TRANSFER_CHECKPOINTED);
+            if (position - checkpointed >= CHECKPOINT_BYTES) {
+                startCheckpoint();
             }
         }
 
-        /** Syncs what is written and records how far it goes. */
-        private void checkpoint() throws IOException {
-            file.force(false);
-            pool.receivedUpTo(name, position);
-            recorded = position;
+        /**
+         * Syncs what is written so far, and records how far it goes, on a thread of its own while
+         * the stream goes on: once the previous checkpoint is done, so that a record never says
+         * less than the one before it.
+         */
+        private void startCheckpoint() throws IOException, InterruptedException {
+            awaitCheckpoint();
+            long upTo = position;
+            checkpointed = upTo;
+            syncing = new FutureTask<>(() -> {
+                syncAndRecord(upTo);
+                checkpoints++; // this thread alone writes it, one checkpoint at a time
+                crashes.reach(CrashPoint.TRANSFER_CHECKPOINTED);
+                return null;
+            });
+            Thread.ofPlatform().daemon(true).name("checkpoint-" + name).start(syncing);
         }
 
-        private Image finish(byte[] sent) throws IOException {
+        /** Waits for the checkpoint in progress, if any; its failure is this stream's. */
+        private void awaitCheckpoint() throws IOException, InterruptedException {
+            if (syncing == null) {
+                return;
+            }
+            try {
+                syncing.get();
+            } catch (ExecutionException e) {
+                switch (e.getCause()) {
+                    case IOException io -> throw io;
+                    case RuntimeException runtime -> throw runtime;
+                    default -> throw new IOException(e.getCause());
+                }
+            } finally {
+                if (syncing.isDone()) {
+                    syncing = null;
+                }
+            }
+        }
+
+        /** Waits for the checkpoint in progress, if any, whatever its outcome: the stream ends anyway. */
+        private void settleCheckpoint() {
+            try {
+                awaitCheckpoint();
+            } catch (IOException | RuntimeException e) {
+                log.warn("checkpoint failed", "volume", name, "error", e.toString());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+
+        /** Syncs what is written up to {@code upTo} (and any more) and records it. */
+        private void syncAndRecord(long upTo) throws IOException {
+            file.force(false);
+            pool.receivedUpTo(name, upTo);
+            recorded = upTo;
+        }
+
+        private Image finish(byte[] sent) throws IOException, InterruptedException {
+            awaitCheckpoint();
             file.force(true);
             byte[] mine = content.digest(pool.imagePath(name));
             if (!MessageDigest.isEqual(mine, sent)) {
@@ -254,8 +312,9 @@ final class ContentReceiver {
             if (file == null) {
                 return;
             }
+            settleCheckpoint();
             try {
-                checkpoint();
+                syncAndRecord(position);
                 log.warn("transfer interrupted; the retry resumes", "volume", name, "received_bytes", recorded, "reason", why);
             } catch (IOException | RuntimeException e) {
                 log.warn("transfer interrupted; progress not recorded", "volume", name, "reason", why, "error", e.toString());
@@ -299,6 +358,7 @@ final class ContentReceiver {
 
         private void close() {
             if (file != null) {
+                settleCheckpoint(); // the checkpoint's thread syncs this file
                 try {
                     file.close();
                 } catch (IOException e) {

@@ -1,6 +1,7 @@
 package dev.strata.csi.agent;
 
 import com.google.protobuf.ByteString;
+import com.google.protobuf.UnsafeByteOperations;
 import dev.strata.csi.agent.api.ContentChunk;
 import dev.strata.csi.agent.api.ContentData;
 import dev.strata.csi.agent.api.ContentEnd;
@@ -147,8 +148,10 @@ final class ContentSender {
             byte[] digest = content.read(source.file(), from, (offset, data) -> {
                 ready.await();
                 int length = data.remaining();
+                // The read's own buffer, not a copy: onNext serializes the message into the transport's
+                // buffers before it returns, and the read reuses its buffer only after that.
                 out.onNext(ContentChunk.newBuilder().setData(ContentData.newBuilder()
-                        .setOffset(offset).setCrc32C(ImageContent.crc32c(data)).setData(ByteString.copyFrom(data))).build());
+                        .setOffset(offset).setCrc32C(ImageContent.crc32c(data)).setData(UnsafeByteOperations.unsafeWrap(data))).build());
                 sent[0] += length;
                 metrics.sent(length);
                 if (++chunks[0] == CHUNKS_BEFORE_CRASH_POINT) {

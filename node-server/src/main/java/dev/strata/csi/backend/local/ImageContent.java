@@ -27,6 +27,7 @@ public final class ImageContent {
     public static final int CHUNK = 1 << 20;
 
     private static final byte[] ZEROS = new byte[BLOCK];
+    private static final ByteBuffer ZERO_BLOCK = ByteBuffer.wrap(ZEROS).asReadOnlyBuffer();
 
     /** Where a read's chunks go. */
     @FunctionalInterface
@@ -90,24 +91,27 @@ public final class ImageContent {
         }
     }
 
-    /** Writes {@code data} at {@code offset}, leaving its zero blocks out: a hole stays a hole. */
+    /**
+     * Writes {@code data} (its position to its limit, which it leaves where they are) at
+     * {@code offset}, leaving its zero blocks out: a hole stays a hole. Any buffer will do: a
+     * received message's own read-only bytes are written without a copy of their own.
+     */
     public static void write(FileChannel file, long offset, ByteBuffer data) throws IOException {
-        byte[] bytes = data.array();
-        int base = data.arrayOffset() + data.position();
-        int length = data.remaining();
+        ByteBuffer bytes = data.slice();
+        int length = bytes.remaining();
         int run = -1;
         for (int block = 0; block <= length; block += BLOCK) {
             int size = Math.min(BLOCK, length - block);
-            boolean nonZero = block < length && !zero(bytes, base + block, size);
+            boolean nonZero = block < length && bytes.slice(block, size).mismatch(ZERO_BLOCK.slice(0, size)) >= 0;
             if (nonZero && run < 0) {
                 run = block;
             } else if (!nonZero && run >= 0) {
-                writeFully(file, ByteBuffer.wrap(bytes, base + run, block - run), offset + run);
+                writeFully(file, bytes.slice(run, block - run), offset + run);
                 run = -1;
             }
         }
         if (run >= 0) {
-            writeFully(file, ByteBuffer.wrap(bytes, base + run, length - run), offset + run);
+            writeFully(file, bytes.slice(run, length - run), offset + run);
         }
     }
 
