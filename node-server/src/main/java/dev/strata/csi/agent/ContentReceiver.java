@@ -112,6 +112,11 @@ final class ContentReceiver {
         private volatile int checkpoints;
         /** The checkpoint syncing beside the writing, until awaited; at most one at a time, so records come in order. */
         private FutureTask<Void> syncing;
+        /**
+         * A checkpoint failed: its sync may have taken the file's write error, which Linux reports
+         * once, so a later sync succeeding proves nothing and no more progress is recorded.
+         */
+        private boolean checkpointFailed;
 
         Stream(ServerCallStreamObserver<WriteContentResponse> out, BlockingQueue<Event> events) {
             this.out = out;
@@ -163,6 +168,9 @@ final class ContentReceiver {
             } catch (InterruptedException e) {
                 interrupted("interrupted");
                 answer(Status.ABORTED.withDescription("interrupted"));
+            } catch (RuntimeException e) { // a failure of the pool's (a record that cannot be written, say): recorded, answered
+                interrupted(e.toString());
+                answer(CsiException.internal("cannot receive volume " + name + ": " + e).toStatus());
             } finally {
                 close();
                 if (held != null) {
@@ -244,13 +252,14 @@ final class ContentReceiver {
             awaitCheckpoint();
             long upTo = position;
             checkpointed = upTo;
-            syncing = new FutureTask<>(() -> {
+            FutureTask<Void> checkpoint = new FutureTask<>(() -> {
                 syncAndRecord(upTo);
                 checkpoints++; // this thread alone writes it, one checkpoint at a time
                 crashes.reach(CrashPoint.TRANSFER_CHECKPOINTED);
                 return null;
             });
-            Thread.ofPlatform().daemon(true).name("checkpoint-" + name).start(syncing);
+            Thread.ofPlatform().daemon(true).name("checkpoint-" + name).start(checkpoint);
+            syncing = checkpoint; // only once it runs: a thread that could not start leaves nothing to wait for
         }
 
         /** Waits for the checkpoint in progress, if any; its failure is this stream's. */
@@ -261,6 +270,7 @@ final class ContentReceiver {
             try {
                 syncing.get();
             } catch (ExecutionException e) {
+                checkpointFailed = true;
                 switch (e.getCause()) {
                     case IOException io -> throw io;
                     case RuntimeException runtime -> throw runtime;
@@ -313,6 +323,11 @@ final class ContentReceiver {
                 return;
             }
             settleCheckpoint();
+            if (checkpointFailed) {
+                log.warn("transfer interrupted after a failed checkpoint; the retry resumes from the last one recorded",
+                        "volume", name, "received_bytes", recorded, "reason", why);
+                return;
+            }
             try {
                 syncAndRecord(position);
                 log.warn("transfer interrupted; the retry resumes", "volume", name, "received_bytes", recorded, "reason", why);
