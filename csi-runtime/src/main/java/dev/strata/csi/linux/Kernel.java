@@ -61,6 +61,11 @@ public final class Kernel {
     private static final int STATX_BLOCKS = 0x400;
     private static final int STATX_BLOCKS_OFFSET = 48;
     private static final int STATX_SIZE = 256;
+    /** statx(2) of the descriptor itself (AT_EMPTY_PATH), its inode (STATX_INO), and where stx_ino and stx_dev_major lie. */
+    private static final int AT_EMPTY_PATH = 0x1000;
+    private static final int STATX_INO = 0x100;
+    private static final int STATX_INO_OFFSET = 32;
+    private static final int STATX_DEV_MAJOR_OFFSET = 136;
     /** lseek(2)'s whence for the next data, and the next hole, at or after an offset (Linux 3.1). */
     private static final int SEEK_DATA = 3;
     private static final int SEEK_HOLE = 4;
@@ -270,6 +275,17 @@ public final class Kernel {
         }
         return statx.getLong(STATX_BLOCKS_OFFSET);
     }
+
+    /** Which file a descriptor is open on: its device and inode, as statx(2) gives them (a removed file too). */
+    public FileIdentity identity(FileDescriptor fd) throws SyscallException {
+        Pointer statx = Memory.allocateDirect(runtime, STATX_SIZE, true);
+        call("statx " + fd.path(), () -> libc.statx(fd.number(), "", AT_EMPTY_PATH, STATX_INO, statx));
+        return new FileIdentity(new DeviceNumber(statx.getInt(STATX_DEV_MAJOR_OFFSET), statx.getInt(STATX_DEV_MAJOR_OFFSET + 4)),
+                statx.getLong(STATX_INO_OFFSET));
+    }
+
+    /** A file's device and inode numbers: the same file while either is open on it. */
+    public record FileIdentity(DeviceNumber device, long inode) {}
 
     void close(int fd) {
         try {

@@ -7,9 +7,9 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.attribute.BasicFileAttributes;
 import java.time.Duration;
 import java.util.Optional;
+import java.util.concurrent.locks.LockSupport;
 import jnr.constants.platform.Errno;
 
 /**
@@ -30,6 +30,7 @@ public final class TransientLock implements AutoCloseable {
 
     private final Path file;
     private final FileDescriptor descriptor;
+    private boolean closed;
 
     private TransientLock(Path file, FileDescriptor descriptor) {
         this.file = file;
@@ -57,6 +58,7 @@ public final class TransientLock implements AutoCloseable {
                     descriptor.close();
                 }
             }
+            LockSupport.parkNanos(1_000_000); // let the holder that removed it finish letting go
         }
     }
 
@@ -77,9 +79,13 @@ public final class TransientLock implements AutoCloseable {
         }
     }
 
-    /** Removes the file, then lets go: the order that needs the takers' check above. */
+    /** Removes the file, then lets go: the order that needs the takers' check above. Once only: the path may name another's lock file after. */
     @Override
     public void close() throws IOException {
+        if (closed) {
+            return;
+        }
+        closed = true;
         try {
             Files.deleteIfExists(file);
         } finally {
@@ -104,24 +110,19 @@ public final class TransientLock implements AutoCloseable {
      * where a stat may answer from the client's cache. Closing that second descriptor leaves the
      * flock lock alone, which belongs to the first.
      */
-    private static boolean names(Kernel kernel, Path file, FileDescriptor descriptor) throws IOException {
+    private static boolean names(Kernel kernel, Path file, FileDescriptor descriptor) throws IOException, SyscallException {
         FileDescriptor named;
         try {
             named = kernel.open(file.toString(), Kernel.O_RDONLY | Kernel.O_NOFOLLOW | Kernel.O_CLOEXEC);
         } catch (SyscallException e) {
-            if (e.is(Errno.ENOENT)) {
+            if (e.is(Errno.ENOENT) || e.is(Errno.ESTALE)) {
                 return false;
             }
             throw new IOException(e.getMessage(), e);
         }
         try (named) {
-            Object locked = identity(descriptor);
-            return locked != null && locked.equals(identity(named));
+            // ESTALE here (the locked file removed at the NFS server) goes to the caller, which tries again.
+            return kernel.identity(descriptor).equals(kernel.identity(named));
         }
-    }
-
-    /** The device and inode of the file a descriptor is open on (seen through /proc/self/fd, which reaches a removed file too). */
-    private static Object identity(FileDescriptor descriptor) throws IOException {
-        return Files.readAttributes(Path.of("/proc/self/fd/" + descriptor.number()), BasicFileAttributes.class).fileKey();
     }
 }
