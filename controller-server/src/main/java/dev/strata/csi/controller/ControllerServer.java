@@ -47,7 +47,8 @@ public final class ControllerServer {
             "mount an export under --nfs-export-root when nothing is mounted there (needs mount.nfs and CAP_SYS_ADMIN); "
                     + "false: use only exports mounted there already");
     static final Flag NFS_TIMEOUT = new Flag("nfs-timeout", "NFS_TIMEOUT", "60s",
-            "deadline for one step on an NFS export (mount, make or remove a directory); past it the call gets UNAVAILABLE");
+            "deadline for one step on an NFS export (mount, make or remove a directory); past it the call gets UNAVAILABLE;"
+                    + " a change of a volume's record waits up to half of it for the record's lock, then gets ABORTED");
 
     private ControllerServer() {}
 

@@ -148,8 +148,10 @@ final class ContentSender {
             byte[] digest = content.read(source.file(), from, (offset, data) -> {
                 ready.await();
                 int length = data.remaining();
-                // The read's own buffer, not a copy: onNext serializes the message into the transport's
-                // buffers before it returns, and the read reuses its buffer only after that.
+                // The read's own buffer, not a copy: on a server stream (ReadContent is one) onNext
+                // serializes the message into the transport's buffers before it returns, and the read
+                // reuses its buffer only after that. A client stream may keep the message for later
+                // (before the transport is ready, or to retry), which would need a copy here.
                 out.onNext(ContentChunk.newBuilder().setData(ContentData.newBuilder()
                         .setOffset(offset).setCrc32C(ImageContent.crc32c(data)).setData(UnsafeByteOperations.unsafeWrap(data))).build());
                 sent[0] += length;
