@@ -178,6 +178,10 @@ class FailoverTest {
             assertFalse(Files.exists(image));
 
             // Replica 1 comes back: the agents register with it at their next renewal, and it serves.
+            // First node-a's renewal has found it gone (a renewal falls in the outage only if the
+            // outage outlasts the renewal interval, which on a fast run it need not).
+            cluster.node("node-a").process().awaitOutput(
+                    "msg=\"cannot register with controller; retrying\" controller=127.0.0.1:" + cluster.registryPort());
             cluster.startController(0);
             cluster.awaitRegistered(0);
             first = cluster.controller(0);
