@@ -17,6 +17,7 @@ import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
+import dev.strata.csi.testing.BoundExport;
 import dev.strata.csi.testing.FileTrees;
 import dev.strata.csi.testing.Programs;
 import dev.strata.csi.testing.Root;
@@ -58,10 +59,9 @@ class NfsSnapshotTest {
     @BeforeAll
     static void start() throws Exception {
         Root.require();
-        exportData = Files.createDirectories(dir.resolve("export-data"));
-        Path exportRoot = dir.resolve("exports");
-        Path exportMount = Files.createDirectories(exportRoot.resolve(SERVER + SHARE));
-        Programs.run("mount", "--bind", exportData.toString(), exportMount.toString());
+        BoundExport export = BoundExport.bind(dir, SERVER, SHARE);
+        exportData = export.data();
+        Path exportRoot = export.root();
         cluster = Cluster.start(dir, List.of("--agent-plaintext", "true"),
                 List.of("--nfs-export-root", exportRoot.toString(), "--nfs-mount-exports", "false"), Map.of());
     }

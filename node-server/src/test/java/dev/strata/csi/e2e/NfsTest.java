@@ -19,6 +19,7 @@ import csi.v1.Csi.NodeUnpublishVolumeRequest;
 import csi.v1.Csi.NodeUnstageVolumeRequest;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
+import dev.strata.csi.testing.BoundExport;
 import dev.strata.csi.testing.Programs;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
@@ -63,10 +64,10 @@ class NfsTest {
     @BeforeAll
     static void start() throws Exception {
         Root.require();
-        exportData = Files.createDirectories(dir.resolve("export-data"));
-        Path exportRoot = dir.resolve("exports");
-        exportMount = Files.createDirectories(exportRoot.resolve(SERVER + SHARE));
-        run("mount", "--bind", exportData.toString(), exportMount.toString());
+        BoundExport export = BoundExport.bind(dir, SERVER, SHARE);
+        exportData = export.data();
+        exportMount = export.mount();
+        Path exportRoot = export.root();
         mountLog = dir.resolve("nfs-mounts.log");
         Path fakeBin = Files.createDirectories(dir.resolve("fake-bin"));
         Path fakeMount = fakeBin.resolve("mount");

@@ -15,6 +15,7 @@ import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.controller.ControllerServer;
 import dev.strata.csi.system.Crashes;
+import dev.strata.csi.testing.BoundExport;
 import dev.strata.csi.testing.FileTrees;
 import dev.strata.csi.testing.Programs;
 import dev.strata.csi.testing.Root;
@@ -62,10 +63,10 @@ class NfsCrashRecoveryTest {
     @BeforeAll
     static void mountExport() throws Exception {
         Root.require();
-        exportData = Files.createDirectories(dir.resolve("export-data"));
-        exportRoot = dir.resolve("exports");
-        exportMount = Files.createDirectories(exportRoot.resolve(SERVER + SHARE));
-        Programs.run("mount", "--bind", exportData.toString(), exportMount.toString());
+        BoundExport export = BoundExport.bind(dir, SERVER, SHARE);
+        exportData = export.data();
+        exportRoot = export.root();
+        exportMount = export.mount();
     }
 
     @AfterAll

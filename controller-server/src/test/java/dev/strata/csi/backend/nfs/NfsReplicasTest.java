@@ -17,6 +17,7 @@ import dev.strata.csi.backend.nfs.records.NfsVolumeRecord;
 import dev.strata.csi.controller.ControllerServer;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.system.TransientLock;
+import dev.strata.csi.testing.BoundExport;
 import dev.strata.csi.testing.FileTrees;
 import dev.strata.csi.testing.Programs;
 import dev.strata.csi.testing.Root;
@@ -69,10 +70,10 @@ class NfsReplicasTest {
     @BeforeAll
     static void start() throws Exception {
         Root.require();
-        exportData = Files.createDirectories(dir.resolve("export-data"));
-        Path exportRoot = dir.resolve("exports");
-        exportMount = Files.createDirectories(exportRoot.resolve(SERVER + SHARE));
-        Programs.run("mount", "--bind", exportData.toString(), exportMount.toString());
+        BoundExport export = BoundExport.bind(dir, SERVER, SHARE);
+        exportData = export.data();
+        exportMount = export.mount();
+        Path exportRoot = export.root();
         token = Files.writeString(dir.resolve("token"), "nfs-replicas-test-token-0123456789");
         for (String replica : List.of("one", "two")) {
             Path socket = dir.resolve(replica + ".sock");
