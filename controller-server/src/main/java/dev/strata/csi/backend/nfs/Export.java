@@ -155,6 +155,16 @@ final class Export {
         return driverDir().resolve("restoring");
     }
 
+    /** The copy made for the volume of {@code key} (see {@link VolumeRecords#key}) before it is renamed into place. */
+    Path restoringCopy(String key) {
+        return restoring().resolve(key);
+    }
+
+    /** The lock file ({@link #lockCopy}) of that copy. */
+    Path restoringLock(String key) {
+        return restoring().resolve(key + ".lock");
+    }
+
     /** The volume's directory, reached without links; NOT_FOUND when it is not there. */
     Path directory(String subDir) throws IOException {
         Path path = walk(subDir, false);

@@ -229,7 +229,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             return;
         }
         String key = VolumeRecords.key(subDir);
-        try (TransientLock held = export.lockCopy(export.restoring().resolve(key + ".lock"), "volume " + wanted.name())) {
+        try (TransientLock held = export.lockCopy(export.restoringLock(key), "volume " + wanted.name())) {
             if (export.exists(subDir)) {
                 return; // placed by the call whose copy this one waited behind
             }
@@ -245,7 +245,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                 }
                 throw e;
             }
-            Path partial = export.restoring().resolve(key);
+            Path partial = export.restoringCopy(key);
             TreeCopy.remove(partial); // what a crash or a failed copy left
             TreeCopy.Result copied = TreeCopy.copy(source, partial);
             crashes.reach(NfsCrashPoint.RESTORE_COPIED);
@@ -362,8 +362,8 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             }
             if (Files.isDirectory(export.restoring(), LinkOption.NOFOLLOW_LINKS)) {
                 // A restore or clone a crash cut short, and never retried: its partial copy goes with the volume.
-                try (TransientLock held = export.lockCopy(export.restoring().resolve(key + ".lock"), "volume " + id)) {
-                    TreeCopy.remove(export.restoring().resolve(key));
+                try (TransientLock held = export.lockCopy(export.restoringLock(key), "volume " + id)) {
+                    TreeCopy.remove(export.restoringCopy(key));
                 }
             }
             return null;
@@ -623,8 +623,8 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                 // A partial copy is named by its volume's key; anything else there is not one: a
                 // lock file, or the .nfsXXXX name an NFS client gives a file removed while open.
                 for (String entry : entries(export.restoring())) {
-                    if (VolumeRecords.isKey(entry) && removeUnlocked(export, export.restoring().resolve(entry),
-                            export.restoring().resolve(entry + ".lock"))) {
+                    if (VolumeRecords.isKey(entry) && removeUnlocked(export, export.restoringCopy(entry),
+                            export.restoringLock(entry))) {
                         removed++;
                     }
                 }
