@@ -22,7 +22,11 @@ record GrpcFloorRun(Path jar, Path repo, LocalCluster.Jvm jvm, Path cache) {
 
     private static final int TRAINING_CALLS = 200;
 
-    /** GrpcFloor compiled against the repository's node-server libraries, in a jar (an AOT cache takes jars only). */
+    /**
+     * GrpcFloor compiled against the repository's node-server libraries, in a jar (an AOT cache
+     * takes jars only), in a directory of its own that also holds the caches and sockets of the
+     * runs: the caller removes {@code jar.getParent()} when done.
+     */
     static Path build(Path repo) throws Exception {
         Path dir = Files.createTempDirectory("strata-grpc-floor-");
         Path classes = Files.createDirectories(dir.resolve("classes"));
@@ -46,9 +50,10 @@ record GrpcFloorRun(Path jar, Path repo, LocalCluster.Jvm jvm, Path cache) {
         if (jvm.aotDir() == null || !LocalCluster.Jvm.aotSupported()) {
             return new GrpcFloorRun(jar, repo, jvm, null);
         }
-        Path cache = Files.createTempDirectory("strata-grpc-floor-aot-").resolve("grpc-floor.aot");
-        Process training = new ProcessBuilder(command(jar, repo, jvm, "-XX:AOTCacheOutput=" + cache,
-                Files.createTempDirectory("strata-grpc-floor-").resolve("floor.sock"))).redirectErrorStream(true).start();
+        Path run = Files.createTempDirectory(jar.getParent(), "training-");
+        Path cache = run.resolve("grpc-floor.aot");
+        Process training = new ProcessBuilder(command(jar, repo, jvm, "-XX:AOTCacheOutput=" + cache, run.resolve("floor.sock")))
+                .redirectErrorStream(true).start();
         try (Running running = new Running(training)) {
             running.awaitLine("ready");
             running.work(TRAINING_CALLS);
@@ -60,7 +65,7 @@ record GrpcFloorRun(Path jar, Path repo, LocalCluster.Jvm jvm, Path cache) {
     }
 
     Running start() throws Exception {
-        Path socket = Files.createTempDirectory("strata-grpc-floor-").resolve("floor.sock");
+        Path socket = Files.createTempDirectory(jar.getParent(), "run-").resolve("floor.sock");
         Running running = new Running(new ProcessBuilder(command(jar, repo, jvm, cache == null ? null : "-XX:AOTCache=" + cache, socket))
                 .redirectErrorStream(true).start());
         running.awaitLine("ready");
