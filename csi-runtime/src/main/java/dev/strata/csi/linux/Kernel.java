@@ -284,9 +284,6 @@ public final class Kernel {
                 statx.getLong(STATX_INO_OFFSET));
     }
 
-    /** A file's device and inode numbers: the same file while either is open on it. */
-    public record FileIdentity(DeviceNumber device, long inode) {}
-
     void close(int fd) {
         try {
             call("close", () -> libc.close(fd));

@@ -9,6 +9,7 @@ import dev.strata.csi.agent.api.Snapshot;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.backend.local.records.Source;
+import dev.strata.csi.linux.FileIdentity;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.mount.MountException;
@@ -612,7 +613,7 @@ public final class ImagePool {
 
     public List<Image> list() throws IOException, DeviceException {
         // One sysfs scan for all images, not one per image: ListVolumes asks for every volume.
-        Map<BackingIdentity, LoopDevice> devices = new HashMap<>();
+        Map<FileIdentity, LoopDevice> devices = new HashMap<>();
         for (LoopDevice device : loops.list()) {
             devices.putIfAbsent(device.backing(), device);
         }
@@ -706,8 +707,8 @@ public final class ImagePool {
                 log.info("removed temporary snapshot of a copy to another node", "snapshot", record.getName());
             }
         }
-        Map<BackingIdentity, Path> imageFiles = imageFiles();
-        DeviceNumber poolFilesystem = BackingIdentity.of(dir).device();
+        Map<FileIdentity, Path> imageFiles = imageFiles();
+        DeviceNumber poolFilesystem = FileIdentity.of(dir).device();
         for (LoopDevice device : loops.list()) {
             if (!device.backing().device().equals(poolFilesystem)) {
                 continue; // on another filesystem: not a pool image
@@ -759,12 +760,12 @@ public final class ImagePool {
     }
 
     /** The pool's image files by identity. */
-    private Map<BackingIdentity, Path> imageFiles() throws IOException {
-        Map<BackingIdentity, Path> found = new HashMap<>();
+    private Map<FileIdentity, Path> imageFiles() throws IOException {
+        Map<FileIdentity, Path> found = new HashMap<>();
         try (DirectoryStream<Path> images = Files.newDirectoryStream(dir, "*" + IMAGE_SUFFIX)) {
             for (Path image : images) {
                 try {
-                    found.put(BackingIdentity.of(image), image);
+                    found.put(FileIdentity.of(image), image);
                 } catch (NoSuchFileException e) {
                     // removed since the listing
                 }
@@ -891,11 +892,11 @@ public final class ImagePool {
      * removed under them, the devices that still name it, so that detaching and deleting free them.
      */
     private List<LoopDevice> devicesOf(String name) throws IOException, DeviceException {
-        Optional<BackingIdentity> identity = identity(name);
+        Optional<FileIdentity> identity = identity(name);
         if (identity.isPresent()) {
             return loops.list().stream().filter(device -> device.backing().equals(identity.get())).toList();
         }
-        DeviceNumber poolFilesystem = BackingIdentity.of(dir).device();
+        DeviceNumber poolFilesystem = FileIdentity.of(dir).device();
         List<LoopDevice> named = new ArrayList<>();
         for (LoopDevice device : loops.list()) {
             if (device.backing().device().equals(poolFilesystem) && deletedImage(device).equals(Optional.of(name))) {
@@ -905,8 +906,8 @@ public final class ImagePool {
         return named;
     }
 
-    private Optional<BackingIdentity> identity(String name) throws IOException {
-        return BackingIdentity.ofExisting(imagePath(name));
+    private Optional<FileIdentity> identity(String name) throws IOException {
+        return FileIdentity.ofExisting(imagePath(name));
     }
 
     /** The mounts that use the device: while there are any, it is never detached. */

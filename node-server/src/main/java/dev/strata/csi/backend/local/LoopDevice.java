@@ -1,5 +1,6 @@
 package dev.strata.csi.backend.local;
 
+import dev.strata.csi.linux.FileIdentity;
 import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.mount.MountPoint;
 import java.nio.file.Path;
@@ -14,7 +15,7 @@ import java.nio.file.Path;
  * @param directIo    whether the device reads and writes the image with direct I/O, bypassing
  *                    the page cache of the filesystem that holds the image (no double caching)
  */
-public record LoopDevice(Path device, Path backingFile, BackingIdentity backing, boolean deleted, DeviceNumber number,
+public record LoopDevice(Path device, Path backingFile, FileIdentity backing, boolean deleted, DeviceNumber number,
         boolean directIo) {
 
     /**

@@ -1,6 +1,7 @@
 package dev.strata.csi.backend.local;
 
 import dev.strata.csi.linux.FileDescriptor;
+import dev.strata.csi.linux.FileIdentity;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.linux.SyscallException;
 import dev.strata.csi.mount.DeviceNumber;
@@ -25,7 +26,7 @@ import jnr.constants.platform.Errno;
  * and later), else with LOOP_SET_FD and LOOP_SET_STATUS64; detaching is LOOP_CLR_FD. No device
  * gets the autoclear flag: a device stays attached until it is detached, whoever closes it. Which
  * image a device holds is told by LOOP_GET_STATUS64's device and inode numbers of the backing
- * file ({@link BackingIdentity}), never by the path sysfs shows.
+ * file ({@link FileIdentity}), never by the path sysfs shows.
  */
 public final class SystemLoopDevices implements LoopDevices {
 
@@ -121,9 +122,9 @@ public final class SystemLoopDevices implements LoopDevices {
 
     @Override
     public Optional<LoopDevice> find(Path image) throws DeviceException {
-        Optional<BackingIdentity> identity;
+        Optional<FileIdentity> identity;
         try {
-            identity = BackingIdentity.ofExisting(image);
+            identity = FileIdentity.ofExisting(image);
         } catch (IOException e) {
             throw new DeviceException("cannot stat " + image + ": " + e.getMessage(), e);
         }
@@ -220,7 +221,7 @@ public final class SystemLoopDevices implements LoopDevices {
         }
         Optional<String> number = read(sys.resolve("dev"));
         Optional<String> dio = read(sys.resolve("loop/dio"));
-        Optional<BackingIdentity> backing = backing(name);
+        Optional<FileIdentity> backing = backing(name);
         if (number.isEmpty() || dio.isEmpty() || backing.isEmpty()) {
             return Optional.empty(); // detached while we looked
         }
@@ -233,14 +234,14 @@ public final class SystemLoopDevices implements LoopDevices {
     }
 
     /** The backing file's device and inode numbers (LOOP_GET_STATUS64), or empty if nothing is attached. */
-    private Optional<BackingIdentity> backing(String name) throws DeviceException {
+    private Optional<FileIdentity> backing(String name) throws DeviceException {
         if (!Files.isDirectory(sysBlock.resolve(name).resolve("loop"))) {
             return Optional.empty(); // detached, or the device removed, since sysfs was read
         }
         try (FileDescriptor loop = kernel.open(deviceNode(name).toString(), Kernel.O_RDONLY | Kernel.O_CLOEXEC)) {
             LoopConfig.LoopInfo64 info = kernel.allocate(new LoopConfig.LoopInfo64(kernel.runtime()));
             kernel.ioctl(loop, "LOOP_GET_STATUS64", LOOP_GET_STATUS64, info);
-            return Optional.of(new BackingIdentity(BackingIdentity.decode(info.device.get()), info.inode.get()));
+            return Optional.of(new FileIdentity(FileIdentity.decode(info.device.get()), info.inode.get()));
         } catch (SyscallException e) {
             // Detached (ENXIO) or removed (ENOENT, ENODEV) by another process since sysfs was read.
             if (e.is(Errno.ENXIO) || e.is(Errno.ENOENT) || e.is(Errno.ENODEV)) {

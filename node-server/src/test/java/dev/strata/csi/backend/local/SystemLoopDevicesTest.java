@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.strata.csi.linux.FileIdentity;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.mount.MountHelpers;
@@ -54,7 +55,7 @@ class SystemLoopDevicesTest {
         LoopDevice device = loops.attach(image);
 
         assertEquals(image.toRealPath(), device.backingFile());
-        assertEquals(BackingIdentity.of(image), device.backing());
+        assertEquals(FileIdentity.of(image), device.backing());
         assertEquals(statIdentity(image), device.backing().toString());
         assertFalse(device.deleted());
         assertEquals(7, device.number().major());
@@ -268,7 +269,7 @@ class SystemLoopDevicesTest {
         assertEquals(List.of(), SystemState.loopDevicesOf(image));
     }
 
-    /** dev:ino of {@code file} as stat(1) prints them, in the form BackingIdentity prints itself. */
+    /** dev:ino of {@code file} as stat(1) prints them, in the form FileIdentity prints itself. */
     private static String statIdentity(Path file) throws Exception {
         String[] fields = SystemState.run("stat", "--format", "%Hd %Ld %i", file.toString()).strip().split(" ");
         return fields[0] + ":" + fields[1] + "/" + fields[2];
