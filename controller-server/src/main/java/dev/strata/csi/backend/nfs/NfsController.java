@@ -424,7 +424,8 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             String subDir = dynamic.map(id -> id.volume().subDir()).orElse(staticKey(volumeId));
             for (Export export : candidates) {
                 VolumeRecords records = export.records();
-                if (records.read(subDir).filter(found -> found.getVolumeId().equals(volumeId)).isPresent()) { // no lock file elsewhere
+                // Only an export that holds the record gets a lock file (a static volume's candidates are every export).
+                if (records.read(subDir).filter(found -> found.getVolumeId().equals(volumeId)).isPresent()) {
                     try (TransientLock held = export.lockRecord(subDir, "volume " + volumeId, recordWait)) {
                         forget(records, subDir, volumeId, nodeId, dynamic.isEmpty());
                     }
