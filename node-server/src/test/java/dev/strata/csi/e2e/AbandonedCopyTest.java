@@ -13,7 +13,6 @@ import dev.strata.csi.agent.api.ContentChunk;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.ContentStart;
 import dev.strata.csi.agent.api.Image;
-import dev.strata.csi.agent.api.ListImagesRequest;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.ReceiveImageRequest;
 import dev.strata.csi.agent.api.WriteContentRequest;
@@ -84,12 +83,12 @@ class AbandonedCopyTest {
     @Test
     void anAbandonedPartialImageIsRemovedAndItsCapacityGivenBack() throws Exception {
         String name = "pvc-abandoned";
-        long poolBefore = poolAvailable("node-b");
+        long poolBefore = relays.poolAvailable("node-b");
         // Once GetCapacity agrees with the pool: the agent reports at its next renewal what an earlier test freed.
         long capacityBefore = cluster.capacity("node-b", available -> Math.abs(available - poolBefore) < NOISE);
 
         long received = abandonMidCopy(name);
-        long poolReceiving = poolAvailable("node-b");
+        long poolReceiving = relays.poolAvailable("node-b");
         assertTrue(poolReceiving < poolBefore - (SIZE - DATA) + NOISE,
                 "the partial image reserves its capacity: " + poolBefore + " -> " + poolReceiving);
         long capacityReceiving = cluster.capacity("node-b", available -> available < capacityBefore - (SIZE - DATA) + NOISE);
@@ -99,7 +98,7 @@ class AbandonedCopyTest {
         assertEquals(received, Long.parseLong(removal.group(1)), "the log names the bytes received:\n" + removal.group());
         assertTrue(Long.parseLong(removal.group(2)) >= EXPIRY.toSeconds(), "and how long it was idle:\n" + removal.group());
         assertEquals(List.of(), poolFiles(name), "image file and record gone");
-        long poolAfter = poolAvailable("node-b");
+        long poolAfter = relays.poolAvailable("node-b");
         assertTrue(Math.abs(poolAfter - poolBefore) < NOISE, "the pool's capacity is back: " + poolBefore + " -> " + poolAfter);
         long capacityAfter = cluster.capacity("node-b", available -> Math.abs(available - capacityBefore) < NOISE);
         assertTrue(Math.abs(capacityAfter - capacityBefore) < NOISE, "GetCapacity is back: " + capacityBefore + " -> " + capacityAfter);
@@ -298,17 +297,6 @@ class AbandonedCopyTest {
     private static WriteContentRequest start(String name, String tag) {
         return WriteContentRequest.newBuilder().setName(name).setChunk(ContentChunk.newBuilder()
                 .setStart(ContentStart.newBuilder().setTag(tag).setSizeBytes(SIZE))).build();
-    }
-
-    /** What node-b's pool reports to a new volume (the figure GetCapacity answers), asked of its agent now. */
-    private static long poolAvailable(String node) throws Exception {
-        ManagedChannel channel = relays.channel(node);
-        try {
-            return NodeAgentGrpc.newBlockingStub(channel).withCallCredentials(relays.token()).withDeadlineAfter(30, TimeUnit.SECONDS)
-                    .listImages(ListImagesRequest.getDefaultInstance()).getPool().getAvailableBytes();
-        } finally {
-            channel.shutdownNow();
-        }
     }
 
     private static void delete(String name) {

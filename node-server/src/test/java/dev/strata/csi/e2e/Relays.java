@@ -3,6 +3,7 @@ package dev.strata.csi.e2e;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.ListImagesRequest;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
@@ -39,6 +40,17 @@ final class Relays {
     /** A channel to the agent of {@code node} as it listens now (a restart changes its port). */
     ManagedChannel channel(String node) throws InterruptedException {
         return NettyChannelBuilder.forAddress("127.0.0.1", cluster.agentPort(node)).usePlaintext().build();
+    }
+
+    /** What the pool of {@code node} offers a new volume (the figure GetCapacity answers), asked of its agent now. */
+    long poolAvailable(String node) throws InterruptedException {
+        ManagedChannel channel = channel(node);
+        try {
+            return NodeAgentGrpc.newBlockingStub(channel).withCallCredentials(token).withDeadlineAfter(30, TimeUnit.SECONDS)
+                    .listImages(ListImagesRequest.getDefaultInstance()).getPool().getAvailableBytes();
+        } finally {
+            channel.shutdownNow();
+        }
     }
 
     ContentRelay.Agent agent(String node, ManagedChannel channel) {
