@@ -155,6 +155,51 @@ class RecoveryTest {
         assertTrue(refused.getStatus().getDescription().contains("without a record"), refused.getStatus().getDescription());
     }
 
+    /**
+     * The driver attaches only images that are READY, but a person's losetup can hold any: an
+     * interrupted create is then removed as a delete is, never while a loop device holds its image.
+     */
+    @Test
+    void anInterruptedCreateHeldByAHandAttachedDeviceIsNotRemovedUnderIt() throws Exception {
+        Path pool = cluster.node("node-b").pool();
+        cluster.node("node-b").process().close();
+        Path unused = pool.resolve("pvc-attached.img");
+        writeRecord(pool, ImageRecord.newBuilder().setName("pvc-attached").setCapacityBytes(8 * MIB)
+                .setAllocation(ImageRecord.Allocation.SPARSE).setState(ImageRecord.State.CREATING).build());
+        sparseFile(unused, 8 * MIB);
+        SystemState.run("losetup", "--find", unused.toString());
+        Path held = pool.resolve("pvc-held.img");
+        writeRecord(pool, ImageRecord.newBuilder().setName("pvc-held").setCapacityBytes(8 * MIB)
+                .setAllocation(ImageRecord.Allocation.SPARSE).setState(ImageRecord.State.CREATING).build());
+        sparseFile(held, 8 * MIB);
+        SystemState.run("mkfs.ext4", "-q", held.toString());
+        String device = SystemState.run("losetup", "--find", "--show", held.toString()).strip();
+        Path mountPoint = Files.createDirectories(dir.resolve("by-hand"));
+        SystemState.run("mount", device, mountPoint.toString());
+        try {
+            Cluster.Node restarted = cluster.startNode("node-b");
+            String log = restarted.process().output();
+            assertEquals(List.of(), SystemState.loopDevicesOf(unused), "the unused device is detached:\n" + log);
+            assertFalse(Files.exists(unused) || Files.exists(pool.resolve("pvc-attached.record")), log);
+
+            assertEquals(List.of(device), SystemState.loopDevicesOf(held), log);
+            assertTrue(Files.exists(held) && Files.exists(pool.resolve("pvc-held.record")), "nothing removed under a mount:\n" + log);
+            assertTrue(log.contains("cannot reconcile volume; left as it is") && log.contains(device + " is mounted at"), log);
+            StatusRuntimeException refused = org.junit.jupiter.api.Assertions.assertThrows(StatusRuntimeException.class,
+                    () -> create("pvc-held", 8 * MIB, mount("ext4"), "node-b"));
+            assertEquals(Status.Code.FAILED_PRECONDITION, refused.getStatus().getCode(), refused.getStatus().toString());
+            assertTrue(Files.exists(held), "the retried create does not remove it either");
+        } finally {
+            SystemState.run("umount", mountPoint.toString());
+            SystemState.run("losetup", "--detach", device);
+        }
+        // Once the person lets go, the retried create makes the volume afresh.
+        Volume made = create("pvc-held", 8 * MIB, mount("ext4"), "node-b");
+        assertEquals(List.of(), SystemState.loopDevicesOf(held));
+        cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(made.getVolumeId()).build());
+        assertFalse(Files.exists(held));
+    }
+
     @Test
     void aSecondAgentOnTheSamePoolRefusesToStart() throws Exception {
         Cluster.Node node = cluster.node("node-a");

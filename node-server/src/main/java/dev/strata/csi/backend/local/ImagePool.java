@@ -117,7 +117,10 @@ public final class ImagePool {
                 case DELETING -> finishDelete(record);
                 case RECEIVING -> throw CsiException.alreadyExists("volume " + name
                         + " is being made with the content of another node's volume or snapshot");
-                default -> { } // CREATING: an interrupted create holds no data; do it again
+                default -> { // CREATING: an interrupted create holds no data; removed as a delete would be, then made again
+                    finishDelete(record);
+                    existing = Optional.empty();
+                }
             }
         } else {
             requireNoStrayFile(name);
@@ -805,8 +808,7 @@ public final class ImagePool {
             case RECEIVING -> log.info("image partly received from another node; the retried create resumes it",
                     "volume", record.getName(), "received_bytes", record.getReceivedBytes());
             default -> {
-                Files.deleteIfExists(image);
-                records.delete(record.getName());
+                finishDelete(record);
                 log.info("removed interrupted create", "volume", record.getName());
             }
         }
@@ -818,6 +820,11 @@ public final class ImagePool {
                 .orElseThrow(() -> CsiException.notFound("volume " + name + " does not exist on this node"));
     }
 
+    /**
+     * Removes the image and its record, its unused loop devices detached first; FAILED_PRECONDITION
+     * while one is mounted. Deletes, and creates cut short: the driver attaches only READY images,
+     * but a person's losetup can hold any, and an image file is never removed while attached.
+     */
     private void finishDelete(ImageRecord record) throws IOException, DeviceException, MountException {
         finishDelete(record, unusedDevices(record.getName()));
     }
