@@ -147,7 +147,13 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             if (wanted.source().present()) {
                 restore(export, wanted, record);
             }
-            var dir = export.make(volume.subDir(), wanted.mode());
+            Path dir;
+            try (TransientLock held = export.lockRecord(volume.subDir(), "volume " + wanted.name(), recordWait)) {
+                if (!stillRecorded(export, volume.subDir(), record)) {
+                    throw deletedMeanwhile(record);
+                }
+                dir = export.make(volume.subDir(), wanted.mode());
+            }
             boolean enforced = record.getProjectId() != 0;
             if (enforced) {
                 quotas.enforce(export, dir, record); // also marks the files a restore or clone copied in
@@ -249,11 +255,35 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             TreeCopy.remove(partial); // what a crash or a failed copy left
             TreeCopy.Result copied = TreeCopy.copy(source, partial);
             crashes.reach(NfsCrashPoint.RESTORE_COPIED);
-            export.place(partial, subDir);
+            boolean recorded;
+            try (TransientLock recordHeld = export.lockRecord(subDir, "volume " + wanted.name(), recordWait)) {
+                recorded = stillRecorded(export, subDir, record);
+                if (recorded) {
+                    export.place(partial, subDir);
+                }
+            }
+            if (!recorded) {
+                TreeCopy.remove(partial);
+                throw deletedMeanwhile(record);
+            }
             log.info("volume made from its source", "volume", record.getVolumeId(), "source", wanted.source().toString(),
                     "bytes", copied.bytes(), "entries", copied.entries(), "skipped", copied.skipped());
             crashes.reach(NfsCrashPoint.RESTORE_PLACED);
         }
+    }
+
+    /**
+     * Whether the volume's record is still the one this CreateVolume wrote or found, checked under
+     * the record's lock before its directory is made or placed. A DeleteVolume can come between
+     * (another replica's: the sidecars may lead from different replicas), and the directory would
+     * then belong to no volume.
+     */
+    private static boolean stillRecorded(Export export, String subDir, NfsVolumeRecord record) throws IOException {
+        return export.records().read(subDir).filter(found -> found.getVolumeId().equals(record.getVolumeId())).isPresent();
+    }
+
+    private static CsiException deletedMeanwhile(NfsVolumeRecord record) {
+        return CsiException.aborted("volume " + record.getName() + " was deleted while this call made it; retry to make it again");
     }
 
     /** The tree a volume is made from: a complete snapshot's copy, or the source volume's directory; NOT_FOUND when gone. */
@@ -319,9 +349,9 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                     records.write(volume.subDir(), record); // the size first: the retry raises the limit to it
                     log.info("volume expanded", "volume", id, "bytes", bytes, "enforced", record.getProjectId() != 0);
                 }
-            }
-            if (record.getProjectId() != 0) {
-                quotas.enforce(export, export.make(volume.subDir(), Optional.empty()), record);
+                if (record.getProjectId() != 0) { // under the lock: a DeleteVolume in between would leave the directory made again
+                    quotas.enforce(export, export.make(volume.subDir(), Optional.empty()), record);
+                }
             }
             return new Expansion(record.getCapacityBytes(), false);
         });

@@ -9,7 +9,9 @@ import csi.v1.ControllerGrpc;
 import csi.v1.Csi.ControllerPublishVolumeRequest;
 import csi.v1.Csi.ControllerUnpublishVolumeRequest;
 import csi.v1.Csi.CreateVolumeRequest;
+import csi.v1.Csi.DeleteVolumeRequest;
 import csi.v1.Csi.VolumeCapability;
+import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.agent.api.AgentRegistryGrpc;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.auth.AgentToken;
@@ -172,6 +174,83 @@ class NfsReplicasTest {
         controller(1).controllerPublishVolume(publish); // a lock let go within the wait is taken
         assertEquals(List.of("node-a"), record("pvc-busy").getPublishedNodeIdsList());
         assertFalse(Files.exists(lock));
+    }
+
+    /**
+     * A CreateVolume that copies a clone's content while a DeleteVolume of the same volume comes
+     * through the other replica (a late retry of a create the provisioner saw succeed, the claim
+     * deleted since): the copy is not renamed into place, since no record accounts for it any more.
+     * Before, it was placed as a directory of no volume, and the create answered OK.
+     */
+    @Test
+    void aCloneDeletedWhileItIsCopiedIsNeverPlaced() throws Exception {
+        String origin = create("pvc-origin");
+        byte[] data = new byte[16 * 1024];
+        for (int i = 0; i < 1000; i++) {
+            Files.write(exportData.resolve("pvc-origin").resolve("file-" + i), data);
+        }
+        CreateVolumeRequest clone = CreateVolumeRequest.newBuilder().setName("pvc-late")
+                .putParameters("server", SERVER).putParameters("share", SHARE).addVolumeCapabilities(capability())
+                .setVolumeContentSource(VolumeContentSource.newBuilder()
+                        .setVolume(VolumeContentSource.VolumeSource.newBuilder().setVolumeId(origin)))
+                .build();
+        String id = createRetried(clone);
+        delete(0, id);
+
+        Path partial = exportData.resolve(".strata-csi/restoring/" + VolumeRecords.key("pvc-late"));
+        ExecutorService thread = Executors.newSingleThreadExecutor();
+        try {
+            Future<?> late = thread.submit(() -> controller(0).createVolume(clone));
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (!Files.exists(partial) && !late.isDone() && System.nanoTime() < deadline) {
+                Thread.sleep(2);
+            }
+            assertTrue(Files.exists(partial), "the late create is copying");
+            try {
+                delete(1, id);
+            } catch (StatusRuntimeException e) { // the record is gone; the copy's own lock keeps its partial copy from this call
+                assertEquals(Status.Code.ABORTED, e.getStatus().getCode(), e.getStatus().toString());
+            }
+            assertTrue(new VolumeRecords(exportData.resolve(".strata-csi/volumes")).read("pvc-late").isEmpty());
+            java.util.concurrent.ExecutionException failed = assertThrows(java.util.concurrent.ExecutionException.class, late::get);
+            Status refused = ((StatusRuntimeException) failed.getCause()).getStatus();
+            // UNAVAILABLE when the copy outlasts --nfs-timeout (4 s here): the copy goes on, and is judged once done.
+            assertTrue(refused.getCode() == Status.Code.UNAVAILABLE
+                    || refused.getCode() == Status.Code.ABORTED && refused.getDescription().contains("was deleted while this call made it"),
+                    refused.toString());
+        } finally {
+            thread.shutdownNow();
+        }
+        Path copyLock = exportData.resolve(".strata-csi/restoring/" + VolumeRecords.key("pvc-late") + ".lock");
+        long copying = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+        while (Files.exists(copyLock) && System.nanoTime() < copying) {
+            Thread.sleep(50);
+        }
+        assertFalse(Files.exists(exportData.resolve("pvc-late")), "no directory without a record");
+        assertFalse(Files.exists(partial), "nor the copy");
+        delete(1, id);
+        delete(0, origin);
+        assertEquals(List.of(), FileTrees.list(exportData).stream().filter(name -> !name.startsWith(".strata-csi")).toList());
+    }
+
+    /** As external-provisioner retries: a copy that outlasts --nfs-timeout goes on, and the retry finds it placed. */
+    private static String createRetried(CreateVolumeRequest request) throws InterruptedException {
+        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+        while (true) {
+            try {
+                return controller(0).createVolume(request).getVolume().getVolumeId();
+            } catch (StatusRuntimeException e) {
+                Status.Code code = e.getStatus().getCode();
+                if ((code != Status.Code.UNAVAILABLE && code != Status.Code.ABORTED) || System.nanoTime() > deadline) {
+                    throw e;
+                }
+                Thread.sleep(200);
+            }
+        }
+    }
+
+    private static void delete(int replica, String volumeId) {
+        controller(replica).deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(volumeId).build());
     }
 
     private static String create(String name) {
