@@ -176,9 +176,15 @@ public final class Cluster implements AutoCloseable {
                 SystemState.run("mount", "--make-shared", kubelet.toString());
             }
             poolSeen = Files.createDirectories(dir.resolve(nodeId + "/container-pool"));
+            // A container sees only what is bound into it. The copies of other test runs' mounts in
+            // the system's temporary directory (private here) would hold their loop devices for as
+            // long as this node-server lives, and fail their detach: they are taken off in here.
             launcher = List.of("unshare", "--mount", "--propagation", "unchanged", "--", "sh", "-c",
-                    "mount --make-private / && mount --bind \"$0\" \"$1\" && shift && exec \"$@\"",
-                    pool.toString(), poolSeen.toString());
+                    "mount --make-private / && awk '{print $5}' /proc/self/mountinfo | grep \"^$2/\" | grep -v -e \"^$3$\" -e \"^$3/\" "
+                            + "| sort -r | while read -r other; do umount -l \"$other\" || true; done "
+                            + "&& mount --bind \"$0\" \"$1\" && shift 3 && exec \"$@\"",
+                    pool.toString(), poolSeen.toString(), Path.of(System.getProperty("java.io.tmpdir")).toRealPath().toString(),
+                    dir.toRealPath().toString());
         }
         Map<String, String> environment = new LinkedHashMap<>(nodeEnvironment);
         environment.putAll(launch.environment());
