@@ -3,6 +3,7 @@ package dev.strata.csi.linux;
 import dev.strata.csi.mount.DeviceNumber;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.function.IntSupplier;
 import jnr.constants.platform.Errno;
 import jnr.constants.platform.OpenFlags;
@@ -238,6 +239,80 @@ public final class Kernel {
             }
             left -= copied;
         }
+    }
+
+    /**
+     * The names of the extended attributes of the file {@code fd} is open on (flistxattr(2)),
+     * POSIX ACLs (system.posix_acl_*) and NFSv4 ACLs (system.nfs4_acl) among them; none on a
+     * filesystem without them.
+     */
+    public List<String> xattrNames(FileDescriptor fd) throws SyscallException {
+        while (true) {
+            long size = libc.flistxattr(fd.number(), null, 0);
+            if (size == -1) {
+                int errno = runtime.getLastError();
+                if (errno == Errno.EOPNOTSUPP.intValue()) {
+                    return List.of();
+                }
+                throw new SyscallException("flistxattr " + fd.path(), errno);
+            }
+            if (size == 0) {
+                return List.of();
+            }
+            Pointer list = Memory.allocateDirect(runtime, (int) size, true);
+            long read = libc.flistxattr(fd.number(), list, size);
+            if (read == -1 && runtime.getLastError() == Errno.ERANGE.intValue()) {
+                continue; // one was added since the size was asked
+            }
+            if (read == -1) {
+                throw new SyscallException("flistxattr " + fd.path(), runtime.getLastError());
+            }
+            List<String> names = new ArrayList<>();
+            int start = 0;
+            for (int i = 0; i < read; i++) {
+                if (list.getByte(i) == 0) {
+                    names.add(list.getString(start, i - start, java.nio.charset.StandardCharsets.UTF_8));
+                    start = i + 1;
+                }
+            }
+            return names;
+        }
+    }
+
+    /** The value of the extended attribute {@code name} (fgetxattr(2)); empty when it is gone. */
+    public Optional<byte[]> xattr(FileDescriptor fd, String name) throws SyscallException {
+        while (true) {
+            long size = libc.fgetxattr(fd.number(), name, null, 0);
+            if (size == -1) {
+                int errno = runtime.getLastError();
+                if (errno == Errno.ENODATA.intValue()) {
+                    return Optional.empty();
+                }
+                throw new SyscallException("fgetxattr " + name + " of " + fd.path(), errno);
+            }
+            Pointer value = Memory.allocateDirect(runtime, (int) Math.max(1, size), true);
+            long read = libc.fgetxattr(fd.number(), name, value, size);
+            if (read == -1 && runtime.getLastError() == Errno.ERANGE.intValue()) {
+                continue; // it grew since its size was asked
+            }
+            if (read == -1) {
+                int errno = runtime.getLastError();
+                if (errno == Errno.ENODATA.intValue()) {
+                    return Optional.empty();
+                }
+                throw new SyscallException("fgetxattr " + name + " of " + fd.path(), errno);
+            }
+            byte[] bytes = new byte[(int) read];
+            value.get(0, bytes, 0, bytes.length);
+            return Optional.of(bytes);
+        }
+    }
+
+    /** fsetxattr(2): sets the extended attribute {@code name}, made or replaced. */
+    public void setXattr(FileDescriptor fd, String name, byte[] value) throws SyscallException {
+        Pointer memory = Memory.allocateDirect(runtime, Math.max(1, value.length), true);
+        memory.put(0, value, 0, value.length);
+        call("fsetxattr " + name + " of " + fd.path(), () -> libc.fsetxattr(fd.number(), name, memory, value.length, 0));
     }
 
     /** Makes a block device node, mode {@code permissions}, for the device {@code number}. */

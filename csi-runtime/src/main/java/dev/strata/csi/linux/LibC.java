@@ -7,6 +7,7 @@ import jnr.ffi.types.dev_t;
 import jnr.ffi.types.mode_t;
 import jnr.ffi.types.off_t;
 import jnr.ffi.types.size_t;
+import jnr.ffi.types.ssize_t;
 
 /**
  * The system calls the servers make themselves: the node instead of running mount(8), umount(8),
@@ -64,6 +65,19 @@ public interface LibC {
      */
     @SaveError
     long syscall(NativeLong number, int fd, int command, int id, Pointer argument);
+
+    /** flistxattr(2): the names, each ending in NUL; with size 0, the size they need. */
+    @SaveError
+    @ssize_t
+    long flistxattr(int fd, Pointer list, @size_t long size);
+
+    /** fgetxattr(2): the value; with size 0, the size it needs. */
+    @SaveError
+    @ssize_t
+    long fgetxattr(int fd, String name, Pointer value, @size_t long size);
+
+    @SaveError
+    int fsetxattr(int fd, String name, Pointer value, @size_t long size, int flags);
 
     @SaveError
     int mknod(String path, @mode_t int mode, @dev_t long device);

@@ -14,14 +14,17 @@ import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.Map;
 import java.util.SortedMap;
+import java.util.SortedSet;
 import java.util.TreeMap;
+import java.util.TreeSet;
 
 /**
  * A directory tree as the tests of snapshots and copies compare it: every entry below the root
  * (and the root itself, as ".") by its relative path, with its type, mode (setuid, setgid and
  * sticky bits included), owner, group, and a regular file's SHA-256, size and modification time,
- * a link's text, and which earlier path a hard link shares its file with. Two trees with equal
- * descriptions hold the same data the same way.
+ * and a link's text; a file of several names is described at the first of them in order, and each
+ * other name as a hard link of that one, whatever order a directory lists them in. Two trees with
+ * equal descriptions hold the same data the same way.
  */
 public final class FileTrees {
 
@@ -29,7 +32,7 @@ public final class FileTrees {
 
     public static SortedMap<String, String> describe(Path root) throws IOException {
         SortedMap<String, String> entries = new TreeMap<>();
-        Map<Object, String> firstPathOfFile = new HashMap<>();
+        Map<Object, SortedSet<String>> namesOfFile = new HashMap<>();
         Files.walkFileTree(root, new SimpleFileVisitor<>() {
             @Override
             public FileVisitResult preVisitDirectory(Path dir, BasicFileAttributes attributes) throws IOException {
@@ -43,10 +46,9 @@ public final class FileTrees {
                 if (attributes.isSymbolicLink()) {
                     entries.put(name(file), "link -> " + Files.readSymbolicLink(file) + " " + common);
                 } else if (attributes.isRegularFile()) {
-                    String first = firstPathOfFile.putIfAbsent(attributes.fileKey(), name(file));
-                    entries.put(name(file), first != null ? "hard link of " + first + " " + common
-                            : "file " + attributes.size() + " bytes sha256 " + sha256(file) + " mtime "
-                                    + attributes.lastModifiedTime() + " " + common);
+                    namesOfFile.computeIfAbsent(attributes.fileKey(), key -> new TreeSet<>()).add(name(file));
+                    entries.put(name(file), "file " + attributes.size() + " bytes sha256 " + sha256(file) + " mtime "
+                            + attributes.lastModifiedTime() + " " + common);
                 } else {
                     entries.put(name(file), "other " + common);
                 }
@@ -57,6 +59,12 @@ public final class FileTrees {
                 return path.equals(root) ? "." : root.relativize(path).toString();
             }
         });
+        // A file of several names: the first in order is described, the others point to it, whatever order the walk took.
+        for (SortedSet<String> names : namesOfFile.values()) {
+            for (String name : names.tailSet(names.first() + "\0")) {
+                entries.put(name, "hard link of " + names.first() + " " + common(root.resolve(name)));
+            }
+        }
         return entries;
     }
 

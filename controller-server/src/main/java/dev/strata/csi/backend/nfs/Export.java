@@ -174,6 +174,11 @@ final class Export {
         return path;
     }
 
+    /** Copies {@code tree} (a volume's directory or a snapshot's) to {@code target}, in the driver's directory. */
+    TreeCopy.Result copy(Path tree, Path target) throws IOException {
+        return TreeCopy.copy(kernel, tree, target);
+    }
+
     /**
      * Renames a complete copy into place as the volume's directory in one step (making its
      * parents), so a volume's directory never holds a partial copy. Returns the directory.

@@ -253,7 +253,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             }
             Path partial = export.restoringCopy(key);
             TreeCopy.remove(partial); // what a crash or a failed copy left
-            TreeCopy.Result copied = TreeCopy.copy(source, partial);
+            TreeCopy.Result copied = export.copy(source, partial);
             crashes.reach(NfsCrashPoint.RESTORE_COPIED);
             boolean recorded;
             try (TransientLock recordHeld = export.lockRecord(subDir, "volume " + wanted.name(), recordWait)) {
@@ -267,7 +267,8 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                 throw deletedMeanwhile(record);
             }
             log.info("volume made from its source", "volume", record.getVolumeId(), "source", wanted.source().toString(),
-                    "bytes", copied.bytes(), "entries", copied.entries(), "skipped", copied.skipped());
+                    "bytes", copied.bytes(), "entries", copied.entries(), "skipped", copied.skipped(),
+                    "attributes_refused", copied.attributesRefused());
             crashes.reach(NfsCrashPoint.RESTORE_PLACED);
         }
     }
@@ -569,14 +570,14 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                 } else {
                     Path partial = store.partial(name);
                     TreeCopy.remove(partial); // what a crash or a failed copy left
-                    TreeCopy.Result copied = TreeCopy.copy(export.directory(volume.subDir()), partial);
+                    TreeCopy.Result copied = export.copy(export.directory(volume.subDir()), partial);
                     crashes.reach(NfsCrashPoint.SNAPSHOT_COPIED);
                     Files.move(partial, data, StandardCopyOption.ATOMIC_MOVE);
                     DurableFiles.syncDirectory(store.dir());
                     crashes.reach(NfsCrashPoint.SNAPSHOT_PLACED);
                     bytes = copied.bytes();
                     log.info("snapshot taken", "snapshot", id, "volume", source, "bytes", copied.bytes(),
-                            "entries", copied.entries(), "skipped", copied.skipped());
+                            "entries", copied.entries(), "skipped", copied.skipped(), "attributes_refused", copied.attributesRefused());
                 }
                 long capacity = sourceRecord.get().getCapacityBytes();
                 record = record.toBuilder().setState(NfsSnapshotRecord.State.READY).setDataBytes(bytes)

@@ -1,5 +1,9 @@
 package dev.strata.csi.backend.nfs;
 
+import dev.strata.csi.linux.FileDescriptor;
+import dev.strata.csi.linux.FileIdentity;
+import dev.strata.csi.linux.Kernel;
+import dev.strata.csi.linux.SyscallException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
@@ -19,38 +23,56 @@ import java.nio.file.attribute.PosixFileAttributeView;
 import java.nio.file.attribute.PosixFileAttributes;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
+import jnr.constants.platform.Errno;
 
 /**
  * Copies a directory tree that pods write (a volume's directory, or a snapshot of one) into a new
  * directory of the driver's, which no pod reaches. The source is read through directory file
  * descriptors ({@link SecureDirectoryStream}: openat(2) with O_NOFOLLOW), so a symbolic link a pod
  * puts in the way, even while the copy runs, is copied as a link and never followed: nothing from
- * outside the source reaches the copy. File contents go through copy_file_range(2)
- * ({@link FileChannel#transferTo}), which the kernel turns into a reflink where the filesystem can
- * (btrfs, xfs with reflink, NFSv4.2 to a server whose filesystem can) and into an in-kernel or
- * server-side copy elsewhere; each file is flushed before the next.
+ * outside the source reaches the copy. A file or directory is opened itself only once its path is
+ * shown to name the very file the directory descriptor read ({@link #reopen}). File contents go
+ * through copy_file_range(2), range of data by range (lseek SEEK_DATA and SEEK_HOLE), which the
+ * kernel turns into a reflink where the filesystem can (btrfs, xfs with reflink, NFSv4.2 to a
+ * server whose filesystem can) and into an in-kernel or server-side copy elsewhere; each file is
+ * flushed before the next.
  *
- * <p>Kept: directories, regular files (their bytes: holes are filled), symbolic links, hard links
- * within the tree, owner and group, the mode with its setuid, setgid and sticky bits, modification
- * and access times. Not kept: FIFOs, sockets and device nodes (counted as skipped), extended
- * attributes and ACLs.
+ * <p>Kept: directories, regular files with their holes, symbolic links, hard links within the
+ * tree, owner and group, the mode with its setuid, setgid and sticky bits, modification and access
+ * times, and the extended attributes of files and directories, ACLs among them (POSIX ACLs are
+ * system.posix_acl_*, NFSv4 ACLs system.nfs4_acl); one the copy's filesystem refuses is counted,
+ * not copied. Not kept: FIFOs, sockets and device nodes (counted as skipped), the extended
+ * attributes of symbolic links. A file whose path names another file by the time it is opened (a
+ * pod renames in the tree meanwhile) is still copied, through the directory descriptor, with its
+ * holes filled and without its extended attributes.
  */
 final class TreeCopy {
 
-    /** What a copy held: the bytes of its regular files, the entries copied and the entries skipped. */
-    record Result(long bytes, long entries, long skipped) {}
+    /**
+     * What a copy held: the bytes of data of its regular files (holes left out), the entries copied,
+     * the entries skipped, and the extended attributes the copy's filesystem refused.
+     */
+    record Result(long bytes, long entries, long skipped, long attributesRefused) {}
 
+    /** O_PATH (fcntl.h, the same on every architecture this driver runs on): a descriptor that opens nothing. */
+    private static final int O_PATH = 010000000;
+
+    private final Kernel kernel;
     private final Map<Object, Path> linked = new HashMap<>();
     private long bytes;
     private long entries;
     private long skipped;
+    private long attributesRefused;
 
-    private TreeCopy() {}
+    private TreeCopy(Kernel kernel) {
+        this.kernel = kernel;
+    }
 
     /** Copies the tree at {@code source} (a directory, reached without links) to {@code target}, which must not exist. */
-    static Result copy(Path source, Path target) throws IOException {
-        TreeCopy copy = new TreeCopy();
+    static Result copy(Kernel kernel, Path source, Path target) throws IOException {
+        TreeCopy copy = new TreeCopy(kernel);
         PosixFileAttributes attributes = Files.readAttributes(source, PosixFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
         if (!attributes.isDirectory()) {
             throw new IOException(source + " is not a directory");
@@ -63,8 +85,8 @@ final class TreeCopy {
             Files.createDirectory(target);
             copy.directory(secure, target);
         }
-        copy.keep(source, attributes, target);
-        return new Result(copy.bytes, copy.entries, copy.skipped);
+        copy.keepDirectory(source, attributes, target);
+        return new Result(copy.bytes, copy.entries, copy.skipped, copy.attributesRefused);
     }
 
     /**
@@ -140,54 +162,152 @@ final class TreeCopy {
                     Files.createDirectory(to);
                     directory(sub, to);
                 }
+                keepDirectory(entry, attributes, to);
             } else if (attributes.isRegularFile()) {
-                if (!file(dir, name, entry, attributes, to)) {
-                    entries++;
-                    continue; // a further link to a file copied already: it has that file's attributes
-                }
+                file(dir, name, entry, attributes, to);
             } else if (attributes.isSymbolicLink()) {
                 // Only the link's text is read by path; the link is made, never followed.
                 Files.createSymbolicLink(to, Files.readSymbolicLink(entry));
+                keep(entry, attributes, to);
             } else {
                 skipped++;
                 continue;
             }
-            keep(entry, attributes, to);
             entries++;
         }
     }
 
-    /** Copies a regular file, or links it to the copy of a file already copied; false for a link. */
-    private boolean file(SecureDirectoryStream<Path> dir, Path name, Path entry, PosixFileAttributes attributes, Path to)
+    /** A directory's owner, mode and times, then its extended attributes (a default ACL among them). */
+    private void keepDirectory(Path entry, PosixFileAttributes attributes, Path to) throws IOException {
+        keep(entry, attributes, to);
+        Optional<FileDescriptor> source = reopen(entry, attributes.fileKey(), Kernel.O_RDONLY | Kernel.O_DIRECTORY);
+        if (source.isEmpty()) {
+            return;
+        }
+        try (FileDescriptor from = source.get();
+                FileDescriptor copy = kernel.open(to.toString(), Kernel.O_RDONLY | Kernel.O_DIRECTORY | Kernel.O_NOFOLLOW | Kernel.O_CLOEXEC)) {
+            extendedAttributes(from, copy);
+        } catch (SyscallException e) {
+            throw new IOException(e.getMessage(), e);
+        }
+    }
+
+    /**
+     * Copies a regular file with its attributes, or links it to the copy of a file already copied
+     * (which has them already). Owner and mode go before the extended attributes, since a change of
+     * owner clears security.capability.
+     */
+    private void file(SecureDirectoryStream<Path> dir, Path name, Path entry, PosixFileAttributes attributes, Path to)
             throws IOException {
         Object key = attributes.fileKey();
         boolean shared = key != null && unix(entry, key).map(unix -> ((Number) unix.get("nlink")).intValue() > 1).orElse(false);
         if (shared && linked.containsKey(key)) {
             Files.createLink(to, linked.get(key));
-            return false;
+            return;
         }
-        try (SeekableByteChannel in = dir.newByteChannel(name, Set.of(StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS));
-                FileChannel out = FileChannel.open(to, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
-            bytes += in instanceof FileChannel channel ? transfer(channel, out) : copy(in, out);
-            out.force(true);
+        Optional<FileDescriptor> source = reopen(entry, key, Kernel.O_RDONLY);
+        if (source.isPresent()) {
+            try (FileDescriptor from = source.get();
+                    FileDescriptor copy = kernel.open(to.toString(),
+                            Kernel.O_WRONLY | Kernel.O_CREAT | Kernel.O_EXCL | Kernel.O_NOFOLLOW | Kernel.O_CLOEXEC, 0600)) {
+                bytes += data(from, copy, attributes.size());
+                kernel.fsync(copy);
+                keep(entry, attributes, to);
+                extendedAttributes(from, copy);
+            } catch (SyscallException e) {
+                throw new IOException(e.getMessage(), e);
+            }
+        } else {
+            try (SeekableByteChannel in = dir.newByteChannel(name, Set.of(StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS));
+                    FileChannel out = FileChannel.open(to, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
+                bytes += copy(in, out);
+                out.force(true);
+            }
+            keep(entry, attributes, to);
         }
         if (shared) {
             linked.put(key, to);
         }
-        return true;
     }
 
-    private static long transfer(FileChannel in, FileChannel out) throws IOException {
-        long size = in.size();
-        long done = 0;
-        while (done < size) {
-            long moved = in.transferTo(done, size - done, out);
-            if (moved <= 0) {
-                break; // the file shrank meanwhile: a pod writes it
+    /**
+     * The file's ranges of data, its holes left holes, up to {@code size} or where the file ends
+     * now (a pod may shorten it meanwhile); the copy gets that size. Returns the bytes of data. The
+     * channels reach the two files through their descriptors: transferTo is copy_file_range where
+     * the kernel can, and reads and writes where it cannot.
+     */
+    private long data(FileDescriptor from, FileDescriptor copy, long size) throws IOException, SyscallException {
+        long copied = 0;
+        long end = size;
+        try (FileChannel in = FileChannel.open(descriptorPath(from), StandardOpenOption.READ);
+                FileChannel out = FileChannel.open(descriptorPath(copy), StandardOpenOption.WRITE)) {
+            ranges:
+            for (Kernel.DataRange range : kernel.dataRanges(from, size)) {
+                long offset = range.offset();
+                long last = offset + range.length();
+                while (offset < last) {
+                    long moved = in.transferTo(offset, last - offset, out.position(offset));
+                    if (moved <= 0) {
+                        end = offset; // the file ends sooner now
+                        break ranges;
+                    }
+                    offset += moved;
+                    copied += moved;
+                }
             }
-            done += moved;
         }
-        return done;
+        kernel.ftruncate(copy, end);
+        return copied;
+    }
+
+    /** The file an open descriptor names, whatever path leads to it now. */
+    private static Path descriptorPath(FileDescriptor fd) {
+        return Path.of("/proc/self/fd/" + fd.number());
+    }
+
+    /** Every extended attribute {@code from} has, onto {@code copy}; one that cannot be read or set is counted, not copied. */
+    private void extendedAttributes(FileDescriptor from, FileDescriptor copy) throws SyscallException {
+        for (String name : kernel.xattrNames(from)) {
+            try {
+                Optional<byte[]> value = kernel.xattr(from, name);
+                if (value.isPresent()) {
+                    kernel.setXattr(copy, name, value.get());
+                }
+            } catch (SyscallException e) {
+                attributesRefused++; // not supported there (EOPNOTSUPP), not allowed (trusted.*: EPERM), or too large
+            }
+        }
+    }
+
+    /**
+     * The file the directory descriptor read as {@code entry}, opened with {@code flags}, or empty
+     * when its path names another file by now. The path is opened with O_PATH first, which opens
+     * nothing (no device node acts, no FIFO blocks), and its identity checked against what the
+     * directory descriptor read; only then is the file opened, through /proc/self/fd, which names
+     * that file and no path a pod can change.
+     */
+    private Optional<FileDescriptor> reopen(Path entry, Object key, int flags) throws IOException {
+        Map<String, Object> stat;
+        try {
+            stat = Files.readAttributes(entry, "unix:dev,ino,fileKey", LinkOption.NOFOLLOW_LINKS);
+        } catch (NoSuchFileException e) {
+            return Optional.empty();
+        }
+        if (key == null || !key.equals(stat.get("fileKey"))) {
+            return Optional.empty();
+        }
+        FileIdentity read = new FileIdentity(FileIdentity.decode((Long) stat.get("dev")), (Long) stat.get("ino"));
+        try (FileDescriptor path = kernel.open(entry.toString(), O_PATH | Kernel.O_NOFOLLOW | Kernel.O_CLOEXEC)) {
+            if (!kernel.identity(path).equals(read)) {
+                return Optional.empty();
+            }
+            return Optional.of(kernel.open(descriptorPath(path).toString(), flags | Kernel.O_CLOEXEC));
+        } catch (SyscallException e) {
+            if (e.is(Errno.ENOENT)) {
+                return Optional.empty(); // removed since it was read
+            }
+            throw new IOException(e.getMessage(), e);
+        }
     }
 
     private static long copy(SeekableByteChannel in, FileChannel out) throws IOException {
@@ -213,7 +333,7 @@ final class TreeCopy {
         view.setOwner(attributes.owner());
         view.setGroup(attributes.group());
         if (!attributes.isSymbolicLink()) { // a link has no mode of its own on Linux
-            var mode = attributes.fileKey() == null ? java.util.Optional.<Map<String, Object>>empty() : unix(entry, attributes.fileKey());
+            var mode = attributes.fileKey() == null ? Optional.<Map<String, Object>>empty() : unix(entry, attributes.fileKey());
             if (mode.isPresent()) {
                 Files.setAttribute(to, "unix:mode", ((Number) mode.get().get("mode")).intValue() & 07777, LinkOption.NOFOLLOW_LINKS);
             } else {
@@ -228,13 +348,13 @@ final class TreeCopy {
         }
     }
 
-    private static java.util.Optional<Map<String, Object>> unix(Path entry, Object key) throws IOException {
+    private static Optional<Map<String, Object>> unix(Path entry, Object key) throws IOException {
         Map<String, Object> unix;
         try {
             unix = Files.readAttributes(entry, "unix:mode,nlink,fileKey", LinkOption.NOFOLLOW_LINKS);
         } catch (NoSuchFileException e) {
-            return java.util.Optional.empty();
+            return Optional.empty();
         }
-        return key.equals(unix.get("fileKey")) ? java.util.Optional.of(unix) : java.util.Optional.empty();
+        return key.equals(unix.get("fileKey")) ? Optional.of(unix) : Optional.empty();
     }
 }
