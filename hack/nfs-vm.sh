@@ -39,7 +39,7 @@ fi
 maven_args=("$@")
 if [ ${#maven_args[@]} -eq 0 ]; then
   maven_args=(test -pl node-server -am -Dsurefire.failIfNoSpecifiedTests=false
-    -Dtest='NfsServerTest,NfsRealMountTest,NfsNodeBackendTest,NfsProbeTest,NfsTest,SystemProjectQuotasTest,NfsQuotaTest,TransientLockTest')
+    -Dtest='NfsServerTest,NfsRealMountTest,NfsNodeBackendTest,NfsProbeTest,NfsTest,SystemProjectQuotasTest,NfsQuotaTest,TransientLockTest,TreeCopyTest#*OverNfs')
 fi
 
 # In the guest, before Maven: / is read-only 9p, which nfsd cannot export. The NFSv4 pseudo-root
