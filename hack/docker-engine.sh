@@ -12,7 +12,14 @@ if ! command -v dockerd >/dev/null 2>&1 || ! command -v docker >/dev/null 2>&1; 
 fi
 log=/var/log/strata-dockerd.log
 echo "hack: starting dockerd in the background (log: $log)" >&2
-nohup dockerd >"$log" 2>&1 </dev/null &
+# dockerd outlives this script: it must hold no descriptor it inherits beyond stdin, stdout and
+# stderr. Started under `flock <lock> ...` it held the lock for as long as it ran, and an open pipe
+# of a CI runner would keep the runner waiting.
+nohup bash -c 'for fd in /proc/$$/fd/*; do
+  n=${fd##*/}
+  if [ "$n" -gt 2 ] && [ -e "$fd" ]; then eval "exec $n>&-"; fi
+done
+exec dockerd' >"$log" 2>&1 </dev/null &
 for _ in $(seq 60); do
   if docker info >/dev/null 2>&1; then
     exit 0
