@@ -194,7 +194,7 @@ class CrossNodeTest {
 
         Volume clone = retried(() -> clone("pvc-big-clone", source));
         assertEquals("local/node-b/pvc-big-clone", clone.getVolumeId());
-        cluster.node("node-b").process().awaitOutput("resuming transfer");
+        cluster.node("node-b").process().awaitOutput("resuming transfer\" volume=pvc-big-clone ");
         assertTrue(kept > 0);
         assertEquals(ContentTransferTest.sha256(image),
                 ContentTransferTest.sha256(cluster.node("node-b").pool().resolve("pvc-big-clone.img")), "byte for byte");
@@ -213,9 +213,10 @@ class CrossNodeTest {
                 cut.getStatus().toString());
         Volume clone = retried(() -> clone("pvc-slow-clone", source));
         assertEquals("local/node-b/pvc-slow-clone", clone.getVolumeId());
+        // node-b's log holds the class's earlier tests too: only this volume's lines count.
         String log = cluster.node("node-b").process().output();
-        assertEquals(1, count(log, "image created to receive content"), "one copy, joined by the retry:\n" + log);
-        assertFalse(log.contains("resuming transfer"), "the first copy was never cut:\n" + log);
+        assertEquals(1, count(log, "image created to receive content\" volume=pvc-slow-clone "), "one copy, joined by the retry:\n" + log);
+        assertFalse(log.contains("resuming transfer\" volume=pvc-slow-clone "), "the first copy was never cut:\n" + log);
         deleteVolume(clone);
         deleteVolume(source);
     }
