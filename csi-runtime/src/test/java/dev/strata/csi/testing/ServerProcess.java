@@ -82,11 +82,18 @@ public final class ServerProcess implements AutoCloseable {
         }
     }
 
-    /** Waits until the server logs that it listens (in either log format), or fails with what it printed. */
+    /**
+     * Waits until the server logs that it listens on {@code socket} (in either log format), or fails
+     * with what it printed. The line must name the socket: a server listens on TCP too (node-server's
+     * agent, controller-server's registry) before its CSI socket, and after a restart the socket file
+     * the killed process left is there before the new one binds it.
+     */
     public ServerProcess awaitListening(Path socket) throws InterruptedException {
+        String endpoint = "unix://" + socket.toAbsolutePath().normalize();
         long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
         while (System.nanoTime() < deadline) {
-            if (Files.exists(socket) && (output().contains("msg=listening") || output().contains("\"msg\":\"listening\""))) {
+            if (Files.exists(socket) && output().lines().anyMatch(line -> line.contains(endpoint)
+                    && (line.contains("msg=listening") || line.contains("\"msg\":\"listening\"")))) {
                 return this;
             }
             if (!process.isAlive()) {
