@@ -20,12 +20,14 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.testcontainers.DockerClientFactory;
 import org.testcontainers.containers.GenericContainer;
 import org.testcontainers.containers.Network;
 import org.testcontainers.containers.output.OutputFrame;
 import org.testcontainers.containers.wait.strategy.Wait;
+import org.testcontainers.containers.wait.strategy.WaitAllStrategy;
 import org.testcontainers.images.builder.ImageFromDockerfile;
 
 /**
@@ -78,19 +80,28 @@ final class DriverContainers implements AutoCloseable {
      */
     void restartNode() throws InterruptedException {
         GenericContainer<?> node = containers.getLast();
-        int registered = registrations(node);
+        String listening = listeningOn(nodeSocket());
+        int registered = lines(node, REGISTERED);
+        int listened = lines(node, listening);
         node.getDockerClient().restartContainerCmd(node.getContainerId()).withTimeout(30).exec();
         long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
-        while (registrations(node) <= registered) {
+        // Both: node-server registers from a thread of its own, which may come before or after its CSI socket listens.
+        while (lines(node, REGISTERED) <= registered || lines(node, listening) <= listened) {
             if (System.nanoTime() > deadline) {
-                throw new AssertionError("node-server did not register again after its container restarted:\n" + node.getLogs());
+                throw new AssertionError("node-server did not register again and listen on its socket after its container restarted:\n"
+                        + node.getLogs());
             }
             Thread.sleep(100);
         }
     }
 
-    private static int registrations(GenericContainer<?> node) {
-        return (int) node.getLogs().lines().filter(line -> line.contains(REGISTERED)).count();
+    private static int lines(GenericContainer<?> container, String text) {
+        return (int) container.getLogs().lines().filter(line -> line.contains(text)).count();
+    }
+
+    /** The line a server logs once its CSI socket {@code socket} listens; it listens on TCP too, before. */
+    private static String listeningOn(Path socket) {
+        return "msg=listening endpoint=unix://" + socket;
     }
 
     Path controllerSocket() {
@@ -141,7 +152,8 @@ final class DriverContainers implements AutoCloseable {
                             // Its one node registers before the suite starts (the node's wait below):
                             // no need to wait out the time other agents would take to come back.
                             "--agent-settle-time=0s"}, common))
-                    .waitingFor(Wait.forLogMessage(".*msg=listening.*", 1).withStartupTimeout(START_TIMEOUT));
+                    .waitingFor(Wait.forLogMessage(".*" + Pattern.quote(listeningOn(driver.controllerSocket())) + ".*", 1)
+                            .withStartupTimeout(START_TIMEOUT));
             start(controller, started);
             GenericContainer<?> node = container(image, network, "node",
                     List.of(readOnly(credentials, "/etc/strata/agent"), writable(pool, PropagationMode.DEFAULT_MODE),
@@ -150,8 +162,12 @@ final class DriverContainers implements AutoCloseable {
                     .withCommand(concat(new String[] {"/opt/strata/node-server.jar", "--endpoint=unix://" + driver.nodeSocket(),
                             "--node-id=" + NODE_ID, "--pool-dir=" + pool, "--kubelet-dir=" + shared, "--controller-address=controller:9869",
                             "--agent-address=0.0.0.0:9870", "--agent-advertise-host=node"}, common))
-                    // Registered with the controller: CreateVolume can place volumes on it.
-                    .waitingFor(Wait.forLogMessage(".*" + REGISTERED + ".*", 1).withStartupTimeout(START_TIMEOUT));
+                    // Registered with the controller (CreateVolume can place volumes on it) and listening on its
+                    // CSI socket, in either order.
+                    .waitingFor(new WaitAllStrategy()
+                            .withStrategy(Wait.forLogMessage(".*" + REGISTERED + ".*", 1))
+                            .withStrategy(Wait.forLogMessage(".*" + Pattern.quote(listeningOn(driver.nodeSocket())) + ".*", 1))
+                            .withStartupTimeout(START_TIMEOUT));
             start(node, started);
             return driver;
         } catch (Exception | AssertionError e) {
