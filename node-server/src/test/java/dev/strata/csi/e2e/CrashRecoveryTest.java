@@ -372,6 +372,13 @@ class CrashRecoveryTest {
                 if (crashed || point == null || !exited(process)) {
                     throw new AssertionError(name + ": " + rpc + " failed: " + failure.getStatus() + "\n" + cluster.logs(), failure);
                 }
+                // Once its output is all read: the last lines may still be on their way to the reader when the process is gone.
+                try {
+                    assertEquals(Crashes.EXIT_STATUS, process.exitCode(), name + ": node-server's exit status\n" + process.output());
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new AssertionError(e);
+                }
                 assertTrue(process.output().contains("crash point " + point + " reached"),
                         name + ": node-server died, but not at " + point + ":\n" + process.output());
                 crashed = true;
