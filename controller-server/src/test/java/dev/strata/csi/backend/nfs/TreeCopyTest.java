@@ -108,17 +108,7 @@ class TreeCopyTest {
     @ParameterizedTest
     @ValueSource(strings = {"btrfs", "xfs", "ext4"})
     void contentIsReflinkedWhereTheFilesystemCan(String type) throws Exception {
-        Root.require();
-        Path image = dir.resolve(type + ".img");
-        Path mount = dir.resolve(type);
-        String mkfs = switch (type) {
-            case "btrfs" -> "mkfs.btrfs -q";
-            case "xfs" -> "mkfs.xfs -q -f"; // reflink=1 is mkfs.xfs's default
-            default -> "mkfs.ext4 -q -F";
-        };
-        Programs.run("sh", "-c", "truncate -s 320M '" + image + "' && " + mkfs + " '" + image + "'");
-        Files.createDirectories(mount);
-        Programs.run("mount", "-o", "loop", image.toString(), mount.toString());
+        Path mount = loopMounted(type);
         try {
             Path source = Files.createDirectories(mount.resolve("volume"));
             Files.write(source.resolve("data"), random(8 << 20));
@@ -141,17 +131,7 @@ class TreeCopyTest {
     @ParameterizedTest
     @ValueSource(strings = {"btrfs", "xfs", "ext4"})
     void keepsHolesAndExtendedAttributes(String type) throws Exception {
-        Root.require();
-        Path image = dir.resolve(type + ".img");
-        Path mount = dir.resolve(type);
-        String mkfs = switch (type) {
-            case "btrfs" -> "mkfs.btrfs -q";
-            case "xfs" -> "mkfs.xfs -q -f";
-            default -> "mkfs.ext4 -q -F";
-        };
-        Programs.run("sh", "-c", "truncate -s 320M '" + image + "' && " + mkfs + " '" + image + "'");
-        Files.createDirectories(mount);
-        Programs.run("mount", "-o", "loop", image.toString(), mount.toString());
+        Path mount = loopMounted(type);
         try {
             sparseFileWithAttributes(mount.resolve("volume"));
             TreeCopy.Result result = TreeCopy.copy(KERNEL, mount.resolve("volume"), mount.resolve("copy"));
@@ -185,6 +165,21 @@ class TreeCopyTest {
             Programs.run("umount", client.toString());
             TreeCopy.remove(server);
         }
+    }
+
+    /** A new 320 MiB filesystem of {@code type}, loop-mounted in the test's directory. */
+    private Path loopMounted(String type) throws Exception {
+        Root.require();
+        Path image = dir.resolve(type + ".img");
+        Path mount = Files.createDirectories(dir.resolve(type));
+        String mkfs = switch (type) {
+            case "btrfs" -> "mkfs.btrfs -q";
+            case "xfs" -> "mkfs.xfs -q -f"; // reflink=1 is mkfs.xfs's default
+            default -> "mkfs.ext4 -q -F";
+        };
+        Programs.run("sh", "-c", "truncate -s 320M '" + image + "' && " + mkfs + " '" + image + "'");
+        Programs.run("mount", "-o", "loop", image.toString(), mount.toString());
+        return mount;
     }
 
     /** {@code volume/dir/sparse}: 96 MiB with two MiB of data; it and its directory with a user attribute and an ACL. */
