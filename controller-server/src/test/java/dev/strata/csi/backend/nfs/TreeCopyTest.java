@@ -104,6 +104,64 @@ class TreeCopyTest {
         }
     }
 
+    /**
+     * Files that a "pod" keeps swapping for links to a file outside, and back, while the volume is
+     * copied again and again: each file is opened only once its path is shown to name the file the
+     * directory listing read, so no copy ever holds the outside file's bytes or attributes.
+     */
+    @Test
+    void filesSwappedForLinksDuringTheCopyNeverLeadOut() throws Exception {
+        Root.require();
+        Path source = Files.createDirectories(dir.resolve("volume"));
+        Path secret = Files.createDirectories(dir.resolve("outside")).resolve("secret");
+        Files.writeString(secret, "the controller's own file");
+        Files.getFileAttributeView(secret, UserDefinedFileAttributeView.class).write("secret", StandardCharsets.UTF_8.encode("x"));
+        Path held = Files.createDirectories(dir.resolve("held"));
+        Path links = Files.createDirectories(dir.resolve("links"));
+        int count = 20;
+        for (int i = 0; i < count; i++) {
+            Files.write(source.resolve("f" + i), random(2000));
+            Files.createSymbolicLink(links.resolve("f" + i), secret);
+        }
+        java.util.concurrent.atomic.AtomicBoolean copying = new java.util.concurrent.atomic.AtomicBoolean(true);
+        Thread pod = Thread.ofPlatform().start(() -> {
+            try {
+                while (copying.get()) {
+                    for (int i = 0; i < count; i++) {
+                        String name = "f" + i;
+                        Files.move(source.resolve(name), held.resolve(name), java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+                        Files.move(links.resolve(name), source.resolve(name), java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+                        Files.move(source.resolve(name), links.resolve(name), java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+                        Files.move(held.resolve(name), source.resolve(name), java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+                    }
+                }
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        try {
+            for (int round = 0; round < 200; round++) {
+                Path copy = dir.resolve("copy");
+                try {
+                    TreeCopy.copy(KERNEL, source, copy);
+                } catch (java.io.IOException e) {
+                    // a file swapped between listing and opening through the directory: refused (ELOOP), never followed
+                }
+                try (var files = Files.walk(copy)) {
+                    for (Path file : files.filter(path -> Files.isRegularFile(path, LinkOption.NOFOLLOW_LINKS)).toList()) {
+                        assertEquals(2000, Files.size(file), file + " is a volume's file, in round " + round);
+                        assertFalse(Files.getFileAttributeView(file, UserDefinedFileAttributeView.class).list().contains("secret"),
+                                file + " in round " + round);
+                    }
+                }
+                TreeCopy.remove(copy);
+            }
+        } finally {
+            copying.set(false);
+            pod.join();
+        }
+    }
+
     /** btrfs and xfs (reflink=1, mkfs.xfs's default) share the source's extents; ext4 copies. */
     @ParameterizedTest
     @ValueSource(strings = {"btrfs", "xfs", "ext4"})
