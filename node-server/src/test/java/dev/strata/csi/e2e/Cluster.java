@@ -177,12 +177,18 @@ public final class Cluster implements AutoCloseable {
             }
             poolSeen = Files.createDirectories(dir.resolve(nodeId + "/container-pool"));
             // A container sees only what is bound into it. The copies of other test runs' mounts in
-            // the system's temporary directory (private here) would hold their loop devices for as
-            // long as this node-server lives, and fail their detach: they are taken off in here.
+            // the system's temporary directory would hold their loop devices for as long as this
+            // node-server lives, and fail their detach: they are taken off in here. Each is made
+            // private first, and the mount that holds the temporary directory too: an unmount
+            // propagates through its parent's peers, so taking off the copy of a mount below a
+            // shared one (another run's kubelet directory of a container-mode node) would
+            // otherwise take it off in the host as well.
             launcher = List.of("unshare", "--mount", "--propagation", "unchanged", "--", "sh", "-c",
-                    "mount --make-private / && awk '{print $5}' /proc/self/mountinfo | grep \"^$2/\" | grep -v -e \"^$3$\" -e \"^$3/\" "
-                            + "| sort -r | while read -r other; do umount -l \"$other\" || true; done "
-                            + "&& mount --bind \"$0\" \"$1\" && shift 3 && exec \"$@\"",
+                    "mount --make-private / && mount --make-private \"$(findmnt -n -o TARGET -T \"$2\")\" "
+                            + "&& others=$(awk '{print $5}' /proc/self/mountinfo | grep \"^$2/\" | grep -v -e \"^$3$\" -e \"^$3/\" | sort -r) "
+                            + "&& for other in $others; do mount --make-private \"$other\" || exit 1; done "
+                            + "&& for other in $others; do umount -l \"$other\"; done; "
+                            + "mount --bind \"$0\" \"$1\" && shift 3 && exec \"$@\"",
                     pool.toString(), poolSeen.toString(), Path.of(System.getProperty("java.io.tmpdir")).toRealPath().toString(),
                     dir.toRealPath().toString());
         }
