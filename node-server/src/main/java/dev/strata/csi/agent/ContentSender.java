@@ -11,6 +11,7 @@ import dev.strata.csi.backend.local.CrashPoint;
 import dev.strata.csi.backend.local.DeviceException;
 import dev.strata.csi.backend.local.ImageContent;
 import dev.strata.csi.backend.local.ImagePool;
+import dev.strata.csi.backend.local.PoolSnapshots;
 import dev.strata.csi.backend.local.SnapshotId;
 import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
@@ -124,11 +125,11 @@ final class ContentSender {
             throw CsiException.missing("source.snapshot");
         }
         SnapshotId.checkName(name);
-        VolumeLocks.Held held = locks.acquire(ImagePool.snapshotLockKey(name));
+        VolumeLocks.Held held = locks.acquire(PoolSnapshots.lockKey(name));
         try {
-            SnapshotRecord record = pool.snapshotContent(name);
+            SnapshotRecord record = pool.snapshots().ready(name);
             var taken = record.getCreationTime();
-            return new Source(name, pool.snapshotPath(name), "snapshot/" + name + "/" + taken.getSeconds() + "." + taken.getNanos(),
+            return new Source(name, pool.snapshots().path(name), "snapshot/" + name + "/" + taken.getSeconds() + "." + taken.getNanos(),
                     record.getCapacityBytes(), record.getFilesystem(), record.getUsedAsBlock(), held);
         } catch (IOException | RuntimeException e) {
             held.close();

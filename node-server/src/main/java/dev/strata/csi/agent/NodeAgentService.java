@@ -32,6 +32,7 @@ import dev.strata.csi.agent.api.WriteContentResponse;
 import dev.strata.csi.backend.local.CrashPoint;
 import dev.strata.csi.backend.local.ImageContent;
 import dev.strata.csi.backend.local.ImagePool;
+import dev.strata.csi.backend.local.PoolSnapshots;
 import dev.strata.csi.backend.local.SnapshotId;
 import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
@@ -149,7 +150,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
             try (var source = locks.acquire(name(request.getSourceImage()));
                     var held = locks.acquire(snapshotName(request.getName()))) {
                 return CreateSnapshotResponse.newBuilder()
-                        .setSnapshot(pool.snapshot(request.getName(), request.getSourceImage(), request.getTemporary())).build();
+                        .setSnapshot(pool.snapshots().take(request.getName(), request.getSourceImage(), request.getTemporary())).build();
             }
         });
     }
@@ -158,7 +159,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     public void deleteSnapshot(DeleteSnapshotRequest request, StreamObserver<DeleteSnapshotResponse> response) {
         Rpc.answer(response, () -> {
             try (var held = locks.acquire(snapshotName(request.getName()))) {
-                pool.deleteSnapshot(request.getName());
+                pool.snapshots().delete(request.getName());
                 return DeleteSnapshotResponse.getDefaultInstance();
             }
         });
@@ -166,7 +167,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
 
     @Override
     public void listSnapshots(ListSnapshotsRequest request, StreamObserver<ListSnapshotsResponse> response) {
-        Rpc.answer(response, () -> ListSnapshotsResponse.newBuilder().addAllSnapshots(pool.snapshots()).build());
+        Rpc.answer(response, () -> ListSnapshotsResponse.newBuilder().addAllSnapshots(pool.snapshots().list()).build());
     }
 
     @Override
@@ -213,7 +214,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
             throw CsiException.missing("name");
         }
         SnapshotId.checkName(name);
-        return ImagePool.snapshotLockKey(name);
+        return PoolSnapshots.lockKey(name);
     }
 
     private static void checkNewImage(long capacityBytes, Allocation allocation, int allocationValue) {

@@ -5,7 +5,6 @@ import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.PoolStatus;
-import dev.strata.csi.agent.api.Snapshot;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.backend.local.records.Source;
@@ -42,11 +41,10 @@ import java.util.Optional;
  * (devices are told apart by the identity of their backing file, which survives restarts of the
  * container that attached them), and an image file is never removed while a loop device holds it.
  *
- * <p>Snapshots live in the pool's snapshot area ({@link SnapshotStore}): a copy of the image (a
- * reflink where the pool's filesystem can make one), taken with the image's filesystem frozen
- * when it is mounted here ({@link Freezes}: never left frozen), independent of the image once
- * made. A new image can start as a copy of a snapshot (restore) or of another image (clone).
- * Callers lock a snapshot's name as they lock an image's ({@link #snapshotLockKey}).
+ * <p>The pool's snapshots are {@link #snapshots()}'s; what the pool can still give, its
+ * {@link PoolCapacity}, which every image and snapshot that takes space is admitted through. A new
+ * image can start as a copy of a snapshot (restore) or of another image (clone), made as a
+ * snapshot's is ({@link ConsistentCopy}).
  */
 public final class ImagePool {
 
@@ -54,8 +52,9 @@ public final class ImagePool {
 
     private final Path dir;
     private final RecordStore records;
-    private final SnapshotStore snapshots;
-    private final Freezes freezes;
+    private final PoolCapacity capacity;
+    private final ConsistentCopy copies;
+    private final PoolSnapshots snapshots;
     private final ImageFiles files;
     private final LoopDevices loops;
     private final Mounter mounts;
@@ -63,8 +62,6 @@ public final class ImagePool {
     private final Crashes<CrashPoint> crashes;
     /** When transfer steps happen, as RECEIVING records keep it. */
     private final Clock clock;
-    /** Held from the capacity check to the intent record, so two creates cannot both take the last space. */
-    private final java.util.concurrent.locks.ReentrantLock capacity = new java.util.concurrent.locks.ReentrantLock();
 
     public ImagePool(Path dir, ImageFiles files, LoopDevices loops, Mounter mounts, FilesystemFreezer freezer, Crashes<CrashPoint> crashes,
             Clock clock, Log log) {
@@ -72,8 +69,10 @@ public final class ImagePool {
         this.crashes = crashes;
         this.clock = clock;
         this.records = new RecordStore(dir, log);
-        this.snapshots = new SnapshotStore(dir, log);
-        this.freezes = new Freezes(dir, freezer, crashes, log);
+        SnapshotStore snapshotStore = new SnapshotStore(dir, log);
+        this.capacity = new PoolCapacity(dir, files, records, snapshotStore);
+        this.copies = new ConsistentCopy(dir, files, freezer, this::filesystemMount, crashes, log);
+        this.snapshots = new PoolSnapshots(snapshotStore, records, capacity, copies, files, crashes, clock, log);
         this.files = files;
         this.loops = loops;
         this.mounts = mounts;
@@ -82,6 +81,11 @@ public final class ImagePool {
 
     public Path dir() {
         return dir;
+    }
+
+    /** The pool's snapshots. */
+    public PoolSnapshots snapshots() {
+        return snapshots;
     }
 
     /** Creates the image, or returns it when it exists with the same size and allocation. */
@@ -130,7 +134,7 @@ public final class ImagePool {
                 .setCapacityBytes(capacityBytes)
                 .setAllocation(recorded(allocation))
                 .setState(ImageRecord.State.CREATING);
-        Optional<Content> content = Optional.empty();
+        Optional<ConsistentCopy.Content> content = Optional.empty();
         if (wantedSource.isPresent()) {
             content = Optional.of(content(wantedSource.get()));
             if (content.get().capacityBytes() > capacityBytes) {
@@ -146,7 +150,7 @@ public final class ImagePool {
         reserve(record, existing);
         crashes.reach(content.isPresent() ? CrashPoint.RESTORE_RECORDED : CrashPoint.CREATE_RECORDED);
         if (content.isPresent()) {
-            ImageFiles.CopyMethod copied = copyConsistent(content.get(), imagePath(name));
+            ImageFiles.CopyMethod copied = copies.copy(content.get(), imagePath(name));
             crashes.reach(CrashPoint.RESTORE_COPIED);
             // The copy is as large as its source, and sparse: grown, and allocated in full where asked.
             files.grow(imagePath(name), capacityBytes, allocation);
@@ -170,19 +174,15 @@ public final class ImagePool {
         }
     }
 
-    /** Writes the new image's first record once the pool has room for it: from then on the record reserves its capacity. */
-    private void reserve(ImageRecord record, Optional<ImageRecord> existing) throws IOException {
-        capacity.lock();
-        try {
-            long available = status().getAvailableBytes() + existing.map(this::reservedBy).orElse(0L);
-            if (record.getCapacityBytes() > available) {
-                throw CsiException.resourceExhausted("pool " + dir + " has " + available + " bytes available; volume "
-                        + record.getName() + " needs " + record.getCapacityBytes());
-            }
+    /**
+     * Writes the new image's first record once the pool has room for it (what the {@code existing}
+     * record it replaces reserved counts as room): from then on the record reserves its capacity.
+     */
+    private void reserve(ImageRecord record, Optional<ImageRecord> existing) throws IOException, DeviceException, MountException {
+        capacity.admit("volume " + record.getName(), record.getCapacityBytes(), existing.map(capacity::reservedBy).orElse(0L), () -> {
             records.write(record);
-        } finally {
-            capacity.unlock();
-        }
+            return record;
+        });
     }
 
     /**
@@ -317,45 +317,21 @@ public final class ImagePool {
                 .orElseThrow(() -> CsiException.failedPrecondition("volume " + name + " is not being received on this node"));
     }
 
-    /** What a copy starts from: a snapshot's file or an image's, and what its record says the file holds. */
-    private record Content(Path file, long capacityBytes, String filesystem, boolean usedAsBlock, Optional<String> liveImage) {}
-
-    /** NOT_FOUND unless the source is there, complete. */
-    private Content content(Source source) throws IOException {
+    /** What a copy starts from; NOT_FOUND unless the source is there, complete. */
+    private ConsistentCopy.Content content(Source source) throws IOException {
         return switch (source.getKindCase()) {
             case SNAPSHOT -> {
-                SnapshotRecord snapshot = readySnapshot(source.getSnapshot());
-                yield new Content(snapshots.imagePath(snapshot.getName()), snapshot.getCapacityBytes(), snapshot.getFilesystem(),
-                        snapshot.getUsedAsBlock(), Optional.empty());
+                SnapshotRecord snapshot = snapshots.ready(source.getSnapshot());
+                yield ConsistentCopy.Content.ofSnapshot(snapshot, snapshots.path(snapshot.getName()));
             }
             case IMAGE -> {
                 ImageRecord image = records.read(source.getImage())
                         .filter(record -> record.getState() == ImageRecord.State.READY)
                         .orElseThrow(() -> CsiException.notFound("source volume " + source.getImage() + " does not exist on this node"));
-                yield new Content(imagePath(image.getName()), image.getCapacityBytes(), image.getFilesystem(), image.getUsedAsBlock(),
-                        Optional.of(image.getName()));
+                yield ConsistentCopy.Content.ofImage(image, imagePath(image.getName()));
             }
             case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor an image");
         };
-    }
-
-    /**
-     * Copies {@code content} to {@code to} (a reflink where the pool's filesystem makes one). An
-     * image whose filesystem is mounted on this node is frozen for the copy only, and always
-     * thawed: the copy is then consistent without journal replay. A raw block volume is copied as
-     * it is: no filesystem of the driver's is there to freeze.
-     */
-    private ImageFiles.CopyMethod copyConsistent(Content content, Path to) throws IOException, DeviceException, MountException {
-        Optional<Path> mounted = Optional.empty();
-        if (content.liveImage().isPresent() && !content.usedAsBlock()) {
-            mounted = filesystemMount(content.liveImage().get());
-        }
-        if (mounted.isEmpty()) {
-            return files.copy(content.file(), to);
-        }
-        try (Freezes.Frozen frozen = freezes.freeze(content.liveImage().get(), mounted.get())) {
-            return files.copy(content.file(), to);
-        }
     }
 
     /** Where the image's filesystem is mounted on this node, if it is: a mount its loop device backs, not a block bind. */
@@ -368,134 +344,6 @@ public final class ImagePool {
                 .filter(mount -> !mount.fsType().equals("devtmpfs") && !mount.fsType().equals("tmpfs"))
                 .map(MountPoint::mountPoint)
                 .findFirst();
-    }
-
-    /**
-     * Takes a snapshot of image {@code sourceImage} under {@code name}, or returns the snapshot
-     * when it exists of the same image (another image's: ALREADY_EXISTS). The record comes first
-     * (CREATING), the copy then ({@link #copyConsistent}), READY last: a snapshot is listed only
-     * once complete, and a partial one is removed by the retry or at the next start. The copy's
-     * bytes are checked against the pool's room, and counted in it from the record on.
-     */
-    public Snapshot snapshot(String name, String sourceImage) throws IOException, DeviceException, MountException {
-        return snapshot(name, sourceImage, false);
-    }
-
-    /**
-     * As {@link #snapshot(String, String)}; a {@code temporary} snapshot, taken for a copy to
-     * another node, is left out of {@link #snapshots()} and removed at the next start.
-     */
-    public Snapshot snapshot(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
-        SnapshotId.checkName(name);
-        Optional<SnapshotRecord> existing = snapshots.read(name);
-        if (existing.isPresent()) {
-            SnapshotRecord record = existing.get();
-            switch (record.getState()) {
-                case READY -> {
-                    if (!record.getSourceImage().equals(sourceImage)) {
-                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceImage()
-                                + "; asked for one of " + sourceImage);
-                    }
-                    return snapshot(record);
-                }
-                default -> finishSnapshotDelete(record); // CREATING: a partial copy; DELETING: on its way out
-            }
-        }
-        ImageRecord source = ready(sourceImage);
-        SnapshotRecord record = SnapshotRecord.newBuilder()
-                .setName(name)
-                .setTemporary(temporary)
-                .setSourceImage(sourceImage)
-                .setCapacityBytes(source.getCapacityBytes())
-                .setState(SnapshotRecord.State.CREATING)
-                .setCreationTime(timestamp(clock.instant()))
-                .setFilesystem(source.getFilesystem())
-                .setUsedAsBlock(source.getUsedAsBlock())
-                .setCopyBytes(files.allocatedBytes(imagePath(sourceImage)))
-                .build();
-        capacity.lock();
-        try {
-            long available = status().getAvailableBytes();
-            if (record.getCopyBytes() > available) {
-                throw CsiException.resourceExhausted("pool " + dir + " has " + available + " bytes available; a snapshot of volume "
-                        + sourceImage + " needs " + record.getCopyBytes());
-            }
-            record = snapshots.write(record); // from here on the record reserves the copy's bytes
-        } finally {
-            capacity.unlock();
-        }
-        crashes.reach(CrashPoint.SNAPSHOT_RECORDED);
-        Content content = new Content(imagePath(sourceImage), source.getCapacityBytes(), source.getFilesystem(), source.getUsedAsBlock(),
-                Optional.of(sourceImage));
-        ImageFiles.CopyMethod copied = copyConsistent(content, snapshots.imagePath(name));
-        crashes.reach(CrashPoint.SNAPSHOT_COPIED);
-        record = snapshots.write(record.toBuilder()
-                .setState(SnapshotRecord.State.READY)
-                .setReflinked(copied == ImageFiles.CopyMethod.REFLINK)
-                .setCopyBytes(0)
-                .build());
-        log.info("snapshot taken", "snapshot", name, "volume", sourceImage, "how", copied, "bytes", source.getCapacityBytes());
-        return snapshot(record);
-    }
-
-    /** The READY snapshot {@code name}, for a transfer to read; NOT_FOUND when there is none. */
-    public SnapshotRecord snapshotContent(String name) throws IOException {
-        return readySnapshot(name);
-    }
-
-    /** The file of snapshot {@code name}. */
-    public Path snapshotPath(String name) {
-        return snapshots.imagePath(name);
-    }
-
-    /** Deletes the snapshot; succeeds when already gone. The image it was taken of is not involved. */
-    public void deleteSnapshot(String name) throws IOException {
-        Optional<SnapshotRecord> record = snapshots.read(name);
-        if (record.isEmpty()) {
-            return;
-        }
-        SnapshotRecord deleting = snapshots.write(record.get().toBuilder().setState(SnapshotRecord.State.DELETING).build());
-        crashes.reach(CrashPoint.SNAPSHOT_DELETE_RECORDED);
-        finishSnapshotDelete(deleting);
-        log.info("snapshot deleted", "snapshot", name);
-    }
-
-    /** The pool's complete snapshots, but the temporary ones of copies to other nodes. */
-    public List<Snapshot> snapshots() throws IOException {
-        List<Snapshot> ready = new ArrayList<>();
-        for (SnapshotRecord record : snapshots.all()) {
-            if (record.getState() == SnapshotRecord.State.READY && !record.getTemporary()) {
-                ready.add(snapshot(record));
-            }
-        }
-        return ready;
-    }
-
-    /** The lock key of a snapshot's name: apart from every image's, whose names hold no '/'. */
-    public static String snapshotLockKey(String name) {
-        return "snapshot/" + name;
-    }
-
-    private SnapshotRecord readySnapshot(String name) throws IOException {
-        return snapshots.read(name)
-                .filter(record -> record.getState() == SnapshotRecord.State.READY)
-                .orElseThrow(() -> CsiException.notFound("snapshot " + name + " does not exist on this node"));
-    }
-
-    /** Removes the snapshot's file, then its record: a partial copy's, or a deleted snapshot's. */
-    private void finishSnapshotDelete(SnapshotRecord record) throws IOException {
-        Files.deleteIfExists(snapshots.imagePath(record.getName()));
-        crashes.reach(CrashPoint.SNAPSHOT_DELETE_UNLINKED);
-        snapshots.delete(record.getName());
-    }
-
-    private static Snapshot snapshot(SnapshotRecord record) {
-        return Snapshot.newBuilder()
-                .setName(record.getName())
-                .setSourceImage(record.getSourceImage())
-                .setCapacityBytes(record.getCapacityBytes())
-                .setCreationTime(record.getCreationTime())
-                .build();
     }
 
     /** Deletes the image and its record; succeeds when already gone. */
@@ -514,7 +362,7 @@ public final class ImagePool {
 
     /** Attaches the image to a loop device for {@code nodeId}, or returns the device it is attached to. */
     public Image attach(String name, String nodeId) throws IOException, DeviceException, MountException {
-        ImageRecord record = ready(name);
+        ImageRecord record = records.ready(name);
         if (!record.getAttached() || !record.getPublishedNodeIdsList().contains(nodeId)) {
             ImageRecord.Builder wanted = record.toBuilder().setAttached(true);
             if (!record.getPublishedNodeIdsList().contains(nodeId)) {
@@ -542,23 +390,17 @@ public final class ImagePool {
      * RESOURCE_EXHAUSTED, with the image unchanged, when the pool cannot hold the difference.
      */
     public Image expand(String name, long capacityBytes) throws IOException, DeviceException, MountException {
-        ImageRecord record = ready(name);
+        ImageRecord record = records.ready(name);
         if (capacityBytes > record.getCapacityBytes()) {
-            capacity.lock();
-            try {
-                long more = capacityBytes - record.getCapacityBytes();
-                long available = status().getAvailableBytes();
-                if (more > available) {
-                    throw CsiException.resourceExhausted("pool " + dir + " has " + available + " bytes available; growing volume "
-                            + name + " to " + capacityBytes + " bytes needs " + more);
-                }
-                record = record.toBuilder().setCapacityBytes(capacityBytes).build();
-                records.write(record); // from here on the record reserves the new capacity
-                crashes.reach(CrashPoint.EXPAND_RECORDED);
-                finishGrowth(record);
-            } finally {
-                capacity.unlock();
-            }
+            ImageRecord grown = record.toBuilder().setCapacityBytes(capacityBytes).build();
+            // The growth keeps the capacity lock: the file takes the space it was admitted for before another check.
+            record = capacity.admit("growing volume " + name + " to " + capacityBytes + " bytes", capacityBytes - record.getCapacityBytes(), 0,
+                    () -> {
+                        records.write(grown); // from here on the record reserves the new capacity
+                        crashes.reach(CrashPoint.EXPAND_RECORDED);
+                        finishGrowth(grown);
+                        return grown;
+                    });
             log.info("image expanded", "volume", name, "bytes", capacityBytes);
         } else {
             finishGrowth(record);
@@ -631,12 +473,12 @@ public final class ImagePool {
 
     /** What the image holds as far as the driver knows: the record of a READY image. */
     public ImageRecord content(String name) throws IOException {
-        return ready(name);
+        return records.ready(name);
     }
 
     /** Remembers that the image now holds {@code filesystem}: it will never be formatted again. */
     public void recordFilesystem(String name, String filesystem) throws IOException {
-        ImageRecord record = ready(name);
+        ImageRecord record = records.ready(name);
         if (!record.getFilesystem().equals(filesystem)) {
             records.write(record.toBuilder().setFilesystem(filesystem).build());
         }
@@ -644,7 +486,7 @@ public final class ImagePool {
 
     /** Remembers that the image's filesystem fills its device now: a copy from a smaller source, grown at stage. */
     public void recordFilesystemGrown(String name) throws IOException {
-        ImageRecord record = ready(name);
+        ImageRecord record = records.ready(name);
         if (record.getGrowFilesystem()) {
             records.write(record.toBuilder().setGrowFilesystem(false).build());
         }
@@ -652,33 +494,15 @@ public final class ImagePool {
 
     /** Remembers that the image was used as a raw block device: it will never be formatted. */
     public void recordBlockUse(String name) throws IOException {
-        ImageRecord record = ready(name);
+        ImageRecord record = records.ready(name);
         if (!record.getUsedAsBlock()) {
             records.write(record.toBuilder().setUsedAsBlock(true).build());
         }
     }
 
-    /**
-     * Capacity a new image can safely get: free space less what sparse images may still claim, what
-     * snapshots being copied still take, and what reflinked blocks may need once written (a
-     * snapshot's own files are in the free space already).
-     */
+    /** Capacity a new image can safely get ({@link PoolCapacity#status()}). */
     public PoolStatus status() throws IOException {
-        ImageFiles.Space space = files.space(dir);
-        long reserved = 0;
-        int count = 0;
-        for (ImageRecord record : records.all()) {
-            reserved += reservedBy(record);
-            count++;
-        }
-        for (SnapshotRecord record : snapshots.all()) {
-            reserved += reservedBy(record);
-        }
-        return PoolStatus.newBuilder()
-                .setTotalBytes(space.totalBytes())
-                .setAvailableBytes(Math.max(0, space.availableBytes() - reserved))
-                .setImageCount(count)
-                .build();
+        return capacity.status();
     }
 
     /**
@@ -687,7 +511,7 @@ public final class ImagePool {
      * pool images that nothing wants are detached. Files it does not understand are left alone.
      */
     public void reconcile() throws IOException, DeviceException, MountException {
-        freezes.thawLeftovers(); // first: a frozen filesystem stops its volume's writers
+        copies.thawLeftovers(); // first: a frozen filesystem stops its volume's writers
         int temporaries = records.removeTemporaries() + snapshots.removeTemporaries();
         if (temporaries > 0) {
             log.info("removed temporary record files of interrupted writes", "count", temporaries);
@@ -700,16 +524,7 @@ public final class ImagePool {
                 log.error("cannot reconcile volume; left as it is", "volume", record.getName(), "error", e.getMessage());
             }
         }
-        for (SnapshotRecord record : snapshots.all()) {
-            if (record.getState() != SnapshotRecord.State.READY) {
-                finishSnapshotDelete(record);
-                log.info(record.getState() == SnapshotRecord.State.CREATING ? "removed interrupted snapshot" : "finished interrupted snapshot delete",
-                        "snapshot", record.getName());
-            } else if (record.getTemporary()) { // its copy to another node broke off with the restart; a retry takes another
-                finishSnapshotDelete(record);
-                log.info("removed temporary snapshot of a copy to another node", "snapshot", record.getName());
-            }
-        }
+        snapshots.reconcile();
         Map<FileIdentity, Path> imageFiles = imageFiles();
         DeviceNumber poolFilesystem = FileIdentity.of(dir).device();
         for (LoopDevice device : loops.list()) {
@@ -814,12 +629,6 @@ public final class ImagePool {
         }
     }
 
-    private ImageRecord ready(String name) throws IOException {
-        return records.read(name)
-                .filter(record -> record.getState() == ImageRecord.State.READY)
-                .orElseThrow(() -> CsiException.notFound("volume " + name + " does not exist on this node"));
-    }
-
     /**
      * Removes the image and its record, its unused loop devices detached first; FAILED_PRECONDITION
      * while one is mounted. Deletes, and creates cut short: the driver attaches only READY images,
@@ -922,44 +731,8 @@ public final class ImagePool {
         return mounts.table().all().stream().filter(device::backs).toList();
     }
 
-    /**
-     * Space the image may still take from the pool: what it has not allocated yet; all of its
-     * capacity when it was made by a reflink, since each block it shares may need one of its own.
-     */
-    private long reservedBy(ImageRecord record) {
-        if (record.getReflinked() && record.getState() == ImageRecord.State.READY) {
-            return record.getCapacityBytes();
-        }
-        boolean allocatedInFull = allocation(record) == Allocation.FULL && record.getState() == ImageRecord.State.READY;
-        if (allocatedInFull || record.getState() == ImageRecord.State.DELETING) {
-            return 0;
-        }
-        try {
-            return Math.max(0, record.getCapacityBytes() - files.allocatedBytes(imagePath(record.getName())));
-        } catch (IOException e) {
-            return record.getCapacityBytes(); // cannot tell how much is allocated: reserve it all
-        }
-    }
-
-    /**
-     * Space a snapshot may still take: while copied, what is left of the copy; once a reflink, its
-     * blocks, which its source's writes would copy. A plain copy's blocks are taken already.
-     */
-    private long reservedBy(SnapshotRecord record) {
-        Path file = snapshots.imagePath(record.getName());
-        try {
-            return switch (record.getState()) {
-                case CREATING -> Math.max(0, record.getCopyBytes() - files.allocatedBytes(file));
-                case READY -> record.getReflinked() ? files.allocatedBytes(file) : 0;
-                default -> 0;
-            };
-        } catch (IOException e) {
-            return record.getCapacityBytes(); // cannot tell: reserve what the copy can take at most
-        }
-    }
-
     public Path imagePath(String name) {
-        return dir.resolve(name + IMAGE_SUFFIX);
+        return records.imagePath(name);
     }
 
     private Image image(ImageRecord record) throws IOException, DeviceException {
@@ -984,7 +757,8 @@ public final class ImagePool {
                 .build();
     }
 
-    private static Timestamp timestamp(Instant instant) {
+    /** A record's time stamp. */
+    static Timestamp timestamp(Instant instant) {
         return Timestamp.newBuilder().setSeconds(instant.getEpochSecond()).setNanos(instant.getNano()).build();
     }
 

@@ -2,6 +2,7 @@ package dev.strata.csi.backend.local;
 
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
+import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.RecordFiles;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -25,6 +26,7 @@ final class RecordStore {
     static final RecordFiles.Format<ImageRecord> FORMAT = new RecordFiles.Format<>(ImageRecord.class, 1,
             ImageRecord::getVersion, (record, version) -> record.toBuilder().setVersion(version).build());
 
+    private final Path dir;
     private final RecordFiles<ImageRecord> files;
     private final Log log;
     /** Every readable record on disk, once {@link #all()} has loaded them. */
@@ -32,6 +34,7 @@ final class RecordStore {
     private volatile boolean loaded;
 
     RecordStore(Path dir, Log log) {
+        this.dir = dir;
         this.files = new RecordFiles<>(dir, SUFFIX, FORMAT);
         this.log = log;
     }
@@ -41,6 +44,13 @@ final class RecordStore {
             return Optional.ofNullable(cache.get(name));
         }
         return files.read(name);
+    }
+
+    /** The record of the READY image {@code name}; NOT_FOUND when there is none. */
+    ImageRecord ready(String name) throws IOException {
+        return read(name)
+                .filter(record -> record.getState() == ImageRecord.State.READY)
+                .orElseThrow(() -> CsiException.notFound("volume " + name + " does not exist on this node"));
     }
 
     void write(ImageRecord record) throws IOException {
@@ -60,6 +70,11 @@ final class RecordStore {
             loaded = true;
         }
         return new ArrayList<>(cache.values());
+    }
+
+    /** The image file the record of {@code name} stands beside. */
+    Path imagePath(String name) {
+        return dir.resolve(name + ImagePool.IMAGE_SUFFIX);
     }
 
     /** Removes temporary files a crash left mid-write; the record they were replacing is intact. */
