@@ -334,7 +334,10 @@ public final class ImagePool {
         };
     }
 
-    /** Where the image's filesystem is mounted on this node, if it is: a mount its loop device backs, not a block bind. */
+    /**
+     * Where the image's filesystem is mounted on this node, if it is: a mount its loop device backs,
+     * not a block bind. What {@link ConsistentCopy} freezes for a copy of a live image.
+     */
     private Optional<Path> filesystemMount(String name) throws IOException, DeviceException, MountException {
         Optional<LoopDevice> device = soleDevice(name);
         if (device.isEmpty()) {
@@ -393,7 +396,8 @@ public final class ImagePool {
         ImageRecord record = records.ready(name);
         if (capacityBytes > record.getCapacityBytes()) {
             ImageRecord grown = record.toBuilder().setCapacityBytes(capacityBytes).build();
-            // The growth keeps the capacity lock: the file takes the space it was admitted for before another check.
+            // Grown under the capacity lock: a fully allocated image reserves nothing once recorded, so its
+            // new blocks are taken before the next check reads the free space.
             record = capacity.admit("growing volume " + name + " to " + capacityBytes + " bytes", capacityBytes - record.getCapacityBytes(), 0,
                     () -> {
                         records.write(grown); // from here on the record reserves the new capacity
@@ -508,7 +512,8 @@ public final class ImagePool {
     /**
      * Brings the kernel in line with the records after a crash or reboot: images that should be
      * attached are attached again, interrupted creates and deletes are finished, loop devices on
-     * pool images that nothing wants are detached. Files it does not understand are left alone.
+     * pool images that nothing wants are detached, and the snapshots' own leftovers are cleared
+     * ({@link PoolSnapshots}). Files it does not understand are left alone.
      */
     public void reconcile() throws IOException, DeviceException, MountException {
         copies.thawLeftovers(); // first: a frozen filesystem stops its volume's writers
