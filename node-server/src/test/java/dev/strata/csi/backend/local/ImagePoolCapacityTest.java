@@ -44,10 +44,16 @@ class ImagePoolCapacityTest {
     @TempDir
     Path dir;
 
-    /** Image files as the real thing makes them (sparse), on a pool that holds {@code total} bytes. */
+    /**
+     * Image files as the real thing makes them (sparse), on a pool that holds {@code total} bytes:
+     * what the test says was written to a file ({@link #written}) is what it has allocated, and is
+     * taken from the free space; a copy is a plain one, as large and as allocated as its source (its
+     * content is not copied: the test counts bytes only).
+     */
     private static final class SmallPool implements ImageFiles {
         private final long total;
         private final long spaceCheckMillis;
+        private final java.util.Map<Path, Long> written = new java.util.concurrent.ConcurrentHashMap<>();
 
         SmallPool(long total, long spaceCheckMillis) {
             this.total = total;
@@ -69,8 +75,12 @@ class ImagePoolCapacityTest {
         }
 
         @Override
-        public CopyMethod copy(Path source, Path target) {
-            throw new UnsupportedOperationException("this pool only makes and grows images");
+        public CopyMethod copy(Path source, Path target) throws IOException {
+            try (RandomAccessFile file = new RandomAccessFile(target.toFile(), "rw")) {
+                file.setLength(Files.size(source));
+            }
+            written.put(target, allocatedBytes(source));
+            return CopyMethod.SPARSE_COPY;
         }
 
         @Override
@@ -85,7 +95,7 @@ class ImagePoolCapacityTest {
 
         @Override
         public long allocatedBytes(Path image) {
-            return 0; // nothing written yet
+            return written.getOrDefault(image, 0L);
         }
 
         @Override
@@ -95,7 +105,7 @@ class ImagePoolCapacityTest {
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
-            return new Space(total, total);
+            return new Space(total, total - written.values().stream().mapToLong(Long::longValue).sum());
         }
     }
 
@@ -182,7 +192,11 @@ class ImagePoolCapacityTest {
     }
 
     private ImagePool pool(long total, long spaceCheckMillis, Clock clock) throws Exception {
-        ImagePool pool = new ImagePool(dir, new SmallPool(total, spaceCheckMillis), NO_LOOPS, NO_MOUNTS, new SystemFilesystemFreezer(new dev.strata.csi.linux.Kernel()), Crashes.none(), clock,
+        return pool(new SmallPool(total, spaceCheckMillis), clock);
+    }
+
+    private ImagePool pool(SmallPool files, Clock clock) throws Exception {
+        ImagePool pool = new ImagePool(dir, files, NO_LOOPS, NO_MOUNTS, new SystemFilesystemFreezer(new dev.strata.csi.linux.Kernel()), Crashes.none(), clock,
                 new Log(new PrintStream(PrintStream.nullOutputStream()), 0));
         pool.reconcile();
         return pool;
@@ -224,6 +238,31 @@ class ImagePoolCapacityTest {
             callers.shutdownNow();
         }
         assertEquals(2 * GIB, pool.status().getAvailableBytes());
+    }
+
+    /**
+     * A snapshot's copy takes what its image has written; it is admitted against the same room as
+     * the images, and once taken as a plain copy its blocks are out of the free space.
+     */
+    @Test
+    void aSnapshotIsAdmittedAgainstThePoolsRoom() throws Exception {
+        SmallPool files = new SmallPool(10 * GIB, 0);
+        ImagePool pool = pool(files, Clock.systemUTC());
+        pool.create("pvc-a", 6 * GIB, Allocation.SPARSE);
+        files.written.put(pool.imagePath("pvc-a"), 5 * GIB);
+        assertEquals(4 * GIB, pool.status().getAvailableBytes(), "5 GiB free, 1 GiB of them the image may still take");
+        CsiException full = assertThrows(CsiException.class, () -> pool.snapshots().take("snap-a", "pvc-a", false));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, full.code());
+        assertTrue(full.getMessage().endsWith("bytes available; a snapshot of volume pvc-a needs " + 5 * GIB), full.getMessage());
+        assertEquals(List.of(), pool.snapshots().list());
+        assertEquals(List.of("pvc-a.img", "pvc-a.record"), files());
+
+        files.written.put(pool.imagePath("pvc-a"), 2 * GIB);
+        pool.snapshots().take("snap-a", "pvc-a", false);
+        assertEquals(List.of("snap-a"), pool.snapshots().list().stream().map(dev.strata.csi.agent.api.Snapshot::getName).toList());
+        assertEquals(2 * GIB, pool.status().getAvailableBytes(), "10 GiB less the image's 2 written and 4 to come, less the copy's 2");
+        CsiException noRoom = assertThrows(CsiException.class, () -> pool.create("pvc-b", 3 * GIB, Allocation.SPARSE));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, noRoom.code());
     }
 
     private static final Duration EXPIRY = Duration.ofHours(1);
