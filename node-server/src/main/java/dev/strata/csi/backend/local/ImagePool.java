@@ -41,10 +41,10 @@ import java.util.Optional;
  * (devices are told apart by the identity of their backing file, which survives restarts of the
  * container that attached them), and an image file is never removed while a loop device holds it.
  *
- * <p>The pool's snapshots are {@link #snapshots()}'s; what the pool can still give, its
- * {@link PoolCapacity}, which every image and snapshot that takes space is admitted through. A new
- * image can start as a copy of a snapshot (restore) or of another image (clone), made as a
- * snapshot's is ({@link ConsistentCopy}).
+ * <p>The pool's snapshots are kept apart ({@link #snapshots()}); an image or a snapshot that takes
+ * space is admitted against what the pool can still give ({@link PoolCapacity}). A new image can
+ * start as a copy of a snapshot (restore) or of another image (clone), made consistent as a
+ * snapshot is ({@link ConsistentCopy}).
  */
 public final class ImagePool {
 
