@@ -1,6 +1,7 @@
 package dev.strata.csi.linux;
 
 import dev.strata.csi.mount.DeviceNumber;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -271,7 +272,7 @@ public final class Kernel {
             int start = 0;
             for (int i = 0; i < read; i++) {
                 if (list.getByte(i) == 0) {
-                    names.add(list.getString(start, i - start, java.nio.charset.StandardCharsets.UTF_8));
+                    names.add(list.getString(start, i - start, StandardCharsets.UTF_8));
                     start = i + 1;
                 }
             }

@@ -168,7 +168,7 @@ final class TreeCopy {
             } else if (attributes.isSymbolicLink()) {
                 // Only the link's text is read by path; the link is made, never followed.
                 Files.createSymbolicLink(to, Files.readSymbolicLink(entry));
-                keep(entry, attributes, to);
+                keep(attributes, Optional.empty(), to);
             } else {
                 skipped++;
                 continue;
@@ -179,8 +179,9 @@ final class TreeCopy {
 
     /** A directory's owner, mode and times, then its extended attributes (a default ACL among them). */
     private void keepDirectory(Path entry, PosixFileAttributes attributes, Path to) throws IOException {
-        keep(entry, attributes, to);
-        Optional<FileDescriptor> source = reopen(entry, attributes.fileKey(), Kernel.O_RDONLY | Kernel.O_DIRECTORY);
+        Optional<Map<String, Object>> stat = stat(entry, attributes.fileKey());
+        keep(attributes, stat, to);
+        Optional<FileDescriptor> source = reopen(entry, stat, Kernel.O_RDONLY | Kernel.O_DIRECTORY);
         if (source.isEmpty()) {
             return;
         }
@@ -200,19 +201,20 @@ final class TreeCopy {
     private void file(SecureDirectoryStream<Path> dir, Path name, Path entry, PosixFileAttributes attributes, Path to)
             throws IOException {
         Object key = attributes.fileKey();
-        boolean shared = key != null && unix(entry, key).map(unix -> ((Number) unix.get("nlink")).intValue() > 1).orElse(false);
+        Optional<Map<String, Object>> stat = stat(entry, key);
+        boolean shared = stat.map(unix -> ((Number) unix.get("nlink")).intValue() > 1).orElse(false);
         if (shared && linked.containsKey(key)) {
             Files.createLink(to, linked.get(key));
             return;
         }
-        Optional<FileDescriptor> source = reopen(entry, key, Kernel.O_RDONLY);
+        Optional<FileDescriptor> source = reopen(entry, stat, Kernel.O_RDONLY);
         if (source.isPresent()) {
             try (FileDescriptor from = source.get();
                     FileDescriptor copy = kernel.open(to.toString(),
                             Kernel.O_WRONLY | Kernel.O_CREAT | Kernel.O_EXCL | Kernel.O_NOFOLLOW | Kernel.O_CLOEXEC, 0600)) {
                 bytes += data(from, copy, attributes.size());
                 kernel.fsync(copy);
-                keep(entry, attributes, to);
+                keep(attributes, stat, to);
                 extendedAttributes(from, copy);
             } catch (SyscallException e) {
                 throw new IOException(e.getMessage(), e);
@@ -223,7 +225,7 @@ final class TreeCopy {
                 bytes += copy(in, out);
                 out.force(true);
             }
-            keep(entry, attributes, to);
+            keep(attributes, stat, to);
         }
         if (shared) {
             linked.put(key, to);
@@ -281,22 +283,16 @@ final class TreeCopy {
 
     /**
      * The file the directory descriptor read as {@code entry}, opened with {@code flags}, or empty
-     * when its path names another file by now. The path is opened with O_PATH first, which opens
-     * nothing (no device node acts, no FIFO blocks), and its identity checked against what the
-     * directory descriptor read; only then is the file opened, through /proc/self/fd, which names
-     * that file and no path a pod can change.
+     * when its path names another file by now ({@code stat} is empty then, or the path changed
+     * since). The path is opened with O_PATH first, which opens nothing (no device node acts, no
+     * FIFO blocks), and its identity checked against {@code stat}; only then is the file opened,
+     * through /proc/self/fd, which names that file and no path a pod can change.
      */
-    private Optional<FileDescriptor> reopen(Path entry, Object key, int flags) throws IOException {
-        Map<String, Object> stat;
-        try {
-            stat = Files.readAttributes(entry, "unix:dev,ino,fileKey", LinkOption.NOFOLLOW_LINKS);
-        } catch (NoSuchFileException e) {
+    private Optional<FileDescriptor> reopen(Path entry, Optional<Map<String, Object>> stat, int flags) throws IOException {
+        if (stat.isEmpty()) {
             return Optional.empty();
         }
-        if (key == null || !key.equals(stat.get("fileKey"))) {
-            return Optional.empty();
-        }
-        FileIdentity read = new FileIdentity(FileIdentity.decode((Long) stat.get("dev")), (Long) stat.get("ino"));
+        FileIdentity read = new FileIdentity(FileIdentity.decode((Long) stat.get().get("dev")), (Long) stat.get().get("ino"));
         try (FileDescriptor path = kernel.open(entry.toString(), O_PATH | Kernel.O_NOFOLLOW | Kernel.O_CLOEXEC)) {
             if (!kernel.identity(path).equals(read)) {
                 return Optional.empty();
@@ -324,18 +320,17 @@ final class TreeCopy {
     }
 
     /**
-     * Owner, group, mode and times onto the copy. The mode's setuid, setgid and sticky bits and
-     * the link count are read by path, and used only when that path still names the file read
-     * through the directory descriptor; otherwise the permission bits read there are taken.
+     * Owner, group, mode and times onto the copy. The mode's setuid, setgid and sticky bits come
+     * from {@code stat}, read by path; without it the permission bits the directory descriptor read
+     * are taken.
      */
-    private void keep(Path entry, PosixFileAttributes attributes, Path to) throws IOException {
+    private void keep(PosixFileAttributes attributes, Optional<Map<String, Object>> stat, Path to) throws IOException {
         PosixFileAttributeView view = Files.getFileAttributeView(to, PosixFileAttributeView.class, LinkOption.NOFOLLOW_LINKS);
         view.setOwner(attributes.owner());
         view.setGroup(attributes.group());
         if (!attributes.isSymbolicLink()) { // a link has no mode of its own on Linux
-            var mode = attributes.fileKey() == null ? Optional.<Map<String, Object>>empty() : unix(entry, attributes.fileKey());
-            if (mode.isPresent()) {
-                Files.setAttribute(to, "unix:mode", ((Number) mode.get().get("mode")).intValue() & 07777, LinkOption.NOFOLLOW_LINKS);
+            if (stat.isPresent()) {
+                Files.setAttribute(to, "unix:mode", ((Number) stat.get().get("mode")).intValue() & 07777, LinkOption.NOFOLLOW_LINKS);
             } else {
                 Files.setPosixFilePermissions(to, attributes.permissions());
             }
@@ -348,10 +343,18 @@ final class TreeCopy {
         }
     }
 
-    private static Optional<Map<String, Object>> unix(Path entry, Object key) throws IOException {
+    /**
+     * What stat(2) by path says of {@code entry} (mode, link count, device and inode), when that
+     * path still names the file the directory descriptor read as {@code key}; empty otherwise.
+     * The descriptor gives neither the mode's special bits nor the numbers that identify the file.
+     */
+    private static Optional<Map<String, Object>> stat(Path entry, Object key) throws IOException {
+        if (key == null) {
+            return Optional.empty();
+        }
         Map<String, Object> unix;
         try {
-            unix = Files.readAttributes(entry, "unix:mode,nlink,fileKey", LinkOption.NOFOLLOW_LINKS);
+            unix = Files.readAttributes(entry, "unix:mode,nlink,dev,ino,fileKey", LinkOption.NOFOLLOW_LINKS);
         } catch (NoSuchFileException e) {
             return Optional.empty();
         }
