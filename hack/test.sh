@@ -55,7 +55,7 @@ if [ "$mvn_status" -ne 0 ]; then
   problems+=("the build failed: $(grep -E '^\[ERROR\] Failed to execute goal' "$started.log" | head -3 | sed 's/^\[ERROR\] //' | cut -c1-200 | paste -sd';' -)")
 fi
 if [ ${#problems[@]} -gt 0 ]; then
-  echo "hack: FAILED: ${problems[*]}"
+  echo "hack: FAILED: $(printf '%s\n' "${problems[@]}" | paste -sd';' - | sed 's/;/; /g')"
   exit 1
 fi
 echo "hack: every test passed"
