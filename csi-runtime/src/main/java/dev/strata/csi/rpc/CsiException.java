@@ -113,8 +113,8 @@ public final class CsiException extends RuntimeException {
                 case NotLinkException x -> "Not a symbolic link";
                 default -> "failed";
             };
-            return (e.getFile() == null ? "" : e.getFile() + (e.getOtherFile() == null ? "" : " -> " + e.getOtherFile()) + ": ")
-                    + reason;
+            return (e.getFile() == null ? "" : printable(e.getFile())
+                    + (e.getOtherFile() == null ? "" : " -> " + printable(e.getOtherFile())) + ": ") + reason;
         }
         String message = failure.getMessage();
         return message == null || message.isBlank() ? "failed without a reason (the server's log has the details)" : message;
