@@ -11,10 +11,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 suite=trixie
 java_version=$("$JAVA_HOME/bin/java" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
-# The modules jdeps finds in the servers and their libraries (gRPC, Netty, protobuf, jnr, the
-# JDK's HTTP server behind --http-endpoint), plus the DNS provider for name lookups and, on JDK
-# 21, the elliptic-curve provider TLS uses.
-modules=java.base,java.logging,java.management,java.naming,java.sql,jdk.httpserver,jdk.jfr,jdk.unsupported,jdk.naming.dns
+# The modules the servers need, from hack/java-modules (the one list; deploy's ImageModulesTest
+# checks it against what jdeps finds in the jars), and, on JDK 21, the elliptic-curve provider TLS uses.
+modules=$(grep -v -e '^#' -e '^[[:space:]]*$' "$REPO_ROOT/hack/java-modules" | paste -sd, -)
 if "$JAVA_HOME/bin/java" --list-modules | grep -q '^jdk.crypto.ec@'; then
   modules+=,jdk.crypto.ec
 fi

@@ -118,12 +118,15 @@ public record AgentSecurity(AgentToken token, Optional<IdentityToken> identity, 
             }
             subjects.add("system:serviceaccount:" + parts[0] + ":" + parts[1]);
         }
+        IdentityVerifier verifier;
         try {
-            return Optional.of(new IdentityVerifier(SigningKeys.of(keys, environment, Clock.systemUTC()), flags.get(IDENTITY_AUDIENCE),
-                    subjects, Clock.systemUTC(), log));
+            verifier = new IdentityVerifier(SigningKeys.of(keys, environment, Clock.systemUTC()), flags.get(IDENTITY_AUDIENCE),
+                    subjects, Clock.systemUTC(), log);
         } catch (IllegalArgumentException e) {
             throw new UsageException("--agent-identity-keys: " + e.getMessage());
         }
+        verifier.readKeys();
+        return Optional.of(verifier);
     }
 
     /** What this side attaches to its calls: the shared token, and its identity token when it has one. */

@@ -80,11 +80,11 @@ public final class IdentityVerifier {
         }
         JWK key;
         try {
-            key = keys.key(jwt.getHeader().getKeyID()).orElseThrow(() -> new Refused(
-                    "the identity token is signed with a key the cluster does not publish (" + keys + ")"));
+            key = keys.key(jwt.getHeader().getKeyID()).orElseThrow(() -> new Refused("the identity token is signed with key "
+                    + jwt.getHeader().getKeyID() + ", which is not among the keys the cluster publishes at " + keys));
         } catch (IOException e) {
-            log.warn("cannot read the cluster's token signing keys", "keys", keys, "error", e.getMessage());
-            throw new Refused("the cluster's token signing keys cannot be read now");
+            // Not a wrong key: the keys are not known, and the message says why (the operator's lead).
+            throw new Refused(e.getMessage());
         }
         try {
             if (!jwt.verify(verifier(key))) {
@@ -134,6 +134,19 @@ public final class IdentityVerifier {
             return Optional.of(value);
         }
         return Optional.empty();
+    }
+
+    /**
+     * Reads the cluster's signing keys now and says in the log whether that worked, so that a
+     * server that cannot read them says so at start, not only at the first call it refuses.
+     */
+    public void readKeys() {
+        try {
+            log.info("read the cluster's token signing keys", "keys", keys, "count", keys.read());
+        } catch (IOException e) {
+            log.warn("cannot read the cluster's token signing keys: agent calls are refused until they can be read",
+                    "error", e.getMessage());
+        }
     }
 
     /** Refuses calls without an accepted caller's token; the handlers find the caller in {@link Caller#current()}. */

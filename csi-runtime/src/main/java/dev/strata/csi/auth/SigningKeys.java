@@ -3,12 +3,14 @@ package dev.strata.csi.auth;
 import com.nimbusds.jose.jwk.JWK;
 import com.nimbusds.jose.jwk.JWKSet;
 import java.io.IOException;
+import java.net.ConnectException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.security.GeneralSecurityException;
 import java.text.ParseException;
@@ -21,14 +23,22 @@ import javax.net.ssl.SSLContext;
 
 /**
  * The public keys the cluster signs ServiceAccount tokens with (a JSON Web Key Set, as the
- * apiserver publishes it at /openid/v1/jwks). Read at the first token and again when a token
- * names a key not seen yet (the apiserver's keys were rotated), at most every {@link #REFETCH}.
+ * apiserver publishes it at /openid/v1/jwks). Read at start ({@link #read()}), at the first token
+ * and again when a token names a key not seen yet (the apiserver's keys were rotated), at most
+ * every {@link #REFETCH}. While the last reading failed, that failure is what {@link #key} reports:
+ * a key set that could not be read says nothing about a token's key.
  */
 public final class SigningKeys {
 
     /** Where a pod finds its own ServiceAccount's CA and token, to read the keys from the apiserver. */
     public static final Path SERVICE_ACCOUNT_DIR = Path.of("/var/run/secrets/kubernetes.io/serviceaccount");
     static final Duration REFETCH = Duration.ofSeconds(30);
+    /**
+     * kube-apiserver serves /openid/v1/jwks as application/jwk-set+json only: its route produces
+     * that one type, and go-restful answers 406 to an Accept header that names neither it nor the
+     * all-types wildcard (types are compared exactly). Other issuers serve the key set as JSON.
+     */
+    static final String ACCEPT = "application/jwk-set+json, application/json;q=0.9";
 
     /** Reads the key set's JSON. */
     @FunctionalInterface
@@ -41,6 +51,8 @@ public final class SigningKeys {
     private final Clock clock;
     private JWKSet keys;
     private Instant readAt = Instant.MIN;
+    /** Why the last reading failed; null after a good one. */
+    private String failure;
 
     SigningKeys(String where, Source source, Clock clock) {
         this.where = where;
@@ -75,6 +87,11 @@ public final class SigningKeys {
 
     /** Keys read from {@code uri} with the CA and bearer token in {@code serviceAccountDir} (ca.crt, token). */
     static SigningKeys fromUrl(URI uri, Path serviceAccountDir, Clock clock) {
+        return fromUrl(uri, serviceAccountDir, ACCEPT, clock);
+    }
+
+    /** As {@link #fromUrl(URI, Path, Clock)}, asking for the media types {@code accept} (tests: the Accept header before issue 25). */
+    static SigningKeys fromUrl(URI uri, Path serviceAccountDir, String accept, Clock clock) {
         return new SigningKeys(uri.toString(), () -> {
             HttpClient client = HttpClient.newBuilder()
                     .sslContext(trusting(serviceAccountDir.resolve("ca.crt")))
@@ -82,21 +99,33 @@ public final class SigningKeys {
                     .build();
             String bearer = Files.readString(serviceAccountDir.resolve("token")).strip();
             HttpRequest request = HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(10))
-                    .header("Authorization", "Bearer " + bearer).header("Accept", "application/json").GET().build();
+                    .header("Authorization", "Bearer " + bearer).header("Accept", accept).GET().build();
             try {
                 HttpResponse<String> response = client.send(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
                 if (response.statusCode() != 200) {
-                    throw new IOException("HTTP " + response.statusCode() + " from " + uri
-                            + (response.statusCode() == 403 ? " (the ServiceAccount needs the system:service-account-issuer-discovery role)" : ""));
+                    throw new IOException(refusal(response.statusCode(), response.body(), serviceAccountDir));
                 }
                 return response.body();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
-                throw new IOException("interrupted reading " + uri);
+                throw new IOException("interrupted");
             } finally {
                 client.close();
             }
         }, clock);
+    }
+
+    /** What an answer other than 200 says, in one line: the status, what the server said, and what to look at. */
+    static String refusal(int status, String body, Path serviceAccountDir) {
+        String reason = switch (status) {
+            case 401 -> " Unauthorized (the apiserver did not accept the token in " + serviceAccountDir.resolve("token") + ")";
+            case 403 -> " Forbidden (the ServiceAccount needs the system:service-account-issuer-discovery role)";
+            case 404 -> " Not Found";
+            case 406 -> " Not Acceptable (the server offers none of the media types asked for: " + ACCEPT + ")";
+            default -> "";
+        };
+        String said = body == null ? "" : body.replaceAll("\\s+", " ").strip();
+        return "HTTP " + status + reason + (said.isEmpty() ? "" : ": " + (said.length() > 200 ? said.substring(0, 200) + "..." : said));
     }
 
     private static SSLContext trusting(Path caFile) throws IOException {
@@ -109,14 +138,47 @@ public final class SigningKeys {
         }
     }
 
-    /** The key with id {@code keyId} (or the only key, for a token that names none); read again once if not known. */
+    /**
+     * The key with id {@code keyId} (or the only key, for a token that names none); read again once
+     * if not known. Empty only when the key set was read and lacks it; an IOException (its message
+     * "cannot read the cluster's signing keys from ...") when the key set cannot be read now.
+     */
     synchronized Optional<JWK> key(String keyId) throws IOException {
         Optional<JWK> known = find(keyId);
-        if (known.isEmpty() && !clock.instant().isBefore(readAt.plus(REFETCH))) {
+        if (known.isPresent()) {
+            return known;
+        }
+        if (!clock.instant().isBefore(readAt.plus(REFETCH))) {
             read();
-            known = find(keyId);
+            return find(keyId);
+        }
+        if (failure != null) {
+            throw new IOException(failure);
         }
         return known;
+    }
+
+    /** The number of keys the cluster publishes, read now; the IOException says why they cannot be read. */
+    public synchronized int read() throws IOException {
+        readAt = clock.instant();
+        try {
+            keys = JWKSet.parse(source.read());
+            failure = null;
+            return keys.getKeys().size();
+        } catch (ParseException e) {
+            failure = cannotRead("not a JSON Web Key Set: " + e.getMessage());
+        } catch (NoSuchFileException e) {
+            failure = cannotRead("no such file");
+        } catch (ConnectException e) {
+            failure = cannotRead("cannot connect" + (e.getMessage() == null ? "" : ": " + e.getMessage()));
+        } catch (IOException e) {
+            failure = cannotRead(e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName());
+        }
+        throw new IOException(failure);
+    }
+
+    private String cannotRead(String why) {
+        return "cannot read the cluster's signing keys from " + where + ": " + why;
     }
 
     private Optional<JWK> find(String keyId) {
@@ -127,15 +189,6 @@ public final class SigningKeys {
             return keys.getKeys().size() == 1 ? Optional.of(keys.getKeys().getFirst()) : Optional.empty();
         }
         return Optional.ofNullable(keys.getKeyByKeyId(keyId));
-    }
-
-    private void read() throws IOException {
-        readAt = clock.instant();
-        try {
-            keys = JWKSet.parse(source.read());
-        } catch (ParseException e) {
-            throw new IOException("the signing keys at " + where + " are not a JSON Web Key Set: " + e.getMessage());
-        }
     }
 
     @Override

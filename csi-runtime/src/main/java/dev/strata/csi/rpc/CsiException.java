@@ -1,6 +1,13 @@
 package dev.strata.csi.rpc;
 
 import io.grpc.Status;
+import java.nio.file.AccessDeniedException;
+import java.nio.file.DirectoryNotEmptyException;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.FileSystemException;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.NotDirectoryException;
+import java.nio.file.NotLinkException;
 
 /**
  * A failure with the gRPC code the CSI spec gives it. Domain code throws these; {@link Rpc}
@@ -89,6 +96,28 @@ public final class CsiException extends RuntimeException {
     /** INVALID_ARGUMENT naming the missing field, as csi-sanity and the sidecars expect. */
     public static CsiException missing(String field) {
         return invalidArgument(field + " is required");
+    }
+
+    /**
+     * What a failure says, in words fit for a caller: the file and the system's reason ("File name
+     * too long"), or the failure's own message; never a Java class name or a stack trace.
+     */
+    public static String describe(Throwable failure) {
+        if (failure instanceof FileSystemException e) {
+            String reason = e.getReason() != null ? e.getReason() : switch (e) {
+                case NoSuchFileException x -> "No such file or directory";
+                case AccessDeniedException x -> "Permission denied";
+                case FileAlreadyExistsException x -> "File exists";
+                case DirectoryNotEmptyException x -> "Directory not empty";
+                case NotDirectoryException x -> "Not a directory";
+                case NotLinkException x -> "Not a symbolic link";
+                default -> "failed";
+            };
+            return (e.getFile() == null ? "" : printable(e.getFile())
+                    + (e.getOtherFile() == null ? "" : " -> " + printable(e.getOtherFile())) + ": ") + reason;
+        }
+        String message = failure.getMessage();
+        return message == null || message.isBlank() ? "failed without a reason (the server's log has the details)" : message;
     }
 
     /** A value from a request, safe to put in a message: control characters escaped, length capped. */

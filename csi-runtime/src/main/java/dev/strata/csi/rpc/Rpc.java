@@ -16,7 +16,8 @@ public final class Rpc {
     /**
      * Replies with what {@code handler} returns. A {@link CsiException} becomes its status; a
      * status from a downstream call (the node agent) passes through; a checked exception (a tool
-     * or the kernel said no; its message is one line) is INTERNAL with that message; a runtime
+     * or the kernel said no; its message is one line) is INTERNAL with what it says
+     * ({@link CsiException#describe}: no Java class names); a runtime
      * exception is a bug, rethrown for the call log to record with its stack trace.
      */
     public static <T> void answer(StreamObserver<T> response, Handler<T> handler) {
@@ -36,8 +37,7 @@ public final class Rpc {
             response.onError(CsiException.aborted("interrupted; retry").toStatus().asRuntimeException());
             return;
         } catch (Exception e) {
-            String message = e instanceof java.io.IOException ? e.toString() : e.getMessage();
-            response.onError(CsiException.internal(message).toStatus().asRuntimeException());
+            response.onError(CsiException.internal(CsiException.describe(e)).toStatus().asRuntimeException());
             return;
         }
         response.onNext(reply);

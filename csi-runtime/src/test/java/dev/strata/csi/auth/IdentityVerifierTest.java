@@ -5,31 +5,25 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.sun.net.httpserver.HttpsConfigurator;
-import com.sun.net.httpserver.HttpsServer;
 import dev.strata.csi.log.Log;
+import dev.strata.csi.testing.TestApiServer;
 import dev.strata.csi.testing.TestIssuer;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
-import java.net.InetSocketAddress;
-import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.security.KeyFactory;
-import java.security.KeyStore;
-import java.security.cert.Certificate;
-import java.security.cert.CertificateFactory;
-import java.security.spec.PKCS8EncodedKeySpec;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.ZoneOffset;
 import java.util.Base64;
+import java.util.List;
 import java.util.Optional;
 import java.util.Set;
-import java.util.concurrent.atomic.AtomicReference;
-import javax.net.ssl.KeyManagerFactory;
 import javax.net.ssl.SSLContext;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -129,34 +123,120 @@ class IdentityVerifierTest {
     /** The keys read over https as from the apiserver: its CA trusted, the pod's ServiceAccount token as the bearer. */
     @Test
     void keysAreReadOverHttpsWithTheServiceAccountsCaAndToken() throws Exception {
-        Path account = Files.createDirectories(dir.resolve("serviceaccount"));
-        Process openssl = new ProcessBuilder("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                "-keyout", dir.resolve("key.pem").toString(), "-out", account.resolve("ca.crt").toString())
-                .redirectErrorStream(true).start();
-        assertEquals(0, openssl.waitFor(), new String(openssl.getInputStream().readAllBytes(), StandardCharsets.UTF_8));
-        Files.writeString(account.resolve("token"), "pod-service-account-token\n");
-
-        AtomicReference<String> bearer = new AtomicReference<>();
-        HttpsServer server = HttpsServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
-        server.setHttpsConfigurator(new HttpsConfigurator(serverTls(dir.resolve("key.pem"), account.resolve("ca.crt"))));
-        server.createContext("/openid/v1/jwks", exchange -> {
-            bearer.set(exchange.getRequestHeaders().getFirst("Authorization"));
-            byte[] body = issuer.keys().getBytes(StandardCharsets.UTF_8);
-            exchange.sendResponseHeaders(200, body.length);
-            exchange.getResponseBody().write(body);
-            exchange.close();
-        });
-        server.start();
-        try {
-            URI uri = URI.create("https://127.0.0.1:" + server.getAddress().getPort() + "/openid/v1/jwks");
-            IdentityVerifier verifier = new IdentityVerifier(SigningKeys.fromUrl(uri, account, Clock.systemUTC()), "strata.csi.dev",
-                    Set.of(NODE_ACCOUNT), Clock.systemUTC(), log);
+        try (TestApiServer apiServer = TestApiServer.start(issuer, dir.resolve("apiserver"))) {
+            Path account = apiServer.serviceAccount(dir.resolve("serviceaccount"), "strata-csi", "strata-controller");
+            IdentityVerifier verifier = new IdentityVerifier(SigningKeys.fromUrl(apiServer.keysUri(), account, Clock.systemUTC()),
+                    "strata.csi.dev", Set.of(NODE_ACCOUNT), Clock.systemUTC(), log);
             Caller caller = verifier.verify(issuer.token(TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-1")));
             assertEquals(Optional.of("node-a"), caller.nodeName());
-            assertEquals("Bearer pod-service-account-token", bearer.get());
-        } finally {
-            server.stop(0);
+            assertEquals(List.of(new TestApiServer.Request("GET", TestApiServer.KEYS_PATH, SigningKeys.ACCEPT, 200)), apiServer.requests());
+        }
+    }
+
+    /** The stand-in itself, asked as curl would: it must refuse what kube-apiserver refuses, or no test could see a wrong request. */
+    @Test
+    void theStandInAnswersAsKubeApiserverDoes() throws Exception {
+        try (TestApiServer apiServer = TestApiServer.start(issuer, dir.resolve("apiserver"))) {
+            Path account = apiServer.serviceAccount(dir.resolve("serviceaccount"), "strata-csi", "strata-controller");
+            String bearer = "Bearer " + Files.readString(account.resolve("token"));
+            SSLContext tls = SSLContext.getInstance("TLS");
+            tls.init(null, PemFiles.trustManagers(account.resolve("ca.crt")), null);
+            try (HttpClient client = HttpClient.newBuilder().sslContext(tls).build()) {
+                record Answer(int status, String contentType, String body) {}
+                java.util.function.BiFunction<String, String, Answer> get = (accept, authorization) -> {
+                    HttpRequest.Builder request = HttpRequest.newBuilder(apiServer.keysUri());
+                    if (accept != null) {
+                        request.header("Accept", accept);
+                    }
+                    if (authorization != null) {
+                        request.header("Authorization", authorization);
+                    }
+                    try {
+                        HttpResponse<String> response = client.send(request.build(), HttpResponse.BodyHandlers.ofString());
+                        return new Answer(response.statusCode(), response.headers().firstValue("Content-Type").orElse(""), response.body());
+                    } catch (Exception e) {
+                        throw new AssertionError(e);
+                    }
+                };
+                for (String accept : new String[] {null, "*/*", "application/jwk-set+json", SigningKeys.ACCEPT, "text/html, */*;q=0.1"}) {
+                    Answer answer = get.apply(accept, bearer);
+                    assertEquals(200, answer.status(), "Accept: " + accept);
+                    assertEquals("application/jwk-set+json", answer.contentType());
+                    assertEquals(issuer.keys(), answer.body());
+                }
+                for (String accept : new String[] {"application/json", "application/*", "application/jwk-set", "text/plain"}) {
+                    Answer answer = get.apply(accept, bearer);
+                    assertEquals(406, answer.status(), "Accept: " + accept);
+                    assertEquals("text/plain; charset=utf-8", answer.contentType());
+                    assertEquals("406: Not Acceptable\n\nAvailable representations: application/jwk-set+json", answer.body());
+                }
+                Answer anonymous = get.apply(SigningKeys.ACCEPT, null);
+                assertEquals(403, anonymous.status());
+                assertTrue(anonymous.body().contains("\"reason\":\"Forbidden\""), anonymous.body());
+                Answer notForTheApiserver = get.apply(SigningKeys.ACCEPT,
+                        "Bearer " + issuer.token(TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-1")));
+                assertEquals(401, notForTheApiserver.status(), "a token for another audience is not the apiserver's");
+                assertEquals("application/json", notForTheApiserver.contentType());
+                assertEquals(401, get.apply(SigningKeys.ACCEPT, "Bearer " + new TestIssuer("key-1").token(
+                        TestIssuer.Claims.of("strata-csi", "strata-controller", "n", "p").audience(TestApiServer.AUDIENCE))).status(),
+                        "another issuer's token");
+                assertEquals(406, get.apply("application/jwk-set+json", "Bearer x").status(),
+                        "the 401 Status cannot be written as the only type asked for");
+            }
+        }
+    }
+
+    /**
+     * Issue 25's defect: the keys asked for with the Accept the driver used to send, which
+     * kube-apiserver answers with 406. The refusal must say that the keys could not be read, at
+     * start and on every call, and never that the token's key is not published.
+     */
+    @Test
+    void aKeySetThatCannotBeReadIsReportedAsSuchNeverAsAWrongKey() throws Exception {
+        try (TestApiServer apiServer = TestApiServer.start(issuer, dir.resolve("apiserver"))) {
+            Path account = apiServer.serviceAccount(dir.resolve("serviceaccount"), "strata-csi", "strata-controller");
+            TestClock clock = new TestClock();
+            IdentityVerifier verifier = new IdentityVerifier(SigningKeys.fromUrl(apiServer.keysUri(), account, "application/json", clock),
+                    "strata.csi.dev", Set.of(NODE_ACCOUNT), clock, log);
+            String expected = "cannot read the cluster's signing keys from " + apiServer.keysUri() + ": HTTP 406 Not Acceptable";
+            verifier.readKeys();
+            assertTrue(logged.toString(StandardCharsets.UTF_8).contains(expected), "said at start: " + logged);
+
+            String token = issuer.token(TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-1"));
+            for (int call = 0; call < 3; call++) { // within the 30 s the keys are not asked again, then after each 30 s
+                if (call > 0) {
+                    clock.now = clock.now.plus(SigningKeys.REFETCH);
+                }
+                var refused = assertThrows(IdentityVerifier.Refused.class, () -> verifier.verify(token));
+                assertTrue(refused.getMessage().startsWith(expected), refused.getMessage());
+                assertFalse(refused.getMessage().contains("not among the keys"), refused.getMessage());
+            }
+            assertEquals(3, apiServer.requests().size(), "asked at start and after each 30 s: " + apiServer.requests());
+            assertTrue(apiServer.requests().stream().allMatch(request -> request.status() == 406));
+
+            // The same server asked as kube-apiserver serves the keys: the token is accepted, and one of an unknown key is a wrong key.
+            IdentityVerifier fixed = new IdentityVerifier(SigningKeys.fromUrl(apiServer.keysUri(), account, clock), "strata.csi.dev",
+                    Set.of(NODE_ACCOUNT), clock, log);
+            assertEquals(Optional.of("node-a"), fixed.verify(token).nodeName());
+            var wrongKey = assertThrows(IdentityVerifier.Refused.class, () -> fixed.verify(new TestIssuer("key-9").token(
+                    TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-1"))));
+            assertTrue(wrongKey.getMessage().contains("key-9, which is not among the keys the cluster publishes"), wrongKey.getMessage());
+        }
+    }
+
+    @Test
+    void aRefusedServiceAccountTokenIsReportedAsSuch() throws Exception {
+        try (TestApiServer apiServer = TestApiServer.start(issuer, dir.resolve("apiserver"))) {
+            Path account = apiServer.serviceAccount(dir.resolve("serviceaccount"), "strata-csi", "strata-controller");
+            Files.writeString(account.resolve("token"), issuer.token(TestIssuer.Claims.of("strata-csi", "strata-controller", "n", "p")));
+            IdentityVerifier verifier = new IdentityVerifier(SigningKeys.fromUrl(apiServer.keysUri(), account, Clock.systemUTC()),
+                    "strata.csi.dev", Set.of(NODE_ACCOUNT), Clock.systemUTC(), log);
+            var refused = assertThrows(IdentityVerifier.Refused.class,
+                    () -> verifier.verify(issuer.token(TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-1"))));
+            assertTrue(refused.getMessage().startsWith("cannot read the cluster's signing keys from " + apiServer.keysUri()
+                    + ": HTTP 401 Unauthorized (the apiserver did not accept the token in " + account.resolve("token") + ")"),
+                    refused.getMessage());
+            assertFalse(refused.getMessage().contains(Files.readString(account.resolve("token"))), "no token in the message");
         }
     }
 
@@ -167,22 +247,5 @@ class IdentityVerifierTest {
         assertTrue(e.getMessage().contains("https only"), e.getMessage());
         assertThrows(IllegalArgumentException.class, () -> SigningKeys.of("kubernetes", java.util.Map.of(), Clock.systemUTC()),
                 "outside a pod there is no apiserver to ask");
-    }
-
-    private static SSLContext serverTls(Path keyFile, Path certFile) throws Exception {
-        String pem = Files.readString(keyFile).replaceAll("-----[A-Z ]+-----", "").replaceAll("\\s", "");
-        var key = KeyFactory.getInstance("RSA").generatePrivate(new PKCS8EncodedKeySpec(Base64.getDecoder().decode(pem)));
-        Certificate certificate;
-        try (var in = Files.newInputStream(certFile)) {
-            certificate = CertificateFactory.getInstance("X.509").generateCertificate(in);
-        }
-        KeyStore store = KeyStore.getInstance("PKCS12");
-        store.load(null, null);
-        store.setKeyEntry("server", key, new char[0], new Certificate[] {certificate});
-        KeyManagerFactory keys = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
-        keys.init(store, new char[0]);
-        SSLContext context = SSLContext.getInstance("TLS");
-        context.init(keys.getKeyManagers(), null, null);
-        return context;
     }
 }

@@ -4,6 +4,7 @@ import com.nimbusds.jose.JOSEException;
 import com.nimbusds.jose.JWSAlgorithm;
 import com.nimbusds.jose.JWSHeader;
 import com.nimbusds.jose.crypto.RSASSASigner;
+import com.nimbusds.jose.crypto.RSASSAVerifier;
 import com.nimbusds.jose.jwk.JWKSet;
 import com.nimbusds.jose.jwk.RSAKey;
 import com.nimbusds.jose.jwk.gen.RSAKeyGenerator;
@@ -66,6 +67,21 @@ public final class TestIssuer {
 
     public String keys() {
         return new JWKSet(key.toPublicJWK()).toString();
+    }
+
+    /**
+     * Whether {@code token} is one of this issuer's, for {@code audience} and current: how the
+     * apiserver authenticates a ServiceAccount token presented as a bearer (its own audience).
+     */
+    public boolean issued(String token, String audience) {
+        try {
+            SignedJWT jwt = SignedJWT.parse(token);
+            JWTClaimsSet claims = jwt.getJWTClaimsSet();
+            return jwt.verify(new RSASSAVerifier(key.toRSAPublicKey())) && claims.getAudience().contains(audience)
+                    && claims.getExpirationTime() != null && claims.getExpirationTime().after(new Date());
+        } catch (java.text.ParseException | JOSEException e) {
+            return false;
+        }
     }
 
     public String token(Claims claims) {

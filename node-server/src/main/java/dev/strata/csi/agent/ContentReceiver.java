@@ -164,13 +164,13 @@ final class ContentReceiver {
                 answer(e.toStatus());
             } catch (IOException e) {
                 interrupted(e.toString());
-                answer(CsiException.internal("cannot write volume " + name + ": " + e).toStatus());
+                answer(CsiException.internal("cannot write volume " + name + ": " + CsiException.describe(e)).toStatus());
             } catch (InterruptedException e) {
                 interrupted("interrupted");
                 answer(Status.ABORTED.withDescription("interrupted"));
             } catch (RuntimeException e) { // a failure of the pool's (a record that cannot be written, say): recorded, answered
                 interrupted(e.toString());
-                answer(CsiException.internal("cannot receive volume " + name + ": " + e).toStatus());
+                answer(CsiException.internal("cannot receive volume " + name + " (a fault of node-server; its log has the details)").toStatus());
             } finally {
                 close();
                 if (held != null) {

@@ -75,7 +75,7 @@ final class ContentSender {
             out.onError(e.toStatus().asRuntimeException());
             return;
         } catch (IOException | DeviceException e) {
-            out.onError(CsiException.internal(e.toString()).toStatus().asRuntimeException());
+            out.onError(CsiException.internal(CsiException.describe(e)).toStatus().asRuntimeException());
             return;
         }
         long from = source.tag().equals(request.getTag()) ? request.getOffset() : 0;
@@ -174,7 +174,7 @@ final class ContentSender {
             fail(out, e.toStatus());
         } catch (IOException e) {
             log.error("cannot read content", "source", source.name(), "error", e.toString());
-            fail(out, CsiException.internal("cannot read " + source.name() + ": " + e).toStatus());
+            fail(out, CsiException.internal("cannot read " + source.name() + ": " + CsiException.describe(e)).toStatus());
         } catch (InterruptedException e) {
             fail(out, Status.ABORTED.withDescription("interrupted"));
         }

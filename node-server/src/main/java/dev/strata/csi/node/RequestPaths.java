@@ -4,13 +4,14 @@ import dev.strata.csi.mount.MountException;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.rpc.CsiException;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
 
 /**
  * Staging and target paths from kubelet. They must be plain absolute paths: no '..', no '.', no
- * NUL, no doubled slashes, and the path itself not a symlink; and they must lie below kubelet's
+ * NUL, no doubled slashes, no longer than the kernel takes, and the path itself not a symlink; and they must lie below kubelet's
  * directory once the symlinks in their parents are resolved (the mount table names mounts by
  * their resolved path, and /var/lib/kubelet is a symlink on some hosts). Anything else is
  * INVALID_ARGUMENT and the driver touches nothing: a driver running as root on every node must not
@@ -20,7 +21,9 @@ import java.nio.file.Path;
  */
 final class RequestPaths {
 
-    private static final int MAX_LENGTH = 4096;
+    /** Linux's limits (limits.h): a path of at most PATH_MAX bytes with its terminating NUL, a name of at most NAME_MAX bytes. */
+    private static final int PATH_MAX = 4096;
+    private static final int NAME_MAX = 255;
 
     /** kubelet's root directory and the pool's, resolved. */
     private final Path kubeletDir;
@@ -35,9 +38,10 @@ final class RequestPaths {
         if (value.isEmpty()) {
             throw CsiException.missing(field);
         }
-        if (value.length() > MAX_LENGTH || value.indexOf('\0') >= 0 || !value.startsWith("/")) {
+        if (value.indexOf('\0') >= 0 || !value.startsWith("/")) {
             throw CsiException.invalidArgument(field + " must be an absolute path: " + CsiException.printable(value));
         }
+        requireLengthsTheKernelTakes(field, value);
         Path path;
         try {
             path = Path.of(value);
@@ -64,6 +68,25 @@ final class RequestPaths {
             throw CsiException.invalidArgument(field + " is a symbolic link: " + CsiException.printable(value));
         }
         return resolved;
+    }
+
+    /**
+     * A path the kernel refuses for its length (ENAMETOOLONG) names nothing that could exist: it
+     * is a bad argument, found before any system call could fail on it (and answer INTERNAL).
+     */
+    private static void requireLengthsTheKernelTakes(String field, String value) {
+        int bytes = value.getBytes(StandardCharsets.UTF_8).length;
+        if (bytes >= PATH_MAX) {
+            throw CsiException.invalidArgument(field + " is " + bytes + " bytes long, longer than a path can be (" + (PATH_MAX - 1)
+                    + " bytes): " + CsiException.printable(value));
+        }
+        for (String name : value.split("/")) {
+            int nameBytes = name.getBytes(StandardCharsets.UTF_8).length;
+            if (nameBytes > NAME_MAX) {
+                throw CsiException.invalidArgument(field + " holds a name of " + nameBytes + " bytes, longer than a file name can be ("
+                        + NAME_MAX + " bytes): " + CsiException.printable(value));
+            }
+        }
     }
 
     private static boolean isMountPoint(Path path) {

@@ -18,6 +18,7 @@ import dev.strata.csi.agent.api.ReceiveImageRequest;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
 import dev.strata.csi.testing.Exposition;
+import dev.strata.csi.testing.LoopFilesystem;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
 import io.grpc.ManagedChannel;
@@ -53,12 +54,16 @@ class AbandonedCopyTest {
     /** Sparse: the reservation of the partial image is what shows in the pool's capacity. */
     private static final long SIZE = 2048 * MIB;
     private static final long DATA = 128 * MIB;
-    /** Free space of the disk the pools share with every other build on the machine moves by this much meanwhile, at most. */
-    private static final long NOISE = 256 * MIB;
+    /**
+     * What node-b's free space moves by besides the images (xfs's log and metadata): its pool is a
+     * filesystem of its own, so that no other work on the machine can move the figures compared.
+     */
+    private static final long NOISE = 32 * MIB;
 
     @TempDir
     static Path dir;
 
+    private static LoopFilesystem poolB;
     private static Cluster cluster;
     private static Relays relays;
     private static Path source;
@@ -66,6 +71,7 @@ class AbandonedCopyTest {
     @BeforeAll
     static void start() throws Exception {
         Root.require();
+        poolB = LoopFilesystem.mount(dir.resolve("node-b-pool.img"), 8L << 30, dir.resolve("node-b/pool"));
         cluster = Cluster.start(dir, List.of("--agent-plaintext", "true"), List.of(),
                 Map.of("ABANDONED_COPY_EXPIRY", EXPIRY.toSeconds() + "s"), "node-a", "node-b");
         relays = new Relays(cluster);
@@ -76,6 +82,9 @@ class AbandonedCopyTest {
     static void stop() throws Exception {
         if (cluster != null) {
             cluster.close();
+        }
+        if (poolB != null) {
+            poolB.close();
         }
         assertEquals(List.of(), SystemState.cleanUp(dir), "the suite left mounts or loop devices behind");
     }

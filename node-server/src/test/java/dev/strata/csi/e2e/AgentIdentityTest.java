@@ -1,6 +1,7 @@
 package dev.strata.csi.e2e;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -14,6 +15,7 @@ import dev.strata.csi.auth.AgentToken;
 import dev.strata.csi.auth.IdentityToken;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
+import dev.strata.csi.testing.TestApiServer;
 import dev.strata.csi.testing.TestIssuer;
 import io.grpc.CallCredentials;
 import io.grpc.CompositeCallCredentials;
@@ -37,7 +39,10 @@ import org.junit.jupiter.api.io.TempDir;
  * Per-node identity on the agent channel, with ServiceAccount tokens from {@link TestIssuer} (a
  * TEST stand-in for the apiserver, which cannot run here) given to the servers as kubelet gives
  * projected tokens: node A's credentials cannot act as node B, nor call B's agent, and a call
- * without an identity token, or with a token of an earlier pod, is refused.
+ * without an identity token, or with a token of an earlier pod, is refused. The node-servers run
+ * as deployed (--agent-identity-keys=kubernetes, in a container whose pod has its ServiceAccount's
+ * files): they read the keys over HTTPS from {@link TestApiServer}, which answers as
+ * kube-apiserver does; controller-server, a process on the host here, reads them from a file.
  */
 class AgentIdentityTest {
 
@@ -45,8 +50,10 @@ class AgentIdentityTest {
     static Path dir;
 
     static final TestIssuer ISSUER = new TestIssuer("test-issuer-key");
+    static TestApiServer apiServer;
     static Cluster cluster;
     static Path tokenA;
+    static Cluster.Launch nodePod;
 
     static Path token(String name, TestIssuer.Claims claims) throws Exception {
         return Files.writeString(dir.resolve(name + ".token"), ISSUER.token(claims));
@@ -55,15 +62,22 @@ class AgentIdentityTest {
     @BeforeAll
     static void start() throws Exception {
         Root.require();
+        apiServer = TestApiServer.start(ISSUER, dir.resolve("apiserver"));
         Path keys = ISSUER.writeKeys(dir.resolve("jwks.json"));
         Path controllerToken = token("controller", TestIssuer.Claims.of("strata-csi", "strata-controller", "node-c", "controller-pod"));
         tokenA = token("node-a", TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-a1"));
         Path tokenB = token("node-b", TestIssuer.Claims.of("strata-csi", "strata-node", "node-b", "pod-b1"));
-        cluster = Cluster.start(dir.resolve("cluster"), List.of("--agent-plaintext", "true", "--agent-identity-keys", keys.toString()),
-                List.of("--agent-identity-callers", "strata-csi/strata-node", "--agent-identity-token-file", controllerToken.toString()),
+        cluster = Cluster.start(dir.resolve("cluster"), List.of("--agent-plaintext", "true"),
+                List.of("--agent-identity-keys", keys.toString(), "--agent-identity-callers", "strata-csi/strata-node",
+                        "--agent-identity-token-file", controllerToken.toString()),
                 Map.of("AGENT_IDENTITY_CALLERS", "strata-csi/strata-controller"));
-        cluster.startNode("node-a", Cluster.Launch.HOST.with("AGENT_IDENTITY_TOKEN_FILE", tokenA.toString()));
-        cluster.startNode("node-b", Cluster.Launch.HOST.with("AGENT_IDENTITY_TOKEN_FILE", tokenB.toString()));
+        nodePod = Cluster.Launch.CONTAINER.with(apiServer.serviceEnvironment("127.0.0.1")).with("AGENT_IDENTITY_KEYS", "kubernetes")
+                .withServiceAccount(apiServer.serviceAccount(dir.resolve("node-service-account"), "strata-csi", "strata-node"));
+        cluster.startNode("node-a", nodePod.with("AGENT_IDENTITY_TOKEN_FILE", tokenA.toString()));
+        cluster.startNode("node-b", nodePod.with("AGENT_IDENTITY_TOKEN_FILE", tokenB.toString()));
+        for (String node : List.of("node-a", "node-b")) {
+            cluster.node(node).process().awaitOutput("read the cluster's token signing keys");
+        }
         PipelineTest.cluster = cluster;
     }
 
@@ -73,7 +87,54 @@ class AgentIdentityTest {
         if (cluster != null) {
             cluster.close();
         }
+        if (apiServer != null) {
+            apiServer.close();
+        }
         assertEquals(List.of(), SystemState.cleanUp(dir));
+    }
+
+    @Test
+    void theNodesReadTheKeysAsKubeApiserverServesThem() {
+        List<TestApiServer.Request> requests = apiServer.requests();
+        assertTrue(requests.size() >= 2, "each node-server read the keys at start: " + requests);
+        assertEquals(List.of(200, 200), requests.subList(0, 2).stream().map(TestApiServer.Request::status).toList(), requests.toString());
+        for (TestApiServer.Request request : requests) {
+            assertEquals("GET " + TestApiServer.KEYS_PATH + " application/jwk-set+json, application/json;q=0.9",
+                    request.method() + " " + request.path() + " " + request.accept());
+        }
+    }
+
+    /**
+     * Issue 25's false lead: a node-server that cannot read the keys (here the apiserver refuses its
+     * ServiceAccount token) says so at start and on every call it refuses, never that the caller's
+     * token is signed with a key the cluster does not publish.
+     */
+    @Test
+    void aNodeThatCannotReadTheKeysSaysSoAtStartAndOnEveryRefusedCall() throws Exception {
+        Path refusedAccount = apiServer.serviceAccount(dir.resolve("refused-service-account"), "strata-csi", "strata-node");
+        Files.writeString(refusedAccount.resolve("token"), ISSUER.token(TestIssuer.Claims.of("strata-csi", "strata-node", "n", "p")));
+        Path tokenC = token("node-c", TestIssuer.Claims.of("strata-csi", "strata-node", "node-c", "pod-c1"));
+        // A cluster of its own: the controller cannot tell what a node whose agent refuses it holds, and would refuse every create.
+        try (Cluster refusing = Cluster.start(dir.resolve("cluster-c"), List.of("--agent-plaintext", "true"),
+                List.of("--agent-identity-keys", dir.resolve("jwks.json").toString(), "--agent-identity-callers", "strata-csi/strata-node",
+                        "--agent-identity-token-file", dir.resolve("controller.token").toString()),
+                Map.of("AGENT_IDENTITY_CALLERS", "strata-csi/strata-controller"))) {
+            refusing.startNode("node-c", nodePod.with("AGENT_IDENTITY_TOKEN_FILE", tokenC.toString()).withServiceAccount(refusedAccount));
+            String cannotRead = "cannot read the cluster's signing keys from " + apiServer.keysUri("127.0.0.1") + ": HTTP 401 Unauthorized";
+            refusing.node("node-c").process().awaitOutput(cannotRead);
+
+            PipelineTest.cluster = refusing;
+            StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
+                    () -> PipelineTest.create("pvc-unread-keys", 8 << 20, PipelineTest.mount("ext4"), "node-c"));
+            assertTrue(String.valueOf(e.getStatus().getDescription()).contains(cannotRead), e.getStatus().toString());
+            String log = refusing.node("node-c").process().output();
+            List<String> refusals = log.lines().filter(line -> line.contains("refused a call on the agent channel")).toList();
+            assertTrue(!refusals.isEmpty() && refusals.stream().allMatch(line -> line.contains(cannotRead)), log);
+            assertFalse(log.contains("not among the keys") || log.contains("does not publish"), log);
+            assertFalse(Files.exists(refusing.node("node-c").pool().resolve("pvc-unread-keys.img")), "nothing made on node-c");
+        } finally {
+            PipelineTest.cluster = cluster;
+        }
     }
 
     /** What a node holding the shared token and {@code identity} can send. */

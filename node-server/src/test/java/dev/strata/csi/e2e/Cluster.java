@@ -3,6 +3,7 @@ package dev.strata.csi.e2e;
 import csi.v1.ControllerGrpc;
 import csi.v1.IdentityGrpc;
 import csi.v1.NodeGrpc;
+import dev.strata.csi.auth.SigningKeys;
 import dev.strata.csi.controller.ControllerServer;
 import dev.strata.csi.node.NodeServer;
 import dev.strata.csi.testing.ServerProcess;
@@ -17,6 +18,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.regex.Pattern;
 
 /**
@@ -135,16 +137,30 @@ public final class Cluster implements AutoCloseable {
     /**
      * How a node-server process is started: as a process on the host, or as its container runs it
      * (see {@link #startNode(String, Launch)}); with environment variables of its own besides the
-     * cluster's.
+     * cluster's; in a container, optionally with the files kubelet mounts into every pod at
+     * /var/run/secrets/kubernetes.io/serviceaccount (ca.crt, token, namespace) from {@code serviceAccount}.
      */
-    public record Launch(boolean container, Map<String, String> environment) {
-        public static final Launch HOST = new Launch(false, Map.of());
-        public static final Launch CONTAINER = new Launch(true, Map.of());
+    public record Launch(boolean container, Map<String, String> environment, Optional<Path> serviceAccount) {
+        public static final Launch HOST = new Launch(false, Map.of(), Optional.empty());
+        public static final Launch CONTAINER = new Launch(true, Map.of(), Optional.empty());
 
         public Launch with(String variable, String value) {
             Map<String, String> more = new LinkedHashMap<>(environment);
             more.put(variable, value);
-            return new Launch(container, Map.copyOf(more));
+            return new Launch(container, Map.copyOf(more), serviceAccount);
+        }
+
+        public Launch with(Map<String, String> variables) {
+            Launch launch = this;
+            for (var variable : variables.entrySet()) {
+                launch = launch.with(variable.getKey(), variable.getValue());
+            }
+            return launch;
+        }
+
+        /** As a container whose pod's ServiceAccount files are those in {@code dir} (TestApiServer#serviceAccount writes them). */
+        public Launch withServiceAccount(Path dir) {
+            return new Launch(true, environment, Optional.of(dir));
         }
     }
 
@@ -188,9 +204,13 @@ public final class Cluster implements AutoCloseable {
                             + "&& others=$(awk '{print $5}' /proc/self/mountinfo | grep \"^$2/\" | grep -v -e \"^$3$\" -e \"^$3/\" | sort -r) "
                             + "&& for other in $others; do mount --make-private \"$other\" || exit 1; done "
                             + "&& for other in $others; do umount -l \"$other\"; done; "
-                            + "mount --bind \"$0\" \"$1\" && shift 3 && exec \"$@\"",
+                            // A pod's own /run, holding only its ServiceAccount's files (none of the host's).
+                            + "if [ -n \"$4\" ]; then mount -t tmpfs -o size=1m,mode=0755 strata-run /run "
+                            + "&& mkdir -p " + SigningKeys.SERVICE_ACCOUNT_DIR + " "
+                            + "&& cp \"$4/ca.crt\" \"$4/token\" \"$4/namespace\" " + SigningKeys.SERVICE_ACCOUNT_DIR + "/ || exit 1; fi; "
+                            + "mount --bind \"$0\" \"$1\" && shift 4 && exec \"$@\"",
                     pool.toString(), poolSeen.toString(), Path.of(System.getProperty("java.io.tmpdir")).toRealPath().toString(),
-                    dir.toRealPath().toString());
+                    dir.toRealPath().toString(), launch.serviceAccount().map(Path::toString).orElse(""));
         }
         Map<String, String> environment = new LinkedHashMap<>(nodeEnvironment);
         environment.putAll(launch.environment());

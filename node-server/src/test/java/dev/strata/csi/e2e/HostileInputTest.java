@@ -251,4 +251,57 @@ class HostileInputTest {
         assertEquals(Status.Code.INVALID_ARGUMENT, code(() -> cluster.node("node-a").node().nodeUnpublishVolume(
                 NodeUnpublishVolumeRequest.newBuilder().setVolumeId("local/node-a/pvc-none").setTargetPath(path).build())));
     }
+    /**
+     * Issue 25: a target path whose last name is longer than NAME_MAX (300 x "ü", 600 bytes)
+     * was INTERNAL with Java's FileSystemException text. Every path the kernel refuses for its
+     * length is a bad argument (NOT_FOUND for the volume_path of the stats and expansion calls, as
+     * csi-sanity expects of a path the volume is not at), said without Java text, and nothing is made.
+     */
+    @Test
+    void pathsTooLongForTheKernelAreBadArgumentsAndTouchNothing() throws Exception {
+        Path volumes = cluster.kubeletDir("node-a", "pods/uid-long/volumes/kubernetes.io~csi");
+        String longest = "ü".repeat(127) + "x"; // 255 bytes: the longest name there can be
+        List<String> paths = List.of(
+                volumes.resolve("ü".repeat(300)).toString(),
+                volumes.resolve("x".repeat(256)).toString(),
+                volumes.resolve("ü".repeat(128)).resolve("mount").toString(),
+                volumes + ("/" + "d".repeat(200)).repeat(21));
+        var node = cluster.node("node-a").node();
+        String id = "local/node-a/pvc-none";
+        for (String path : paths) {
+            List<StatusRuntimeException> refusals = List.of(
+                    refusal(() -> node.nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder().setVolumeId(id).setTargetPath(path).build())),
+                    refusal(() -> node.nodePublishVolume(NodePublishVolumeRequest.newBuilder().setVolumeId(id)
+                            .setStagingTargetPath(staging().toString()).setTargetPath(path).setVolumeCapability(PipelineTest.mount("ext4")).build())),
+                    refusal(() -> node.nodePublishVolume(NodePublishVolumeRequest.newBuilder().setVolumeId(id)
+                            .setStagingTargetPath(path).setTargetPath(volumes.resolve("mount").toString())
+                            .setVolumeCapability(PipelineTest.mount("ext4")).build())),
+                    refusal(() -> node.nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(id).setStagingTargetPath(path)
+                            .setVolumeCapability(PipelineTest.mount("ext4")).build())),
+                    refusal(() -> node.nodeUnstageVolume(csi.v1.Csi.NodeUnstageVolumeRequest.newBuilder().setVolumeId(id)
+                            .setStagingTargetPath(path).build())),
+                    refusal(() -> node.nodeGetVolumeStats(csi.v1.Csi.NodeGetVolumeStatsRequest.newBuilder().setVolumeId(id)
+                            .setVolumePath(path).build())),
+                    refusal(() -> node.nodeExpandVolume(csi.v1.Csi.NodeExpandVolumeRequest.newBuilder().setVolumeId(id)
+                            .setVolumePath(path).build())));
+            assertEquals(List.of(Status.Code.INVALID_ARGUMENT, Status.Code.INVALID_ARGUMENT, Status.Code.INVALID_ARGUMENT,
+                    Status.Code.INVALID_ARGUMENT, Status.Code.INVALID_ARGUMENT, Status.Code.NOT_FOUND, Status.Code.NOT_FOUND),
+                    refusals.stream().map(e -> e.getStatus().getCode()).toList(), path);
+            for (StatusRuntimeException refused : refusals) {
+                String description = String.valueOf(refused.getStatus().getDescription());
+                assertFalse(description.contains("Exception") || description.contains("java."), description);
+            }
+        }
+        try (var made = Files.list(volumes)) {
+            assertEquals(List.of(), made.toList(), "nothing made below kubelet's directory");
+        }
+        assertEquals(List.of(), SystemState.mountsUnder(volumes));
+        // The longest name the kernel takes is no bad argument: unpublishing a target that is not there is done.
+        node.nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder().setVolumeId(id).setTargetPath(volumes.resolve(longest).toString())
+                .build());
+    }
+
+    private static StatusRuntimeException refusal(Runnable call) {
+        return assertThrows(StatusRuntimeException.class, call::run);
+    }
 }

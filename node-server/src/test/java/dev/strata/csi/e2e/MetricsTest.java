@@ -16,6 +16,7 @@ import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.testing.Exposition;
+import dev.strata.csi.testing.LoopFilesystem;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
 import io.grpc.Status;
@@ -53,8 +54,10 @@ class MetricsTest {
         String nodeHttp = "127.0.0.1:" + Cluster.freePort();
         HealthWatch controllerHealth = new HealthWatch(controllerHttp);
         HealthWatch nodeHealth = new HealthWatch(nodeHttp);
-        try (Cluster cluster = Cluster.start(dir, List.of("--agent-plaintext"), List.of("--http-endpoint", controllerHttp),
-                Map.of("HTTP_ENDPOINT", nodeHttp), "node-a")) {
+        // The pool a filesystem of its own: its free space, compared below, moves with this test's writes only.
+        try (LoopFilesystem pool = LoopFilesystem.mount(dir.resolve("pool.img"), 1L << 30, dir.resolve("node-a/pool"));
+                Cluster cluster = Cluster.start(dir, List.of("--agent-plaintext"), List.of("--http-endpoint", controllerHttp),
+                        Map.of("HTTP_ENDPOINT", nodeHttp), "node-a")) {
             controllerHealth.stop();
             nodeHealth.stop();
             controllerHealth.assertNotReadyThenReady();

@@ -26,6 +26,7 @@ import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
 import csi.v1.Csi.VolumeUsage;
+import dev.strata.csi.testing.LoopFilesystem;
 import dev.strata.csi.testing.Programs;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
@@ -65,18 +66,12 @@ class SnapshotTest {
 
     static Cluster cluster;
     static Relays relays;
-    static Path xfsPool;
+    static LoopFilesystem xfsPool;
 
     @BeforeAll
     static void start() throws Exception {
         Root.require();
-        Path backing = dir.resolve("xfs-pool.img");
-        try (RandomAccessFile file = new RandomAccessFile(backing.toFile(), "rw")) {
-            file.setLength(3L << 30);
-        }
-        Programs.run("mkfs.xfs", "-q", "-m", "reflink=1", backing.toString());
-        xfsPool = Files.createDirectories(dir.resolve(REFLINK_NODE + "/pool"));
-        Programs.run("mount", "-o", "loop", backing.toString(), xfsPool.toString());
+        xfsPool = LoopFilesystem.mount(dir.resolve("xfs-pool.img"), 3L << 30, dir.resolve(REFLINK_NODE + "/pool"), "-m", "reflink=1");
         cluster = Cluster.start(dir, REFLINK_NODE, COPY_NODE);
         relays = new Relays(cluster);
         PipelineTest.cluster = cluster;
@@ -88,11 +83,8 @@ class SnapshotTest {
         if (cluster != null) {
             cluster.close();
         }
-        if (xfsPool != null && SystemState.mountsUnder(xfsPool).contains(xfsPool.toRealPath())) {
-            // The loop device goes with it (autoclear). A failed test may have left a volume of the
-            // pool attached, and the pool busy: cleanUp then detaches and unmounts everything, and
-            // what it lists fails the class, instead of an exception here leaving it all behind.
-            Programs.execute("umount", xfsPool.toString());
+        if (xfsPool != null) {
+            xfsPool.close();
         }
         assertEquals(List.of(), SystemState.cleanUp(dir));
     }

@@ -89,7 +89,7 @@ final class VolumeQuotas {
         } catch (SyscallException e) {
             throw failure(what, export, e);
         } catch (IOException e) {
-            throw CsiException.internal(what + ": " + e);
+            throw CsiException.internal(what + ": " + CsiException.describe(e));
         }
     }
 
