@@ -7,6 +7,10 @@
 ARG BASE_IMAGE=eclipse-temurin:21-jre
 FROM ${BASE_IMAGE}
 
+# The JVM takes the encoding of file names from the locale: with none set it is ASCII, and every
+# path with another character (a volume name, a pod's directory) is "not a valid path" to Java.
+ENV LANG=C.UTF-8
+
 # Loop devices, mount and findmnt (util-linux, mount), mkfs for each filesystem the driver makes,
 # and mount.nfs for the nfs backend. Rarely changes, so it comes before the jars.
 RUN apt-get update \
