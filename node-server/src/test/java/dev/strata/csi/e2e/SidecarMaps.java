@@ -149,14 +149,7 @@ final class SidecarMaps {
         if (found > 1) {
             throw new IllegalArgumentException("fstype specified in parameters with both \"fstype\" and \"" + PREFIX + "fstype\" keys");
         }
-        Map<String, String> parameters = new HashMap<>();
-        for (Map.Entry<String, String> parameter : storageClass.parameters().entrySet()) {
-            if (!parameter.getKey().startsWith(PREFIX)) {
-                parameters.put(parameter.getKey(), parameter.getValue());
-            } else if (!PROVISIONER_STRIPS.contains(parameter.getKey())) {
-                throw new IllegalArgumentException("found unknown parameter key \"" + parameter.getKey() + "\" with reserved namespace " + PREFIX);
-            }
-        }
+        Map<String, String> parameters = removePrefixed(storageClass.parameters(), PROVISIONER_STRIPS);
         parameters.put(PREFIX + "pvc/name", claim);
         parameters.put(PREFIX + "pvc/namespace", NAMESPACE);
         parameters.put(PREFIX + "pv/name", pvName);
@@ -190,19 +183,25 @@ final class SidecarMaps {
 
     /** CreateSnapshot's parameters, as csi-snapshotter makes them for a VolumeSnapshot of the class. */
     static Map<String, String> snapshotParameters(SnapshotClass snapshotClass, String snapshot, String content) {
-        Map<String, String> parameters = new HashMap<>();
-        for (Map.Entry<String, String> parameter : snapshotClass.parameters().entrySet()) {
-            if (!parameter.getKey().startsWith(PREFIX)) {
-                parameters.put(parameter.getKey(), parameter.getValue());
-            } else if (!SNAPSHOTTER_STRIPS.contains(parameter.getKey())) {
-                throw new IllegalArgumentException("found unknown parameter key \"" + parameter.getKey() + "\" with reserved namespace " + PREFIX);
-            }
-        }
+        Map<String, String> parameters = removePrefixed(snapshotClass.parameters(), SNAPSHOTTER_STRIPS);
         if (snapshotClass.extraCreateMetadata()) {
             parameters.put(PREFIX + "volumesnapshot/name", snapshot);
             parameters.put(PREFIX + "volumesnapshot/namespace", NAMESPACE);
             parameters.put(PREFIX + "volumesnapshotcontent/name", content);
         }
         return Map.copyOf(parameters);
+    }
+
+    /** Both sidecars' removePrefixedParameters: the prefixed keys they know taken out, any other prefixed key an error. */
+    private static Map<String, String> removePrefixed(Map<String, String> parameters, Set<String> known) {
+        Map<String, String> kept = new HashMap<>();
+        for (Map.Entry<String, String> parameter : parameters.entrySet()) {
+            if (!parameter.getKey().startsWith(PREFIX)) {
+                kept.put(parameter.getKey(), parameter.getValue());
+            } else if (!known.contains(parameter.getKey())) {
+                throw new IllegalArgumentException("found unknown parameter key \"" + parameter.getKey() + "\" with reserved namespace " + PREFIX);
+            }
+        }
+        return kept;
     }
 }
