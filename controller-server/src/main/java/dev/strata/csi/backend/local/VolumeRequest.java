@@ -93,11 +93,12 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
      * INVALID_ARGUMENT when a filesystem key of the parameters names a filesystem a local volume
      * cannot have, or another than a capability's fs_type: the capability decides what is made,
      * and through the provisioner the two always agree, so only a hand-made call can meet this. A
-     * capability without fs_type (the driver's default) or a block capability names none.
+     * capability without fs_type (the driver's default) names none; a block claim of the class
+     * (block capabilities only) makes no filesystem at all, so the key does not matter to it.
      */
     private static void requireFsTypeAgrees(Map<String, String> parameters, List<VolumeCapability> capabilities) {
         Optional<KubernetesKeys.FsTypeKey> named = KubernetesKeys.fsType(parameters);
-        if (named.isEmpty()) {
+        if (named.isEmpty() || capabilities.stream().noneMatch(VolumeCapability::hasMount)) {
             return;
         }
         String key = CsiException.printable(named.get().key());

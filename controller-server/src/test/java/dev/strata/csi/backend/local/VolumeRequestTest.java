@@ -88,6 +88,10 @@ class VolumeRequestTest {
         CsiException unknown = assertThrows(CsiException.class, () -> VolumeRequest.of(request("").putParameters("fstype", "ntfs").build()));
         assertEquals(Status.Code.INVALID_ARGUMENT, unknown.code());
         assertTrue(unknown.getMessage().contains("'ntfs'"), unknown.getMessage());
+        VolumeRequest.of(CreateVolumeRequest.newBuilder().setName("pvc-1").putParameters("fstype", "ntfs") // a block claim makes none
+                .addVolumeCapabilities(VolumeCapability.newBuilder().setBlock(VolumeCapability.BlockVolume.getDefaultInstance())
+                        .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER)))
+                .build());
     }
 
     @Test
