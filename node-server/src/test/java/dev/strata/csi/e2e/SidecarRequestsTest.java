@@ -23,6 +23,9 @@ import csi.v1.Csi.Topology;
 import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
+import dev.strata.csi.backend.KubernetesKeys;
+import dev.strata.csi.backend.local.LocalParameters;
+import dev.strata.csi.backend.nfs.NfsParameters;
 import dev.strata.csi.e2e.SidecarMaps.Backend;
 import dev.strata.csi.e2e.SidecarMaps.Provisioned;
 import dev.strata.csi.e2e.SidecarMaps.SnapshotClass;
@@ -37,6 +40,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.UUID;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
@@ -268,6 +273,29 @@ class SidecarRequestsTest {
     private static List<String> snapshotsNamed(String name) {
         return cluster.controller().listSnapshots(ListSnapshotsRequest.getDefaultInstance()).getEntriesList().stream()
                 .map(entry -> entry.getSnapshot().getSnapshotId()).filter(id -> id.endsWith("/" + name)).toList();
+    }
+
+    /** Every key the stand-ins add on their own is in the driver's one list of what Kubernetes sends, and is accepted as such. */
+    @Test
+    void everyKeyTheSidecarsAddIsInTheDriversList() {
+        Set<String> added = new TreeSet<>();
+        for (StorageClass storageClass : SidecarMaps.STORAGE_CLASSES.stream().filter(row -> row.refusal().isEmpty()).toList()) {
+            SidecarMaps.provision(storageClass, "claim", "pvc-x", VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER).parameters()
+                    .keySet().stream()
+                    .filter(key -> !LocalParameters.STORAGE_CLASS.administrator().contains(key)
+                            && !NfsParameters.STORAGE_CLASS.administrator().contains(key))
+                    .forEach(key -> added.add(key.equalsIgnoreCase("fstype") ? "fsType" : key));
+        }
+        assertTrue(KubernetesKeys.Request.CREATE_VOLUME.sent().containsAll(added), added.toString());
+        assertTrue(added.containsAll(Set.of("fsType", "csiNodeStageSecretName", "csi.storage.k8s.io/pvc/name")), added.toString());
+        Set<String> context = new TreeSet<>(SidecarMaps.publishContext(SidecarMaps.volumeAttributes(Volume.getDefaultInstance()), "p", "u")
+                .keySet());
+        assertTrue(KubernetesKeys.Request.VOLUME_CONTEXT.sent().containsAll(context), context.toString());
+        Set<String> snapshot = new TreeSet<>(SidecarMaps.snapshotParameters(SidecarMaps.SNAPSHOT_CLASSES.get(2), "s", "c").keySet());
+        assertEquals(KubernetesKeys.Request.CREATE_SNAPSHOT.sent(), snapshot);
+        for (KubernetesKeys.Request request : KubernetesKeys.Request.values()) {
+            assertTrue(request.sent().stream().allMatch(request::fromKubernetes), request.toString());
+        }
     }
 
     /** The table holds only classes the real provisioner takes; what it refuses itself never reaches a driver. */
