@@ -50,6 +50,9 @@ public interface ControllerBackend<V, C> {
 
     Capabilities capabilities();
 
+    /** The keys a volume_context of this backend's volumes may hold (ControllerPublishVolume, ValidateVolumeCapabilities). */
+    ParameterKeys volumeContextKeys();
+
     /**
      * The Controller service capabilities this backend needs advertised: by default what every
      * backend of this driver does; a backend that can do more (expansion, snapshots) lists more.

@@ -175,6 +175,11 @@ public final class ControllerBackends {
             return backend.capabilities();
         }
 
+        /** INVALID_ARGUMENT for a volume_context key that neither Kubernetes, an administrator nor the driver sets. */
+        public void requireKnownContext(Map<String, String> context) {
+            backend.volumeContextKeys().require(context);
+        }
+
         public void delete() throws Exception {
             backend.delete(volume);
         }

@@ -133,6 +133,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
                 throw CsiException.missing("volume_capability");
             }
             var volume = backends.forContext(request.getVolumeId(), request.getVolumeContextMap());
+            volume.requireKnownContext(request.getVolumeContextMap());
             volume.capabilities().require(List.of(request.getVolumeCapability()), "volume_capability");
             agents.requireKnown(request.getNodeId(),
                     "node " + CsiException.printable(request.getNodeId()) + " is not known: no node agent registered for it");
@@ -172,9 +173,12 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
                 throw CsiException.missing("volume_capabilities");
             }
             var volume = backends.forContext(request.getVolumeId(), request.getVolumeContextMap());
-            var parameterProblem = volume.validate(request.getParametersMap());
-            if (parameterProblem.isPresent()) {
-                return ValidateVolumeCapabilitiesResponse.newBuilder().setMessage(parameterProblem.get()).build();
+            var problem = volume.validate(request.getParametersMap()); // NOT_FOUND first
+            if (problem.isEmpty()) {
+                problem = volume.backend().volumeContextKeys().problem(request.getVolumeContextMap());
+            }
+            if (problem.isPresent()) {
+                return ValidateVolumeCapabilitiesResponse.newBuilder().setMessage(problem.get()).build();
             }
             for (var capability : request.getVolumeCapabilitiesList()) {
                 var reason = volume.capabilities().unsupported(capability);

@@ -1,5 +1,8 @@
 package dev.strata.csi.deploy;
 
+import dev.strata.csi.backend.KubernetesKeys;
+import dev.strata.csi.backend.local.LocalParameters;
+import dev.strata.csi.backend.nfs.NfsParameters;
 import dev.strata.csi.deploy.PodTemplate.VolumePath;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -1000,20 +1003,24 @@ final class ManifestChecks {
                 .findFirst();
     }
 
-    /** StorageClasses: parameters the backends accept, expansion allowed (both backends grow volumes), local ones wait for the pod. */
+    /**
+     * StorageClasses: parameters the backends accept (the driver's own check), the filesystem by
+     * its current key, expansion allowed (both backends grow volumes), local ones wait for the pod.
+     */
     List<String> storageClasses() {
         List<String> problems = new ArrayList<>();
-        Set<String> local = Set.of("allocation", "csi.storage.k8s.io/fstype");
-        Set<String> nfs = Set.of("server", "share", "subDir", "onDelete", "mountPermissions");
+        Set<String> nfs = NfsParameters.STORAGE_CLASS.administrator();
         for (KubeObject storageClass : manifests.ofKind("StorageClass")) {
             Map<String, Object> parameters = Tree.map(storageClass.body(), "parameters");
             boolean isNfs = parameters.containsKey("server");
-            Set<String> allowed = isNfs ? nfs : local;
-            for (String parameter : parameters.keySet()) {
-                if (!allowed.contains(parameter)) {
-                    problems.add(storageClass.describe() + ": parameter " + parameter + " is not one the backend takes " + allowed);
-                }
-            }
+            Map<String, String> values = new TreeMap<>();
+            parameters.forEach((key, value) -> values.put(key, String.valueOf(value)));
+            (isNfs ? NfsParameters.STORAGE_CLASS : LocalParameters.STORAGE_CLASS).problem(values)
+                    .ifPresent(problem -> problems.add(storageClass.describe() + ": " + problem));
+            values.keySet().stream()
+                    .filter(key -> KubernetesKeys.Request.CREATE_VOLUME.fromKubernetes(key) && !key.startsWith(KubernetesKeys.PREFIX))
+                    .forEach(key -> problems.add(storageClass.describe() + ": " + key + " is a deprecated key (the filesystem is "
+                            + KubernetesKeys.FS_TYPE + ")"));
             if (!Boolean.TRUE.equals(Tree.at(storageClass.body(), "allowVolumeExpansion"))) {
                 problems.add(storageClass.describe() + ": allowVolumeExpansion must be true, both backends grow volumes");
             }

@@ -268,7 +268,9 @@ class ManifestsTest {
         names.sort(null);
         assertEquals(List.of("strata-local-ext4", "strata-local-xfs", "strata-nfs"), names);
         assertFalse(broken(m -> Tree.map(m.one("StorageClass", "strata-local-ext4").body(), "parameters").put("fsType", "ext4"))
-                .storageClasses().isEmpty());
+                .storageClasses().isEmpty(), "the shipped classes write the current filesystem key");
+        assertEquals(1, broken(m -> Tree.map(m.one("StorageClass", "strata-local-xfs").body(), "parameters").put("allocaton", "full"))
+                .storageClasses().size(), "a misspelt key");
         assertFalse(broken(m -> m.one("StorageClass", "strata-nfs").body().put("allowVolumeExpansion", false))
                 .storageClasses().isEmpty());
     }

@@ -42,6 +42,9 @@ public interface NodeBackend<V> {
 
     Capabilities capabilities();
 
+    /** The keys a volume_context of this backend's volumes may hold (NodeStageVolume, NodePublishVolume). */
+    ParameterKeys volumeContextKeys();
+
     /**
      * The Node service capabilities this backend needs advertised: by default what every backend
      * of this driver does; a backend that can do more (expansion) lists more.

@@ -85,6 +85,11 @@ public final class NodeBackends {
             return backend.capabilities();
         }
 
+        /** INVALID_ARGUMENT for a volume_context key that neither Kubernetes, an administrator nor the driver sets. */
+        public void requireKnownContext(Map<String, String> context) {
+            backend.volumeContextKeys().require(context);
+        }
+
         public void stage(Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
             backend.stage(volume, staging, capability, context);
         }

@@ -64,6 +64,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
                 throw CsiException.missing("volume_capability");
             }
             var volume = backends.forStaging(request.getVolumeId(), request.getVolumeContextMap());
+            volume.requireKnownContext(request.getVolumeContextMap());
             volume.capabilities().require(List.of(request.getVolumeCapability()), "volume_capability");
             checkMountFlags(request.getVolumeCapability());
             try (var held = locks.acquire(volume.lockKey())) {
@@ -96,6 +97,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
                 throw CsiException.missing("volume_capability");
             }
             var volume = backends.forStaging(request.getVolumeId(), request.getVolumeContextMap());
+            volume.requireKnownContext(request.getVolumeContextMap());
             volume.capabilities().require(List.of(request.getVolumeCapability()), "volume_capability");
             boolean readOnly = request.getReadonly() || volume.capabilities().readOnly(request.getVolumeCapability());
             try (var held = locks.acquire(volume.lockKey())) {

@@ -45,8 +45,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * client, so the export the controller works on is a real directory, bind-mounted where the
  * controller looks for the export (a pre-mounted export, as --nfs-mount-exports=false expects);
  * everything the controller does to it is real. On the node, everything up to the NFS mount is
- * real; the mount itself goes to a stand-in for mount(8) (FAKE: it only records the command line
- * and fails as a machine without an NFS client does; every other mount passes to the real tool),
+ * real; the mount itself goes to a stand-in for mount(8) ({@link NoNfsClientMount}: it only records
+ * the command line and fails as a machine without an NFS client does),
  * so the test checks the exact invocation and that a failed mount leaves nothing behind.
  */
 class NfsTest {
@@ -73,21 +73,7 @@ class NfsTest {
         exportMount = export.mount();
         Path exportRoot = export.root();
         mountLog = dir.resolve("nfs-mounts.log");
-        Path fakeBin = Files.createDirectories(dir.resolve("fake-bin"));
-        Path fakeMount = fakeBin.resolve("mount");
-        Files.writeString(fakeMount, """
-                #!/bin/sh
-                # FAKE mount(8) for NfsTest: records NFS mounts and fails them like a machine without an NFS client.
-                for arg in "$@"; do
-                  if [ "$arg" = nfs ]; then
-                    printf '%%s\\n' "$*" >> '%s'
-                    echo "mount: fake: this kernel has no NFS client" >&2
-                    exit 32
-                  fi
-                done
-                exec '%s' "$@"
-                """.formatted(mountLog, realTool("mount")));
-        Files.setPosixFilePermissions(fakeMount, PosixFilePermissions.fromString("rwxr-xr-x"));
+        Path fakeBin = NoNfsClientMount.install(dir, mountLog);
         cluster = Cluster.start(dir, List.of("--agent-plaintext", "true"),
                 List.of("--nfs-export-root", exportRoot.toString(), "--nfs-mount-exports", "false"),
                 Map.of("PATH", fakeBin + ":" + System.getenv("PATH")), "node-a");
@@ -360,16 +346,6 @@ class NfsTest {
     static void assertCode(Status.Code code, org.junit.jupiter.api.function.Executable call) {
         StatusRuntimeException e = assertThrows(StatusRuntimeException.class, call);
         assertEquals(code, e.getStatus().getCode(), e.getStatus().toString());
-    }
-
-    static String realTool(String name) throws Exception {
-        for (String dir : System.getenv("PATH").split(":")) {
-            Path tool = Path.of(dir, name);
-            if (Files.isExecutable(tool)) {
-                return tool.toString();
-            }
-        }
-        throw new AssertionError(name + " not found on PATH");
     }
 
     static void run(String... argv) throws Exception {

@@ -22,6 +22,7 @@ import dev.strata.csi.agent.api.ListImagesRequest;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.ControllerBackend;
+import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;
@@ -75,6 +76,11 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     @Override
     public Capabilities capabilities() {
         return capabilities;
+    }
+
+    @Override
+    public ParameterKeys volumeContextKeys() {
+        return LocalParameters.VOLUME_CONTEXT;
     }
 
     @Override
@@ -209,12 +215,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     @Override
     public Snapshot createSnapshot(VolumeId source, String name, Map<String, String> parameters) {
         SnapshotId.checkName(name);
-        for (String key : parameters.keySet()) {
-            if (!key.startsWith(VolumeRequest.PROVISIONER_PREFIX)) {
-                throw CsiException.invalidArgument("unknown VolumeSnapshotClass parameter '" + CsiException.printable(key)
-                        + "'; local snapshots take none");
-            }
-        }
+        LocalParameters.SNAPSHOT_CLASS.require(parameters);
         agents.requireKnown(source.nodeId(), "source volume " + source + " does not exist: node " + source.nodeId() + " has no agent");
         Optional<SnapshotId> elsewhere = findSnapshot(name, source.nodeId());
         if (elsewhere.isPresent()) {
@@ -389,7 +390,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
                 .setVolumeId(new VolumeId(nodeId, image.getName()).toString())
                 .setCapacityBytes(image.getCapacityBytes())
                 .addAccessibleTopology(topology.of(nodeId))
-                .putVolumeContext(VolumeRequest.ALLOCATION, image.getAllocation().name().toLowerCase(Locale.ROOT))
+                .putVolumeContext(LocalParameters.ALLOCATION, image.getAllocation().name().toLowerCase(Locale.ROOT))
                 .build();
     }
 }

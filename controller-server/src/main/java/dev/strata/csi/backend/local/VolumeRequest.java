@@ -7,9 +7,12 @@ import csi.v1.Csi.VolumeContentSource;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.backend.CreateChecks;
+import dev.strata.csi.backend.KubernetesKeys;
 import dev.strata.csi.rpc.CsiException;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.TreeSet;
 
 /**
  * What a CreateVolume request asks for once checked: the name, the exact size of the image, how
@@ -17,8 +20,9 @@ import java.util.Optional;
  *
  * <p>StorageClass parameters: {@code allocation} = {@code sparse} (default: blocks are allocated
  * on first write, capacity is still reserved) or {@code full} (every block allocated at creation).
- * Keys under {@code csi.storage.k8s.io/} are the provisioner's own and are ignored; any other
- * key is refused, so a typo in a StorageClass is not silently dropped.
+ * The keys Kubernetes adds are accepted, any other refused ({@link LocalParameters#STORAGE_CLASS}).
+ * The filesystem made is the capability's fs_type; a filesystem key among the parameters (the
+ * deprecated {@code fsType}, which the provisioner passes through) must agree with it.
  */
 record VolumeRequest(String name, long capacityBytes, Allocation allocation, TopologyRequirement requirements,
         Optional<VolumeContentSource> source, CapacityRange range, long minimumBytes) {
@@ -28,12 +32,10 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
     /** mkfs.xfs refuses filesystems smaller than 300 MiB. */
     static final long XFS_MIN_BYTES = 300 * MIB;
 
-    static final String ALLOCATION = "allocation";
-    static final String PROVISIONER_PREFIX = "csi.storage.k8s.io/";
-
     static VolumeRequest of(CreateVolumeRequest request) {
         CreateChecks.name(request);
         new LocalCapabilities().require(request.getVolumeCapabilitiesList(), "volume_capabilities");
+        requireFsTypeAgrees(request.getParametersMap(), request.getVolumeCapabilitiesList());
         long minimum = MIB;
         for (VolumeCapability capability : request.getVolumeCapabilitiesList()) {
             if (capability.hasMount() && LocalCapabilities.fsType(capability).equals("xfs")) {
@@ -87,24 +89,41 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
         }
     }
 
-    private static Allocation allocation(Map<String, String> parameters) {
-        Allocation allocation = Allocation.SPARSE;
-        for (Map.Entry<String, String> parameter : parameters.entrySet()) {
-            String key = parameter.getKey();
-            if (key.startsWith(PROVISIONER_PREFIX)) {
-                continue;
-            }
-            if (!key.equals(ALLOCATION)) {
-                throw CsiException.invalidArgument("unknown StorageClass parameter '" + CsiException.printable(key)
-                        + "'; this driver takes: " + ALLOCATION);
-            }
-            allocation = switch (parameter.getValue()) {
-                case "sparse" -> Allocation.SPARSE;
-                case "full" -> Allocation.FULL;
-                default -> throw CsiException.invalidArgument("parameter allocation must be sparse or full, got '"
-                        + CsiException.printable(parameter.getValue()) + "'");
-            };
+    /**
+     * INVALID_ARGUMENT when a filesystem key of the parameters names a filesystem a local volume
+     * cannot have, or another than a capability's fs_type: the capability decides what is made,
+     * and through the provisioner the two always agree, so only a hand-made call can meet this. A
+     * capability without fs_type (the driver's default) names none; a block claim of the class
+     * (block capabilities only) makes no filesystem at all, so the key does not matter to it.
+     */
+    private static void requireFsTypeAgrees(Map<String, String> parameters, List<VolumeCapability> capabilities) {
+        Optional<KubernetesKeys.FsTypeKey> named = KubernetesKeys.fsType(parameters);
+        if (named.isEmpty() || capabilities.stream().noneMatch(VolumeCapability::hasMount)) {
+            return;
         }
-        return allocation;
+        String key = CsiException.printable(named.get().key());
+        String value = CsiException.printable(named.get().value());
+        if (!LocalCapabilities.FS_TYPES.contains(named.get().value())) {
+            throw CsiException.invalidArgument("StorageClass parameter " + key + " '" + value
+                    + "' is not a filesystem a local volume can have; use one of " + new TreeSet<>(LocalCapabilities.FS_TYPES));
+        }
+        for (VolumeCapability capability : capabilities) {
+            String fsType = capability.getMount().getFsType();
+            if (capability.hasMount() && !fsType.isEmpty() && !fsType.equals(named.get().value())) {
+                throw CsiException.invalidArgument("StorageClass parameter " + key + " is '" + value
+                        + "' but the volume capability's fs_type is '" + CsiException.printable(fsType) + "'");
+            }
+        }
+    }
+
+    private static Allocation allocation(Map<String, String> parameters) {
+        LocalParameters.STORAGE_CLASS.require(parameters);
+        String value = parameters.getOrDefault(LocalParameters.ALLOCATION, "sparse");
+        return switch (value) {
+            case "sparse" -> Allocation.SPARSE;
+            case "full" -> Allocation.FULL;
+            default -> throw CsiException.invalidArgument("parameter " + LocalParameters.ALLOCATION + " must be sparse or full, got '"
+                    + CsiException.printable(value) + "'");
+        };
     }
 }

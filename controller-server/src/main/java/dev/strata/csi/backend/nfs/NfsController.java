@@ -10,6 +10,7 @@ import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.ControllerBackend;
+import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.backend.nfs.records.NfsSnapshotRecord;
 import dev.strata.csi.backend.nfs.records.NfsVolumeRecord;
 import dev.strata.csi.log.Log;
@@ -51,7 +52,6 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
 
     /** Volume context keys the controller adds for NodeStageVolume and for people reading the PV. */
     public static final String MOUNT_PERMISSIONS = NfsRequest.MOUNT_PERMISSIONS;
-    public static final String CAPACITY_ENFORCED = "capacityEnforced";
 
     private final Exports exports;
     private final VolumeQuotas quotas;
@@ -109,6 +109,11 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         return capabilities;
     }
 
+    @Override
+    public ParameterKeys volumeContextKeys() {
+        return NfsParameters.VOLUME_CONTEXT;
+    }
+
     /** Beside every backend's: snapshots, and volumes made from a snapshot or from another volume. */
     @Override
     public List<ControllerServiceCapability.RPC.Type> rpcCapabilities() {
@@ -164,7 +169,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                     .putVolumeContext(NfsVolume.SERVER, volume.server())
                     .putVolumeContext(NfsVolume.SHARE, volume.share())
                     .putVolumeContext(NfsVolume.SUB_DIR, volume.subDir())
-                    .putVolumeContext(CAPACITY_ENFORCED, String.valueOf(enforced));
+                    .putVolumeContext(NfsParameters.CAPACITY_ENFORCED, String.valueOf(enforced));
             wanted.mode().ifPresent(mode -> reply.putVolumeContext(MOUNT_PERMISSIONS, FileMode.format(mode)));
             return reply.build();
         });
@@ -488,12 +493,13 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
 
     /**
      * Whether the volume exists: a dynamic one has its record; a static one is taken as its
-     * context describes it. The StorageClass parameters are not looked at.
+     * context describes it. Of the StorageClass parameters only their keys are looked at, as
+     * CreateVolume does ({@link NfsParameters#STORAGE_CLASS}).
      */
     @Override
     public Optional<String> validate(VolumeHandle handle, Map<String, String> parameters) throws Exception {
         if (handle.dynamic().isEmpty()) {
-            return Optional.empty();
+            return NfsParameters.STORAGE_CLASS.problem(parameters);
         }
         NfsVolume volume = handle.dynamic().get().volume();
         Bounded.call(deadline, "looking up " + volume.source(), () -> {
@@ -504,7 +510,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             }
             return null;
         });
-        return Optional.empty();
+        return NfsParameters.STORAGE_CLASS.problem(parameters);
     }
 
     @Override
@@ -522,12 +528,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
     @Override
     public Snapshot createSnapshot(VolumeHandle handle, String name, Map<String, String> parameters) throws Exception {
         NfsSnapshotId.checkName(name);
-        for (String key : parameters.keySet()) {
-            if (!key.startsWith("csi.storage.k8s.io/")) { // what csi-snapshotter's --extra-create-metadata adds
-                throw CsiException.invalidArgument("unknown VolumeSnapshotClass parameter '" + CsiException.printable(key)
-                        + "': an NFS snapshot takes none");
-            }
-        }
+        NfsParameters.SNAPSHOT_CLASS.require(parameters);
         NfsVolumeId source = handle.dynamic().orElseThrow();
         NfsVolume volume = source.volume();
         NfsSnapshotId id = new NfsSnapshotId(volume.export(), name);

@@ -5,12 +5,12 @@ import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.backend.CreateChecks;
+import dev.strata.csi.backend.KubernetesKeys;
 import dev.strata.csi.rpc.CsiException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -21,7 +21,9 @@ import java.util.regex.Pattern;
  * <p>StorageClass parameters: {@code server}, {@code share} (required), {@code subDir} (a template;
  * default: the volume name), {@code onDelete} (delete, retain, archive; default delete),
  * {@code mountPermissions} (octal mode of the directory). Keys the provisioner adds under
- * {@code csi.storage.k8s.io/} fill the template and are otherwise ignored; any other key is refused.
+ * {@code csi.storage.k8s.io/} fill the template; they and the other keys Kubernetes adds (a
+ * filesystem key too: the share is what is mounted) are otherwise ignored; any other key is refused
+ * ({@link NfsParameters#STORAGE_CLASS}).
  */
 record NfsRequest(String name, NfsVolume volume, OnDelete onDelete, Optional<Integer> mode, long capacityBytes,
         List<String> mountFlags, ContentSource source) {
@@ -55,16 +57,13 @@ record NfsRequest(String name, NfsVolume volume, OnDelete onDelete, Optional<Int
     }
 
     static final String MOUNT_PERMISSIONS = FileMode.PARAMETER;
-    private static final Set<String> KEYS = Set.of(NfsVolume.SERVER, NfsVolume.SHARE, NfsVolume.SUB_DIR,
-            OnDelete.PARAMETER, MOUNT_PERMISSIONS);
-    private static final String PROVISIONER_PREFIX = "csi.storage.k8s.io/";
     private static final long MIB = 1L << 20;
 
     /** Template variables and the provisioner's parameters (--extra-create-metadata) that fill them. */
     private static final Map<String, String> VARIABLES = Map.of(
-            "pvc.metadata.name", "csi.storage.k8s.io/pvc/name",
-            "pvc.metadata.namespace", "csi.storage.k8s.io/pvc/namespace",
-            "pv.metadata.name", "csi.storage.k8s.io/pv/name");
+            "pvc.metadata.name", KubernetesKeys.PVC_NAME,
+            "pvc.metadata.namespace", KubernetesKeys.PVC_NAMESPACE,
+            "pv.metadata.name", KubernetesKeys.PV_NAME);
     private static final Pattern VARIABLE = Pattern.compile("\\$\\{([^}]*)}");
 
     /** Whether the StorageClass parameters ask for an NFS volume. */
@@ -76,12 +75,7 @@ record NfsRequest(String name, NfsVolume volume, OnDelete onDelete, Optional<Int
         CreateChecks.name(request);
         new NfsCapabilities().require(request.getVolumeCapabilitiesList(), "volume_capabilities");
         Map<String, String> parameters = request.getParametersMap();
-        for (String key : parameters.keySet()) {
-            if (!KEYS.contains(key) && !key.startsWith(PROVISIONER_PREFIX)) {
-                throw CsiException.invalidArgument("unknown StorageClass parameter '" + CsiException.printable(key)
-                        + "' for an NFS volume; this driver takes: " + String.join(", ", KEYS.stream().sorted().toList()));
-            }
-        }
+        NfsParameters.STORAGE_CLASS.require(parameters);
         String server = parameters.getOrDefault(NfsVolume.SERVER, "");
         String share = parameters.getOrDefault(NfsVolume.SHARE, "");
         if (server.isEmpty() || share.isEmpty()) {

@@ -10,7 +10,11 @@ import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;
+import java.util.Map;
+import java.util.Optional;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
 class VolumeRequestTest {
 
@@ -59,8 +63,35 @@ class VolumeRequestTest {
                 .putParameters("csi.storage.k8s.io/pvc/name", "data").build()).allocation(), "the provisioner's own keys are ignored");
         CsiException typo = assertThrows(CsiException.class, () -> VolumeRequest.of(request("").putParameters("alocation", "full").build()));
         assertEquals(Status.Code.INVALID_ARGUMENT, typo.code());
-        assertTrue(typo.getMessage().contains("alocation"), typo.getMessage());
+        assertTrue(typo.getMessage().contains("'alocation' for a local volume (did you mean allocation?)"), typo.getMessage());
         assertEquals(Status.Code.INVALID_ARGUMENT, code(() -> VolumeRequest.of(request("").putParameters("allocation", "thick").build())));
+    }
+
+    @ParameterizedTest
+    @CsvSource({"fsType,xfs", "fstype,ext4", "FSType,btrfs", "csi.storage.k8s.io/fstype,xfs"})
+    void theFilesystemKeyIsAcceptedWhenTheCapabilityAgreesOrSaysNothing(String key, String fsType) {
+        assertEquals(Allocation.FULL, VolumeRequest.of(request(fsType).putParameters(key, fsType)
+                .putParameters("allocation", "full").build()).allocation());
+        VolumeRequest.of(request("").putParameters(key, fsType).build()); // csi-sanity's capability names no filesystem
+        VolumeRequest.of(CreateVolumeRequest.newBuilder().setName("pvc-1").putParameters(key, fsType) // a block claim of the class
+                .addVolumeCapabilities(VolumeCapability.newBuilder().setBlock(VolumeCapability.BlockVolume.getDefaultInstance())
+                        .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER)))
+                .build());
+        assertEquals(Optional.empty(), VolumeRequest.parameterProblem(Map.of(key, fsType)), "ValidateVolumeCapabilities too");
+    }
+
+    @Test
+    void theFilesystemKeyAndTheCapabilityMustAgree() {
+        CsiException e = assertThrows(CsiException.class, () -> VolumeRequest.of(request("ext4").putParameters("fsType", "xfs").build()));
+        assertEquals(Status.Code.INVALID_ARGUMENT, e.code());
+        assertEquals("StorageClass parameter fsType is 'xfs' but the volume capability's fs_type is 'ext4'", e.getMessage());
+        CsiException unknown = assertThrows(CsiException.class, () -> VolumeRequest.of(request("").putParameters("fstype", "ntfs").build()));
+        assertEquals(Status.Code.INVALID_ARGUMENT, unknown.code());
+        assertTrue(unknown.getMessage().contains("'ntfs'"), unknown.getMessage());
+        VolumeRequest.of(CreateVolumeRequest.newBuilder().setName("pvc-1").putParameters("fstype", "ntfs") // a block claim makes none
+                .addVolumeCapabilities(VolumeCapability.newBuilder().setBlock(VolumeCapability.BlockVolume.getDefaultInstance())
+                        .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER)))
+                .build());
     }
 
     @Test

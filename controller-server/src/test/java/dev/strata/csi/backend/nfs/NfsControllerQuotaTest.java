@@ -83,13 +83,13 @@ class NfsControllerQuotaTest {
     @Test
     void aVolumeWithCapacityGetsAProjectIdAndALimit() throws Exception {
         Volume volume = create("pvc-a", 16 * MIB);
-        assertEquals("true", volume.getVolumeContextMap().get(NfsController.CAPACITY_ENFORCED));
+        assertEquals("true", volume.getVolumeContextMap().get(NfsParameters.CAPACITY_ENFORCED));
         assertEquals(Map.of(export.resolve("pvc-a"), FIRST), quotas.projects);
         assertEquals(Map.of(FIRST, 16 * MIB), quotas.limits);
         assertEquals(FIRST, projectIdOf("pvc-a"), "the record keeps the id");
 
         Volume second = create("pvc-b", 32 * MIB);
-        assertEquals("true", second.getVolumeContextMap().get(NfsController.CAPACITY_ENFORCED));
+        assertEquals("true", second.getVolumeContextMap().get(NfsParameters.CAPACITY_ENFORCED));
         assertEquals(FIRST + 1, projectIdOf("pvc-b"));
         assertEquals(Map.of(FIRST, 16 * MIB, FIRST + 1, 32 * MIB), quotas.limits);
     }
@@ -106,21 +106,21 @@ class NfsControllerQuotaTest {
 
     @Test
     void withoutCapacityOrWithoutProjectQuotasNothingIsEnforced() throws Exception {
-        assertEquals("false", create("pvc-nocap", 0).getVolumeContextMap().get(NfsController.CAPACITY_ENFORCED));
+        assertEquals("false", create("pvc-nocap", 0).getVolumeContextMap().get(NfsParameters.CAPACITY_ENFORCED));
         mounted("xfs", "rw,attr2,inode64,noquota");
-        assertEquals("false", create("pvc-noquota", 16 * MIB).getVolumeContextMap().get(NfsController.CAPACITY_ENFORCED));
+        assertEquals("false", create("pvc-noquota", 16 * MIB).getVolumeContextMap().get(NfsParameters.CAPACITY_ENFORCED));
         mounted("nfs4", "rw,vers=4.1,rsize=1048576");
-        assertEquals("false", create("pvc-nfs", 16 * MIB).getVolumeContextMap().get(NfsController.CAPACITY_ENFORCED));
+        assertEquals("false", create("pvc-nfs", 16 * MIB).getVolumeContextMap().get(NfsParameters.CAPACITY_ENFORCED));
         mounted("ext4", "rw,usrquota");
-        assertEquals("false", create("pvc-usrquota", 16 * MIB).getVolumeContextMap().get(NfsController.CAPACITY_ENFORCED));
+        assertEquals("false", create("pvc-usrquota", 16 * MIB).getVolumeContextMap().get(NfsParameters.CAPACITY_ENFORCED));
         assertEquals(List.of(), quotas.calls, "no quota call where there are no project quotas");
         assertEquals(0, projectIdOf("pvc-noquota"));
 
         mounted("ext4", "rw,relatime,prjquota");
-        assertEquals("true", create("pvc-ext4", 16 * MIB).getVolumeContextMap().get(NfsController.CAPACITY_ENFORCED));
+        assertEquals("true", create("pvc-ext4", 16 * MIB).getVolumeContextMap().get(NfsParameters.CAPACITY_ENFORCED));
         mounted("xfs", "rw,pquota");
-        assertEquals("true", create("pvc-pquota", 16 * MIB).getVolumeContextMap().get(NfsController.CAPACITY_ENFORCED));
-        assertEquals("false", create("pvc-noquota", 16 * MIB).getVolumeContextMap().get(NfsController.CAPACITY_ENFORCED),
+        assertEquals("true", create("pvc-pquota", 16 * MIB).getVolumeContextMap().get(NfsParameters.CAPACITY_ENFORCED));
+        assertEquals("false", create("pvc-noquota", 16 * MIB).getVolumeContextMap().get(NfsParameters.CAPACITY_ENFORCED),
                 "a volume made without a limit stays without one");
     }
 
@@ -192,7 +192,7 @@ class NfsControllerQuotaTest {
         assertEquals(Map.of(), quotas.limits);
 
         Volume volume = create("pvc-a", 16 * MIB);
-        assertEquals("true", volume.getVolumeContextMap().get(NfsController.CAPACITY_ENFORCED));
+        assertEquals("true", volume.getVolumeContextMap().get(NfsParameters.CAPACITY_ENFORCED));
         assertEquals(Map.of(FIRST, 16 * MIB), quotas.limits, "the retry set the limit on the same id");
         assertEquals(FIRST, quotas.projects.get(export.resolve("pvc-a")));
     }
@@ -205,7 +205,7 @@ class NfsControllerQuotaTest {
         assertEquals(Status.Code.FAILED_PRECONDITION, e.code());
         assertTrue(e.getMessage().contains("does not enforce them"), e.getMessage());
         assertEquals(Map.of(), quotas.limits);
-        assertEquals("true", create("pvc-a", 16 * MIB).getVolumeContextMap().get(NfsController.CAPACITY_ENFORCED));
+        assertEquals("true", create("pvc-a", 16 * MIB).getVolumeContextMap().get(NfsParameters.CAPACITY_ENFORCED));
     }
 
     @Test
@@ -297,7 +297,7 @@ class NfsControllerQuotaTest {
 
         Volume restored = create("pvc-restored", 4 * MIB, fromSnapshot);
         Volume cloned = create("pvc-cloned", 8 * MIB, fromVolume);
-        assertEquals("true", restored.getVolumeContextMap().get(NfsController.CAPACITY_ENFORCED));
+        assertEquals("true", restored.getVolumeContextMap().get(NfsParameters.CAPACITY_ENFORCED));
         assertEquals(FIRST + 1, projectIdOf(restored));
         assertEquals(FIRST + 2, projectIdOf(cloned));
         assertEquals(Map.of(FIRST, 16 * MIB, FIRST + 1, 4 * MIB, FIRST + 2, 8 * MIB), quotas.limits);

@@ -63,6 +63,22 @@ class NfsRequestTest {
         assertEquals(Status.Code.INVALID_ARGUMENT, e.code());
     }
 
+    @ParameterizedTest
+    @ValueSource(strings = {"fsType", "fstype", "FSType", "csi.storage.k8s.io/fstype"})
+    void theFilesystemKeyIsIgnored(String key) {
+        NfsRequest request = NfsRequest.of(request(Map.of("server", "s", "share", "/x", key, "xfs")));
+        assertEquals("s:/x/pvc-1", request.volume().source());
+    }
+
+    @Test
+    void aMisspeltKeyIsRefusedWithTheKnownOnes() {
+        CsiException e = assertThrows(CsiException.class,
+                () -> NfsRequest.of(request(Map.of("server", "s", "share", "/x", "subdir", "a"))));
+        assertEquals(Status.Code.INVALID_ARGUMENT, e.code());
+        assertTrue(e.getMessage().startsWith("unknown StorageClass parameter 'subdir' for an NFS volume (did you mean subDir?); "
+                + "an administrator may set: mountPermissions, onDelete, server, share, subDir"), e.getMessage());
+    }
+
     static CreateVolumeRequest request(Map<String, String> parameters) {
         return CreateVolumeRequest.newBuilder().setName("pvc-1").putAllParameters(parameters)
                 .addVolumeCapabilities(VolumeCapability.newBuilder().setMount(VolumeCapability.MountVolume.getDefaultInstance())

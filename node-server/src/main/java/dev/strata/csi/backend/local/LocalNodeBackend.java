@@ -6,6 +6,7 @@ import csi.v1.Csi.VolumeCondition;
 import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.NodeBackend;
 import dev.strata.csi.backend.OwnMounts;
+import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.backend.TargetPaths;
 import dev.strata.csi.backend.VolumeStats;
 import dev.strata.csi.log.Log;
@@ -67,6 +68,11 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
     @Override
     public Capabilities capabilities() {
         return capabilities;
+    }
+
+    @Override
+    public ParameterKeys volumeContextKeys() {
+        return LocalParameters.VOLUME_CONTEXT;
     }
 
     @Override

@@ -5,6 +5,7 @@ import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.NodeBackend;
 import dev.strata.csi.backend.OwnMounts;
+import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.backend.TargetPaths;
 import dev.strata.csi.backend.VolumeStats;
 import dev.strata.csi.log.Log;
@@ -88,6 +89,11 @@ public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share> {
     @Override
     public Capabilities capabilities() {
         return capabilities;
+    }
+
+    @Override
+    public ParameterKeys volumeContextKeys() {
+        return NfsParameters.VOLUME_CONTEXT;
     }
 
     @Override
