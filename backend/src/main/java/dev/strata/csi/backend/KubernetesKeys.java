@@ -1,5 +1,6 @@
 package dev.strata.csi.backend;
 
+import dev.strata.csi.log.Secrets;
 import dev.strata.csi.rpc.CsiException;
 import java.util.Locale;
 import java.util.Map;
@@ -57,7 +58,7 @@ public final class KubernetesKeys {
          */
         VOLUME_CONTEXT("volume_context key", Set.of("storage.kubernetes.io/csiProvisionerIdentity",
                 PREFIX + "pod.name", PREFIX + "pod.namespace", PREFIX + "pod.uid", PREFIX + "serviceAccount.name",
-                PREFIX + "ephemeral", PREFIX + "serviceAccount.tokens")),
+                PREFIX + "ephemeral", Secrets.SERVICE_ACCOUNT_TOKENS)),
         /** CreateSnapshotRequest.parameters: a VolumeSnapshotClass's parameters, as csi-snapshotter passes them on. */
         CREATE_SNAPSHOT("VolumeSnapshotClass parameter", Set.of(PREFIX + "volumesnapshot/name",
                 PREFIX + "volumesnapshot/namespace", PREFIX + "volumesnapshotcontent/name"));

@@ -8,9 +8,15 @@ import java.util.Map;
 /**
  * Removes the fields the CSI spec marks with the {@code csi_secret} option from a message before
  * it is logged. Driven by the option in the proto descriptors, so a secret field added to the
- * protocol is covered without anyone keeping a list.
+ * protocol is covered without anyone keeping a list. One value outside those fields is a secret
+ * too: the ServiceAccount tokens kubelet puts into a volume_context when a CSIDriver asks for them
+ * (tokenRequests), which the spec cannot mark.
  */
 public final class Secrets {
+
+    /** The volume_context key under which kubelet passes the pod's ServiceAccount tokens. */
+    public static final String SERVICE_ACCOUNT_TOKENS = "csi.storage.k8s.io/serviceAccount.tokens";
+    static final String REDACTED = "[redacted]";
 
     private Secrets() {}
 
@@ -21,6 +27,11 @@ public final class Secrets {
             FieldDescriptor field = entry.getKey();
             if (isSecret(field)) {
                 builder.clearField(field);
+            } else if (field.isMapField()) {
+                builder.clearField(field);
+                for (Object element : (Iterable<?>) entry.getValue()) {
+                    builder.addRepeatedField(field, redactTokens((Message) element));
+                }
             } else if (field.getJavaType() == FieldDescriptor.JavaType.MESSAGE && !field.isMapField()) {
                 if (field.isRepeated()) {
                     builder.clearField(field);
@@ -33,6 +44,16 @@ public final class Secrets {
             }
         }
         return builder.build();
+    }
+
+    /** A map entry with the tokens' value replaced; the key stays, so the log still shows that tokens came. */
+    private static Message redactTokens(Message mapEntry) {
+        FieldDescriptor key = mapEntry.getDescriptorForType().findFieldByName("key");
+        FieldDescriptor value = mapEntry.getDescriptorForType().findFieldByName("value");
+        if (!SERVICE_ACCOUNT_TOKENS.equals(mapEntry.getField(key)) || value.getJavaType() != FieldDescriptor.JavaType.STRING) {
+            return mapEntry;
+        }
+        return mapEntry.toBuilder().setField(value, REDACTED).build();
     }
 
     static boolean isSecret(FieldDescriptor field) {

@@ -31,6 +31,19 @@ class SecretsTest {
     }
 
     @Test
+    void serviceAccountTokensInAVolumeContextAreRedacted() {
+        String tokens = "{\"strata.csi.dev\":{\"token\":\"eyJhbGciOiJSUzI1NiJ9.secret\",\"expirationTimestamp\":\"2026-11-27T05:00:00Z\"}}";
+        var request = Csi.NodePublishVolumeRequest.newBuilder().setVolumeId("vol-1")
+                .putVolumeContext(Secrets.SERVICE_ACCOUNT_TOKENS, tokens)
+                .putVolumeContext("csi.storage.k8s.io/pod.name", "web-0")
+                .build();
+        String logged = TextFormat.printer().shortDebugString(Secrets.redact(request));
+        assertFalse(logged.contains("eyJhbGciOiJSUzI1NiJ9"), logged);
+        assertTrue(logged.contains(Secrets.SERVICE_ACCOUNT_TOKENS) && logged.contains(Secrets.REDACTED), logged);
+        assertTrue(logged.contains("web-0"), logged);
+    }
+
+    @Test
     void messageWithoutSecretsIsUnchanged() {
         CreateVolumeRequest request = CreateVolumeRequest.newBuilder().setName("pvc-1").putParameters("fsType", "xfs").build();
         assertEquals(request, Secrets.redact(request));
