@@ -21,6 +21,7 @@ import dev.strata.csi.testing.SystemState;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.Sockets;
 import io.grpc.Channel;
+import io.grpc.ClientInterceptors;
 import io.grpc.ManagedChannel;
 import io.grpc.ManagedChannelBuilder;
 import java.io.IOException;
@@ -148,17 +149,22 @@ final class ConformanceTarget implements AutoCloseable {
                 staging, mount, List.of(staging, mount));
     }
 
-    /** Our image's servers in containers; staging and pod directories in the directory they share with this host. */
+    /**
+     * Our image's servers in containers, run as deploy/ runs them; staging and pod directories
+     * where kubelet makes them, below kubelet's directory on the node (a directory of the test).
+     */
     private static ConformanceTarget openContainers(Path dir) throws Exception {
         DriverContainers driver = DriverContainers.start(dir);
         try {
             String run = "conformance-" + randomHex();
-            Path staging = Files.createDirectories(driver.shared().resolve("staging").resolve(run));
-            Path mount = Files.createDirectories(driver.shared().resolve("mnt").resolve(run));
+            Path staging = Files.createDirectories(driver.kubeletDir().resolve("plugins/kubernetes.io/csi")
+                    .resolve(driver.driverName()).resolve(run));
+            Path mount = Files.createDirectories(driver.kubeletDir().resolve("pods").resolve(run));
             ManagedChannel controllerChannel = Sockets.channel(driver.controllerSocket());
             ManagedChannel nodeChannel = Sockets.channel(driver.nodeSocket());
-            return new ConformanceTarget(null, driver, controllerChannel, nodeChannel, List.of(controllerChannel, nodeChannel),
-                    staging, mount, List.of(staging, mount));
+            return new ConformanceTarget(null, driver, controllerChannel,
+                    ClientInterceptors.intercept(nodeChannel, new ContainerPaths(driver::inNode)),
+                    List.of(controllerChannel, nodeChannel), staging, mount, List.of(staging, mount));
         } catch (Exception | AssertionError e) {
             driver.close();
             throw e;
@@ -294,7 +300,7 @@ final class ConformanceTarget implements AutoCloseable {
             nodeChannel = cluster.restartNode(nodeId()).channel();
         } else {
             containers.restartNode();
-            ((ManagedChannel) nodeChannel).resetConnectBackoff();
+            ownChannels.forEach(ManagedChannel::resetConnectBackoff);
         }
     }
 
