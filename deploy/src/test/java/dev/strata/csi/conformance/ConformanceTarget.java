@@ -7,6 +7,7 @@ import csi.v1.ControllerGrpc;
 import csi.v1.Csi.ControllerGetCapabilitiesRequest;
 import csi.v1.Csi.ControllerServiceCapability;
 import csi.v1.Csi.GetPluginCapabilitiesRequest;
+import csi.v1.Csi.ListVolumesRequest;
 import csi.v1.Csi.NodeGetCapabilitiesRequest;
 import csi.v1.Csi.NodeGetInfoRequest;
 import csi.v1.Csi.NodeGetInfoResponse;
@@ -24,6 +25,8 @@ import io.grpc.Channel;
 import io.grpc.ClientInterceptors;
 import io.grpc.ManagedChannel;
 import io.grpc.ManagedChannelBuilder;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
@@ -162,12 +165,34 @@ final class ConformanceTarget implements AutoCloseable {
             Path mount = Files.createDirectories(driver.kubeletDir().resolve("pods").resolve(run));
             ManagedChannel controllerChannel = Sockets.channel(driver.controllerSocket());
             ManagedChannel nodeChannel = Sockets.channel(driver.nodeSocket());
+            awaitSettled(controllerChannel);
             return new ConformanceTarget(null, driver, controllerChannel,
                     ClientInterceptors.intercept(nodeChannel, new ContainerPaths(driver::inNode)),
                     List.of(controllerChannel, nodeChannel), staging, mount, List.of(staging, mount));
         } catch (Exception | AssertionError e) {
             driver.close();
             throw e;
+        }
+    }
+
+    /**
+     * Waits, as the sidecars' retries do, while controller-server answers UNAVAILABLE after its
+     * start (--agent-settle-time, which deploy/ leaves at its default): until then it cannot tell
+     * an agent on its way back from a node that has none.
+     */
+    private static void awaitSettled(Channel controller) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(CALL_TIMEOUT_SECONDS);
+        while (true) {
+            try {
+                ControllerGrpc.newBlockingStub(controller).withDeadlineAfter(CALL_TIMEOUT_SECONDS, TimeUnit.SECONDS)
+                        .listVolumes(ListVolumesRequest.newBuilder().setMaxEntries(1).build());
+                return;
+            } catch (StatusRuntimeException e) {
+                if (e.getStatus().getCode() != Status.Code.UNAVAILABLE || System.nanoTime() > deadline) {
+                    throw e;
+                }
+            }
+            Thread.sleep(500);
         }
     }
 

@@ -170,10 +170,13 @@ final class DriverContainers implements AutoCloseable {
 
         Path deploy = Kubelet.deployDir().toAbsolutePath();
         Path repository = deploy.getParent();
+        long started = System.nanoTime();
         String image = new ImageFromDockerfile(IMAGE, false)
                 .withDockerfile(repository.resolve("Dockerfile"))
                 .withBuildArg("BASE_IMAGE", base)
                 .get();
+        Duration built = Duration.ofNanos(System.nanoTime() - started);
+        started = System.nanoTime();
 
         Path credentials = dir.resolve("credentials");
         String made = SystemState.run("bash", repository.resolve("hack/agent-credentials.sh").toString(), credentials.toString(), "2");
@@ -201,12 +204,15 @@ final class DriverContainers implements AutoCloseable {
         }
         DriverContainers driver = new DriverContainers(dir, kubelet, apiServer, network);
         try {
+            // Both pods start at once, as on a cluster: the node agent registers once the controller listens.
             Server controller = driver.run(image, kubelet.prepare("Deployment", "strata-controller"));
-            driver.awaitReady(controller, List.of(controller.listening()));
             Server node = driver.run(image, kubelet.prepare("DaemonSet", "strata-node"));
+            driver.awaitReady(controller, List.of(controller.listening()));
             // Registered with the controller (CreateVolume can place volumes on it) and listening on its
             // CSI socket, in either order.
             driver.awaitReady(node, List.of(REGISTERED, node.listening()));
+            System.out.printf("containers: image built in %d s, servers ready %d s later%n", built.toSeconds(),
+                    Duration.ofNanos(System.nanoTime() - started).toSeconds());
             return driver;
         } catch (Exception | AssertionError e) {
             driver.close();

@@ -613,23 +613,11 @@ public final class Kubelet implements AutoCloseable {
 
     /** A Kubernetes quantity of bytes: 320Mi, 1G, 1000. */
     static long quantity(String value, String at) {
-        Matcher matcher = Pattern.compile("(\\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?").matcher(value);
-        if (!matcher.matches()) {
+        long bytes = Quantities.bytes(value);
+        if (bytes < 0) {
             throw new AssertionError(at + ": quantity " + value + " is not understood by the test");
         }
-        long number = Long.parseLong(matcher.group(1));
-        String suffix = matcher.group(2) == null ? "" : matcher.group(2);
-        return number * switch (suffix) {
-            case "Ki" -> 1L << 10;
-            case "Mi" -> 1L << 20;
-            case "Gi" -> 1L << 30;
-            case "Ti" -> 1L << 40;
-            case "k" -> 1000L;
-            case "M" -> 1000_000L;
-            case "G" -> 1000_000_000L;
-            case "T" -> 1000_000_000_000L;
-            default -> 1L;
-        };
+        return bytes;
     }
 
     /** A CPU quantity: 500m, 2. */
