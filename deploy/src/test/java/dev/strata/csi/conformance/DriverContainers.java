@@ -26,6 +26,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.stream.Collectors;
 import org.testcontainers.DockerClientFactory;
 import org.testcontainers.containers.GenericContainer;
@@ -171,12 +173,11 @@ final class DriverContainers implements AutoCloseable {
         Path deploy = Kubelet.deployDir().toAbsolutePath();
         Path repository = deploy.getParent();
         long started = System.nanoTime();
-        String image = new ImageFromDockerfile(IMAGE, false)
+        // The image builds while the credentials, the apiserver stand-in and the node's directories are made.
+        CompletableFuture<String> building = CompletableFuture.supplyAsync(() -> new ImageFromDockerfile(IMAGE, false)
                 .withDockerfile(repository.resolve("Dockerfile"))
                 .withBuildArg("BASE_IMAGE", base)
-                .get();
-        Duration built = Duration.ofNanos(System.nanoTime() - started);
-        started = System.nanoTime();
+                .get());
 
         Path credentials = dir.resolve("credentials");
         String made = SystemState.run("bash", repository.resolve("hack/agent-credentials.sh").toString(), credentials.toString(), "2");
@@ -204,6 +205,14 @@ final class DriverContainers implements AutoCloseable {
         }
         DriverContainers driver = new DriverContainers(dir, kubelet, apiServer, network);
         try {
+            String image;
+            try {
+                image = building.join();
+            } catch (CompletionException e) {
+                throw new AssertionError("the image does not build from the Dockerfile: " + e.getCause().getMessage(), e.getCause());
+            }
+            Duration built = Duration.ofNanos(System.nanoTime() - started);
+            started = System.nanoTime();
             // Both pods start at once, as on a cluster: the node agent registers once the controller listens.
             Server controller = driver.run(image, kubelet.prepare("Deployment", "strata-controller"));
             Server node = driver.run(image, kubelet.prepare("DaemonSet", "strata-node"));
@@ -211,7 +220,7 @@ final class DriverContainers implements AutoCloseable {
             // Registered with the controller (CreateVolume can place volumes on it) and listening on its
             // CSI socket, in either order.
             driver.awaitReady(node, List.of(REGISTERED, node.listening()));
-            System.out.printf("containers: image built in %d s, servers ready %d s later%n", built.toSeconds(),
+            System.out.printf("containers: image built after %d s, servers ready %d s later%n", built.toSeconds(),
                     Duration.ofNanos(System.nanoTime() - started).toSeconds());
             return driver;
         } catch (Exception | AssertionError e) {
