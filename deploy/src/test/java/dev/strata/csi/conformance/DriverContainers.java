@@ -161,7 +161,13 @@ final class DriverContainers implements AutoCloseable {
         awaitReady(node, List.of(REGISTERED, node.listening()), registered, listened);
     }
 
+    /** The servers as deploy/ runs them. */
     static DriverContainers start(Path dir) throws Exception {
+        return start(dir, Kubelet.deployDir().toAbsolutePath());
+    }
+
+    /** The servers as the manifests in {@code deploy} (a copy of deploy/, perhaps edited) run them; the image is the repository's. */
+    static DriverContainers start(Path dir, Path deploy) throws Exception {
         boolean required = Boolean.getBoolean(REQUIRE_PROPERTY);
         String base = System.getProperty(BASE_IMAGE_PROPERTY);
         unlessPossible(DockerClientFactory.instance().isDockerAvailable(), required,
@@ -170,8 +176,7 @@ final class DriverContainers implements AutoCloseable {
                 "no base image given with -D" + BASE_IMAGE_PROPERTY + " (hack/test.sh builds one with hack/base-image.sh)");
         Root.require();
 
-        Path deploy = Kubelet.deployDir().toAbsolutePath();
-        Path repository = deploy.getParent();
+        Path repository = Kubelet.deployDir().toAbsolutePath().getParent();
         long started = System.nanoTime();
         // The image builds while the credentials, the apiserver stand-in and the node's directories are made.
         CompletableFuture<String> building = CompletableFuture.supplyAsync(() -> new ImageFromDockerfile(IMAGE, false)
