@@ -45,8 +45,13 @@ record Container(Map<String, Object> body) {
 
     /** Every argument that is a flag, in order (so a flag given twice shows twice). */
     List<Arg> flags() {
+        return flags(args());
+    }
+
+    /** The flags of a command line, as {@link #flags()} reads them. */
+    static List<Arg> flags(List<String> args) {
         List<Arg> flags = new ArrayList<>();
-        for (String arg : args()) {
+        for (String arg : args) {
             if (arg.startsWith("-")) {
                 String body = arg.replaceFirst("^--?", "");
                 int eq = body.indexOf('=');

@@ -37,7 +37,6 @@ final class ManifestChecks {
     private static final Set<String> SNAPSHOT_PARAMETERS = Set.of();
     private static final String SNAPSHOT_CONTROLLER_IMAGE = "registry.k8s.io/sig-storage/snapshot-controller";
     private static final String EXTERNAL_SNAPSHOTTER = "https://github.com/kubernetes-csi/external-snapshotter";
-    private static final Pattern QUANTITY = Pattern.compile("([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T|)");
 
     private final Manifests manifests;
 
@@ -516,22 +515,7 @@ final class ManifestChecks {
     /** The claim's storage request in bytes; -1 when it has none or it is not a quantity. */
     static long storage(KubeObject claim) {
         String quantity = Tree.string(claim.body(), "spec", "resources", "requests", "storage");
-        Matcher matcher = QUANTITY.matcher(quantity == null ? "" : quantity);
-        if (!matcher.matches()) {
-            return -1;
-        }
-        long factor = switch (matcher.group(2)) {
-            case "Ki" -> 1L << 10;
-            case "Mi" -> 1L << 20;
-            case "Gi" -> 1L << 30;
-            case "Ti" -> 1L << 40;
-            case "k" -> 1_000L;
-            case "M" -> 1_000_000L;
-            case "G" -> 1_000_000_000L;
-            case "T" -> 1_000_000_000_000L;
-            default -> 1L;
-        };
-        return Long.parseLong(matcher.group(1)) * factor;
+        return Quantities.bytes(quantity);
     }
 
     /**

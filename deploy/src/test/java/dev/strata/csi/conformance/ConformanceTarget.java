@@ -7,6 +7,7 @@ import csi.v1.ControllerGrpc;
 import csi.v1.Csi.ControllerGetCapabilitiesRequest;
 import csi.v1.Csi.ControllerServiceCapability;
 import csi.v1.Csi.GetPluginCapabilitiesRequest;
+import csi.v1.Csi.ListVolumesRequest;
 import csi.v1.Csi.NodeGetCapabilitiesRequest;
 import csi.v1.Csi.NodeGetInfoRequest;
 import csi.v1.Csi.NodeGetInfoResponse;
@@ -21,8 +22,11 @@ import dev.strata.csi.testing.SystemState;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.Sockets;
 import io.grpc.Channel;
+import io.grpc.ClientInterceptors;
 import io.grpc.ManagedChannel;
 import io.grpc.ManagedChannelBuilder;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
@@ -148,20 +152,47 @@ final class ConformanceTarget implements AutoCloseable {
                 staging, mount, List.of(staging, mount));
     }
 
-    /** Our image's servers in containers; staging and pod directories in the directory they share with this host. */
+    /**
+     * Our image's servers in containers, run as deploy/ runs them; staging and pod directories
+     * where kubelet makes them, below kubelet's directory on the node (a directory of the test).
+     */
     private static ConformanceTarget openContainers(Path dir) throws Exception {
         DriverContainers driver = DriverContainers.start(dir);
         try {
             String run = "conformance-" + randomHex();
-            Path staging = Files.createDirectories(driver.shared().resolve("staging").resolve(run));
-            Path mount = Files.createDirectories(driver.shared().resolve("mnt").resolve(run));
+            Path staging = Files.createDirectories(driver.kubeletDir().resolve("plugins/kubernetes.io/csi")
+                    .resolve(driver.driverName()).resolve(run));
+            Path mount = Files.createDirectories(driver.kubeletDir().resolve("pods").resolve(run));
             ManagedChannel controllerChannel = Sockets.channel(driver.controllerSocket());
             ManagedChannel nodeChannel = Sockets.channel(driver.nodeSocket());
-            return new ConformanceTarget(null, driver, controllerChannel, nodeChannel, List.of(controllerChannel, nodeChannel),
-                    staging, mount, List.of(staging, mount));
+            awaitSettled(controllerChannel);
+            return new ConformanceTarget(null, driver, controllerChannel,
+                    ClientInterceptors.intercept(nodeChannel, new ContainerPaths(driver::inNode)),
+                    List.of(controllerChannel, nodeChannel), staging, mount, List.of(staging, mount));
         } catch (Exception | AssertionError e) {
             driver.close();
             throw e;
+        }
+    }
+
+    /**
+     * Waits, as the sidecars' retries do, while controller-server answers UNAVAILABLE after its
+     * start (--agent-settle-time, which deploy/ leaves at its default): until then it cannot tell
+     * an agent on its way back from a node that has none.
+     */
+    private static void awaitSettled(Channel controller) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(CALL_TIMEOUT_SECONDS);
+        while (true) {
+            try {
+                ControllerGrpc.newBlockingStub(controller).withDeadlineAfter(CALL_TIMEOUT_SECONDS, TimeUnit.SECONDS)
+                        .listVolumes(ListVolumesRequest.newBuilder().setMaxEntries(1).build());
+                return;
+            } catch (StatusRuntimeException e) {
+                if (e.getStatus().getCode() != Status.Code.UNAVAILABLE || System.nanoTime() > deadline) {
+                    throw e;
+                }
+            }
+            Thread.sleep(500);
         }
     }
 
@@ -294,7 +325,7 @@ final class ConformanceTarget implements AutoCloseable {
             nodeChannel = cluster.restartNode(nodeId()).channel();
         } else {
             containers.restartNode();
-            ((ManagedChannel) nodeChannel).resetConnectBackoff();
+            ownChannels.forEach(ManagedChannel::resetConnectBackoff);
         }
     }
 
