@@ -88,11 +88,6 @@ public final class ImagePool {
         return snapshots;
     }
 
-    /** Creates the image, or returns it when it exists with the same size and allocation. */
-    public Image create(String name, long capacityBytes, Allocation allocation) throws IOException, DeviceException, MountException {
-        return create(name, capacityBytes, allocation, Optional.empty());
-    }
-
     /**
      * Creates the image, empty or as a copy of {@code source} (a snapshot: restore; another image:
      * clone) grown to {@code capacityBytes}, or returns it when it exists with the same size,
