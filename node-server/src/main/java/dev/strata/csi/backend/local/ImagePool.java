@@ -257,8 +257,8 @@ public final class ImagePool {
      * {@code expiry}: a copy nobody comes back for (its volume's PVC was deleted while
      * external-provisioner retried, and the provisioner restarted and forgot it), whose file and
      * reserved capacity would stay forever. It goes the way of a delete (DELETING first, so the
-     * next start finishes an interrupted removal). A record from before the step time was kept
-     * gets it now: its idle time counts from here. The caller holds the image's lock, as every
+     * next start finishes an interrupted removal). Every RECEIVING record is written with the time
+     * of its step. The caller holds the image's lock, as every
      * transfer step does: a step either came first, and the image is kept, or finds it gone.
      * Returns whether the image was removed.
      */
@@ -268,12 +268,6 @@ public final class ImagePool {
             return false;
         }
         ImageRecord record = found.get();
-        if (!record.hasReceiveProgressTime()) {
-            progressed(record.toBuilder());
-            log.info("partly received image without the time of its last transfer step (an older release's record); "
-                    + "it counts as idle from now", "volume", name, "received_bytes", record.getReceivedBytes());
-            return false;
-        }
         Instant last = Instant.ofEpochSecond(record.getReceiveProgressTime().getSeconds(), record.getReceiveProgressTime().getNanos());
         Duration idle = Duration.between(last, clock.instant());
         if (idle.compareTo(expiry) < 0) {
@@ -543,7 +537,7 @@ public final class ImagePool {
                 } else if (device.deleted() && device.backingFile().getNameCount() == 1
                         && device.backingFile().toString().endsWith(IMAGE_SUFFIX)) {
                     log.warn("a loop device holds a deleted image of a container that is gone; if it was this pool's "
-                            + "(an older release left such devices after restarts), detach it with losetup --detach",
+                            + "(an image removed by hand while attached), detach it with losetup --detach",
                             "device", device.device(), "file", device.backingFile());
                 }
             } catch (Exception e) {

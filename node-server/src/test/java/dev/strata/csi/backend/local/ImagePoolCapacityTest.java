@@ -313,27 +313,6 @@ class ImagePoolCapacityTest {
         assertTrue(pool.exists("pvc-ready"));
     }
 
-    /** A record written before the step time was kept: idle from when this agent first saw it, and that time is kept. */
-    @Test
-    void anOlderRecordWithoutTheStepTimeCountsFromWhenFirstSeen() throws Exception {
-        MovingClock clock = new MovingClock();
-        pool(10 * GIB, 0, clock).receive("pvc-old", 2 * GIB, Allocation.SPARSE, ELSEWHERE);
-        Path record = dir.resolve("pvc-old.record");
-        String older = Files.readString(record).replaceAll("receive_progress_time \\{[^}]*\\}\\s*", "");
-        assertFalse(older.contains("receive_progress_time"), older);
-        Files.writeString(record, older);
-
-        clock.advance(EXPIRY.multipliedBy(5));
-        ImagePool restarted = pool(10 * GIB, 0, clock);
-        assertFalse(restarted.removeIfAbandoned("pvc-old", EXPIRY), "first seen just now");
-        assertTrue(Files.readString(record).contains("receive_progress_time"), "the first sight is recorded, over restarts");
-        clock.advance(EXPIRY.minusSeconds(1));
-        assertFalse(pool(10 * GIB, 0, clock).removeIfAbandoned("pvc-old", EXPIRY));
-        clock.advance(Duration.ofSeconds(1));
-        assertTrue(pool(10 * GIB, 0, clock).removeIfAbandoned("pvc-old", EXPIRY));
-        assertEquals(List.of(), files());
-    }
-
     private List<String> files() throws IOException {
         try (var listing = Files.list(dir)) {
             return listing.map(f -> f.getFileName().toString()).filter(name -> !name.startsWith(".")).sorted().toList();
