@@ -19,6 +19,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.regex.Matcher;
@@ -60,8 +61,8 @@ class DocsTest {
     @Test
     void aBrokenLinkOrHeadingIsFound(@TempDir Path dir) throws IOException {
         Path page = Files.writeString(dir.resolve("page.md"), "# A page\n\n## Some Section: here\n");
-        assertEquals(java.util.Optional.empty(), brokenLink(page, "page.md#some-section-here"));
-        assertEquals(java.util.Optional.empty(), brokenLink(page, "#a-page"));
+        assertEquals(Optional.empty(), brokenLink(page, "page.md#some-section-here"));
+        assertEquals(Optional.empty(), brokenLink(page, "#a-page"));
         assertTrue(brokenLink(page, "page.md#some-other-section").isPresent());
         assertTrue(brokenLink(page, "missing.md").isPresent());
         assertEquals(List.of("page.md#a-page"), links(Files.writeString(dir.resolve("links.md"),
@@ -176,18 +177,24 @@ class DocsTest {
         return pages;
     }
 
-    /** The relative link targets of a page, outside code blocks and code spans. */
-    private static List<String> links(Path page) throws IOException {
-        List<String> targets = new ArrayList<>();
+    /** The lines of a page outside its fenced code blocks. */
+    private static List<String> prose(Path page) throws IOException {
+        List<String> prose = new ArrayList<>();
         boolean inBlock = false;
         for (String line : Files.readAllLines(page)) {
             if (line.strip().startsWith("```")) {
                 inBlock = !inBlock;
-                continue;
+            } else if (!inBlock) {
+                prose.add(line);
             }
-            if (inBlock) {
-                continue;
-            }
+        }
+        return prose;
+    }
+
+    /** The relative link targets of a page, outside code blocks and code spans. */
+    private static List<String> links(Path page) throws IOException {
+        List<String> targets = new ArrayList<>();
+        for (String line : prose(page)) {
             Matcher link = LINK.matcher(line.replaceAll("`[^`]*`", ""));
             while (link.find()) {
                 String target = link.group(1);
@@ -200,28 +207,25 @@ class DocsTest {
     }
 
     /** Why {@code target}, linked from {@code page}, leads nowhere; empty when it resolves. */
-    private static java.util.Optional<String> brokenLink(Path page, String target) throws IOException {
+    private static Optional<String> brokenLink(Path page, String target) throws IOException {
         int hash = target.indexOf('#');
         String path = hash < 0 ? target : target.substring(0, hash);
         Path file = path.isEmpty() ? page : page.getParent().resolve(path).normalize();
         String where = REPO.relativize(page.toAbsolutePath()) + ": " + target;
         if (!Files.exists(file)) {
-            return java.util.Optional.of(where + " (no such file)");
+            return Optional.of(where + " (no such file)");
         }
         if (hash >= 0 && !(file.toString().endsWith(".md") && anchors(file).contains(target.substring(hash + 1)))) {
-            return java.util.Optional.of(where + " (no such heading)");
+            return Optional.of(where + " (no such heading)");
         }
-        return java.util.Optional.empty();
+        return Optional.empty();
     }
 
     /** The anchors GitHub makes of a page's headings: lower case, punctuation dropped, spaces as hyphens. */
     private static Set<String> anchors(Path page) throws IOException {
         Set<String> anchors = new LinkedHashSet<>();
-        boolean inBlock = false;
-        for (String line : Files.readAllLines(page)) {
-            if (line.strip().startsWith("```")) {
-                inBlock = !inBlock;
-            } else if (!inBlock && line.startsWith("#")) {
+        for (String line : prose(page)) {
+            if (line.startsWith("#")) {
                 String text = line.replaceFirst("^#+\\s*", "").toLowerCase(Locale.ROOT);
                 anchors.add(text.replaceAll("[^\\p{L}\\p{N} _-]", "").replace(' ', '-'));
             }
