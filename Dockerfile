@@ -1,5 +1,5 @@
 # One image with both programs, controller-server and node-server, and the tools node-server runs.
-# Build the jars first, then the image (README, "Image"):
+# Build the jars first, then the image (docs/install.md, "The image"):
 #   mvn package -DskipTests
 #   docker build --build-arg BASE_IMAGE=<a Debian- or Ubuntu-based image with a Java 21+ runtime> -t strata-csi:0.1.0 .
 # The default base is the public Eclipse Temurin 21 JRE image (Ubuntu-based, not a slim image); CI
@@ -33,7 +33,7 @@ COPY controller-server/target/controller-server.jar /opt/strata/controller-serve
 COPY node-server/target/node-server.jar /opt/strata/node-server.jar
 
 # Each server's AOT cache (JDK 25+), trained on a start of both servers here, so that a server in
-# the image is ready sooner (README, "Footprint"); with an older Java there is none.
+# the image is ready sooner (docs/benchmarks.md, "Footprint"); with an older Java there is none.
 COPY deploy/image/ /opt/strata/bin/
 RUN /opt/strata/bin/aot-train
 

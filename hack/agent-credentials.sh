@@ -6,7 +6,7 @@
 #
 # hack/agent-credentials.sh --renew DIR [DAYS]: a new tls.crt and tls.key from the CA already in
 # DIR (ca.crt, and ca.key brought back from where it is kept offline); token and CA stay, so the
-# servers pick the new certificate up without a restart (README "Rotating the agent certificates").
+# servers pick the new certificate up without a restart (docs/operations.md "Rotating the agent certificates").
 set -euo pipefail
 renew=false
 if [ "${1:-}" = --renew ]; then

@@ -16,7 +16,7 @@ if [ "${java_feature%%.*}" -lt 25 ] 2>/dev/null; then
   exit 0
 fi
 if [ $# -ge 3 ]; then
-  exec java @"$REPO_ROOT/deploy/jvm.options" -cp "$REPO_ROOT/controller-server/target/lib/*" \
+  exec java @"$REPO_ROOT/deploy/jvm.options" "${UNSAFE_ALLOW[@]}" -cp "$REPO_ROOT/controller-server/target/lib/*" \
     "$REPO_ROOT/hack/local/AotTraining.java" "$REPO_ROOT" "$3" "$1" "$(realpath "$2")"
 fi
 caches="$REPO_ROOT/target/aot"
@@ -32,6 +32,6 @@ if $fresh; then
 fi
 echo "hack: training the servers' AOT caches (target/aot)" >&2
 rm -rf "$caches" "$caches.new"
-java @"$REPO_ROOT/deploy/jvm.options" -cp "$REPO_ROOT/controller-server/target/lib/*" \
+java @"$REPO_ROOT/deploy/jvm.options" "${UNSAFE_ALLOW[@]}" -cp "$REPO_ROOT/controller-server/target/lib/*" \
   "$REPO_ROOT/hack/local/AotTraining.java" "$REPO_ROOT" "$caches.new" "${1:-5}"
 mv "$caches.new" "$caches"

@@ -11,5 +11,5 @@ mvn_run -q package -DskipTests
 # they run. With the JVM's default compilers it would spend a core on C2 compilations during the
 # measured rounds, taking it from the servers and the tools alike on a small machine; it runs with
 # the servers' options instead (C1 only, compiled early).
-java @"$REPO_ROOT/deploy/jvm.options" -cp "$REPO_ROOT/controller-server/target/lib/*" \
+java @"$REPO_ROOT/deploy/jvm.options" "${UNSAFE_ALLOW[@]}" -cp "$REPO_ROOT/controller-server/target/lib/*" \
   "$REPO_ROOT/hack/local/Bench.java" "$REPO_ROOT" "${1:-30}" "${2:-200}" "${3:-20}"

@@ -14,6 +14,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 mvn_run -q package -DskipTests
 "$REPO_ROOT/hack/aot-cache.sh"
 echo "machine: $(nproc) cores, $(uname -r), $("$JAVA_HOME/bin/java" -version 2>&1 | head -1), load $(cut -d' ' -f1-3 /proc/loadavg)"
-java @"$REPO_ROOT/deploy/jvm.options" -cp "$REPO_ROOT/controller-server/target/lib/*" \
+java @"$REPO_ROOT/deploy/jvm.options" "${UNSAFE_ALLOW[@]}" -cp "$REPO_ROOT/controller-server/target/lib/*" \
   "$REPO_ROOT/hack/local/Footprint.java" "$REPO_ROOT" "${1:-5}" "${2:-20}" "${3:-10000}" "${@:4}"
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

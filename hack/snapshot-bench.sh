@@ -9,5 +9,5 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 mvn_run -q package -DskipTests
 "$REPO_ROOT/hack/aot-cache.sh"
-java @"$REPO_ROOT/deploy/jvm.options" -cp "$REPO_ROOT/controller-server/target/lib/*" \
+java @"$REPO_ROOT/deploy/jvm.options" "${UNSAFE_ALLOW[@]}" -cp "$REPO_ROOT/controller-server/target/lib/*" \
   "$REPO_ROOT/hack/local/SnapshotBench.java" "$REPO_ROOT" "${1:-3}"

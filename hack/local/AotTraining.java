@@ -19,19 +19,23 @@ final class AotTraining {
         Path options = args.length > 3 ? Path.of(args[3]) : repo.resolve("deploy/jvm.options");
         Files.createDirectories(caches);
         LocalCluster.Jvm training = new LocalCluster.Jvm(options, caches, true);
+        Path work;
         try (LocalCluster cluster = LocalCluster.start(repo, training, "node-a")) {
+            work = cluster.work;
             for (int i = 0; i < pipelines; i++) {
                 Bench.driverPipeline(cluster, "training-" + i, new Bench.Samples());
             }
             List<String> left = cluster.stopAndListLeftovers();
             if (!left.isEmpty()) {
-                throw new IllegalStateException("the training run left " + left);
+                throw new IllegalStateException("the training run left " + left + "; see the servers' logs in " + work);
             }
         }
         for (String program : List.of("controller-server", "node-server")) {
             if (!Files.isRegularFile(caches.resolve(program + ".aot"))) {
-                throw new IllegalStateException("no AOT cache written for " + program + "; see the servers' logs");
+                throw new IllegalStateException("no AOT cache written for " + program + "; see the servers' logs in " + work);
             }
         }
+        // A clean run's work directory (logs, token, empty pools) is of no further use: nothing is left in /tmp.
+        LocalCluster.removeTree(work);
     }
 }

@@ -151,16 +151,8 @@ final class Footprint {
             clusters.forEach(LocalCluster::close);
             idle.forEach(Process::destroyForcibly);
             idleFloors.forEach(GrpcFloorRun.Running::close);
-            removeTree(floorJar.getParent());
-            removeTree(bare);
-        }
-    }
-
-    private static void removeTree(Path tree) throws java.io.IOException {
-        try (var paths = Files.walk(tree)) {
-            for (Path path : paths.sorted(java.util.Comparator.reverseOrder()).toList()) {
-                Files.deleteIfExists(path);
-            }
+            LocalCluster.removeTree(floorJar.getParent());
+            LocalCluster.removeTree(bare);
         }
     }
 

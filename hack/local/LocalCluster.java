@@ -271,6 +271,15 @@ final class LocalCluster implements AutoCloseable {
                 .build());
     }
 
+    /** Deletes {@code tree} and everything in it: a work directory once nothing is mounted or attached there. */
+    static void removeTree(Path tree) throws java.io.IOException {
+        try (var paths = Files.walk(tree)) {
+            for (Path path : paths.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(path);
+            }
+        }
+    }
+
     @Override
     public void close() {
         channels.values().forEach(ManagedChannel::shutdownNow);

@@ -68,11 +68,6 @@ public final class MountTable {
         return at(target).isPresent();
     }
 
-    /** The mounts of the filesystem with this device number (a block device's, for most disk filesystems). */
-    public List<MountPoint> ofDevice(DeviceNumber device) {
-        return mounts.stream().filter(m -> m.device().equals(device)).toList();
-    }
-
     /** The mounts at {@code dir} or anywhere below it, in the kernel's order: unmount them in reverse. */
     public List<MountPoint> under(Path dir) {
         Path path = normalize(dir);

@@ -39,7 +39,7 @@ class AgentSecurityTest {
     private final ByteArrayOutputStream logged = new ByteArrayOutputStream();
     private final Log log = new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0);
 
-    /** A CA rotation as the README describes it: the clients trust the new CA from the next handshake on. */
+    /** A CA rotation as docs/operations.md describes it: the clients trust the new CA from the next handshake on. */
     @Test
     void aReplacedCaFileIsTrustedByTheNextHandshake() throws Exception {
         Path oldCa = credentials("old");

@@ -76,12 +76,6 @@ class MountTableTest {
     }
 
     @Test
-    void findsEveryMountOfADevice() {
-        assertEquals(List.of(40, 41), table.ofDevice(DeviceNumber.parse("7:3")).stream().map(MountPoint::id).toList());
-        assertEquals(List.of(), table.ofDevice(new DeviceNumber(7, 4)));
-    }
-
-    @Test
     void underMeansAtOrBelowByWholePathComponents() {
         assertEquals(List.of(42, 43), table.under(Path.of("/mnt/stack")).stream().map(MountPoint::id).toList());
         assertEquals(List.of(42, 43, 44, 45), table.under(Path.of("/mnt")).stream().map(MountPoint::id).toList());

@@ -26,6 +26,7 @@ import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.backend.local.CrashPoint;
 import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Programs;
+import dev.strata.csi.testing.Progress;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.ServerProcess;
 import dev.strata.csi.testing.SystemState;
@@ -82,18 +83,41 @@ class CrashRecoveryTest {
         if (cluster != null) {
             cluster.close();
         }
-        System.out.printf("crash suite: %d crash points, %d scenarios, %d kills, %d restarts, %d retried calls, "
-                        + "%d invariant checks, %.1f s%n", CrashPoint.values().length, scenarios, kills, restarts, retries,
-                checks, (System.nanoTime() - started) / 1e9);
+        Progress.line("crash suite: %d crash points, %d scenarios, %d kills, %d restarts, %d retried calls, "
+                        + "%d invariant checks, %.1f s", CrashPoint.values().length, scenarios, kills, restarts, retries,
+                checks, seconds());
         assertEquals(List.of(), SystemState.cleanUp(dir), "the suite left mounts or loop devices behind");
     }
 
     @TestFactory
     Stream<DynamicTest> everyCrashPointAsAHostProcessAndAsAContainer() {
-        return Stream.of(Cluster.Launch.HOST, Cluster.Launch.CONTAINER).flatMap(launch -> Stream.of(CrashPoint.values())
+        List<CrashPoint> points = Stream.of(CrashPoint.values())
                 .filter(point -> !point.transfer()) // TransferCrashTest's, with two nodes
-                .map(point -> DynamicTest.dynamicTest(point + (launch.container() ? " in a container" : " as a host process"),
-                        () -> new Scenario(point, launch).run())));
+                .toList();
+        int total = 2 * points.size();
+        return Stream.of(Cluster.Launch.HOST, Cluster.Launch.CONTAINER).flatMap(launch -> points.stream()
+                .map(point -> DynamicTest.dynamicTest(point + where(launch), () -> {
+                    new Scenario(point, launch).run();
+                    // A line per operation's batch of points (a few seconds each): the suite runs for minutes.
+                    int next = points.indexOf(point) + 1;
+                    if (next == points.size() || !batch(points.get(next)).equals(batch(point))) {
+                        Progress.line("crash suite: %s crash points%s recovered; %d of %d scenarios, %.0f s",
+                                batch(point), where(launch), scenarios, total, seconds());
+                    }
+                })));
+    }
+
+    /** The operation a crash point belongs to: CREATE, DELETE, ATTACH, ... */
+    private static String batch(CrashPoint point) {
+        return point.name().split("_")[0];
+    }
+
+    private static String where(Cluster.Launch launch) {
+        return launch.container() ? " in a container" : " as a host process";
+    }
+
+    private static double seconds() {
+        return (System.nanoTime() - started) / 1e9;
     }
 
     /** A node reboot: every loop device and mount gone behind the driver's back; kubelet stages and publishes again. */

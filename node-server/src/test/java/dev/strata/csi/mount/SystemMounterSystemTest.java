@@ -47,7 +47,7 @@ class SystemMounterSystemTest {
         assertEquals(target.toRealPath(), mounted.mountPoint());
         assertTrue(mounted.options().contains("noexec"), mounted.toString());
         assertTrue(mounted.superOptions().contains("size=1024k"), mounted.toString());
-        assertTrue(mounter.table().ofDevice(mounted.device()).contains(mounted));
+        assertTrue(mounter.table().all().contains(mounted));
     }
 
     @Test

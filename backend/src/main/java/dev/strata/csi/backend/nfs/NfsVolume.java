@@ -65,10 +65,6 @@ public record NfsVolume(String server, String share, String subDir) {
         return new NfsVolume(server, share, "");
     }
 
-    public NfsVolume withSubDir(String dir) {
-        return new NfsVolume(server, share, dir);
-    }
-
     private static void checkServer(String server) {
         if (!HOST.matcher(server).matches() && !IPV6.matcher(server).matches()) {
             throw CsiException.invalidArgument(SERVER + " '" + CsiException.printable(server)

@@ -88,11 +88,6 @@ public final class ImagePool {
         return snapshots;
     }
 
-    /** Creates the image, or returns it when it exists with the same size and allocation. */
-    public Image create(String name, long capacityBytes, Allocation allocation) throws IOException, DeviceException, MountException {
-        return create(name, capacityBytes, allocation, Optional.empty());
-    }
-
     /**
      * Creates the image, empty or as a copy of {@code source} (a snapshot: restore; another image:
      * clone) grown to {@code capacityBytes}, or returns it when it exists with the same size,
@@ -262,8 +257,8 @@ public final class ImagePool {
      * {@code expiry}: a copy nobody comes back for (its volume's PVC was deleted while
      * external-provisioner retried, and the provisioner restarted and forgot it), whose file and
      * reserved capacity would stay forever. It goes the way of a delete (DELETING first, so the
-     * next start finishes an interrupted removal). A record from before the step time was kept
-     * gets it now: its idle time counts from here. The caller holds the image's lock, as every
+     * next start finishes an interrupted removal). Every RECEIVING record is written with the time
+     * of its step. The caller holds the image's lock, as every
      * transfer step does: a step either came first, and the image is kept, or finds it gone.
      * Returns whether the image was removed.
      */
@@ -273,12 +268,6 @@ public final class ImagePool {
             return false;
         }
         ImageRecord record = found.get();
-        if (!record.hasReceiveProgressTime()) {
-            progressed(record.toBuilder());
-            log.info("partly received image without the time of its last transfer step (an older release's record); "
-                    + "it counts as idle from now", "volume", name, "received_bytes", record.getReceivedBytes());
-            return false;
-        }
         Instant last = Instant.ofEpochSecond(record.getReceiveProgressTime().getSeconds(), record.getReceiveProgressTime().getNanos());
         Duration idle = Duration.between(last, clock.instant());
         if (idle.compareTo(expiry) < 0) {
@@ -548,7 +537,7 @@ public final class ImagePool {
                 } else if (device.deleted() && device.backingFile().getNameCount() == 1
                         && device.backingFile().toString().endsWith(IMAGE_SUFFIX)) {
                     log.warn("a loop device holds a deleted image of a container that is gone; if it was this pool's "
-                            + "(an older release left such devices after restarts), detach it with losetup --detach",
+                            + "(an image removed by hand while attached), detach it with losetup --detach",
                             "device", device.device(), "file", device.backingFile());
                 }
             } catch (Exception e) {

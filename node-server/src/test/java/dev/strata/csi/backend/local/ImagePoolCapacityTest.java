@@ -205,9 +205,9 @@ class ImagePoolCapacityTest {
     @Test
     void sparseImagesReserveTheirWholeSize() throws Exception {
         ImagePool pool = pool(10 * GIB, 0);
-        pool.create("pvc-a", 6 * GIB, Allocation.SPARSE);
+        pool.create("pvc-a", 6 * GIB, Allocation.SPARSE, Optional.empty());
         assertEquals(4 * GIB, pool.status().getAvailableBytes(), "a sparse image can still be filled");
-        CsiException full = assertThrows(CsiException.class, () -> pool.create("pvc-b", 5 * GIB, Allocation.SPARSE));
+        CsiException full = assertThrows(CsiException.class, () -> pool.create("pvc-b", 5 * GIB, Allocation.SPARSE, Optional.empty()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, full.code());
         assertEquals(List.of("pvc-a.img", "pvc-a.record"), files());
     }
@@ -221,7 +221,7 @@ class ImagePoolCapacityTest {
             for (String name : List.of("pvc-a", "pvc-b")) {
                 calls.add(callers.submit(() -> {
                     try {
-                        pool.create(name, 8 * GIB, Allocation.SPARSE);
+                        pool.create(name, 8 * GIB, Allocation.SPARSE, Optional.empty());
                         return Status.Code.OK;
                     } catch (CsiException e) {
                         return e.code();
@@ -248,7 +248,7 @@ class ImagePoolCapacityTest {
     void aSnapshotIsAdmittedAgainstThePoolsRoom() throws Exception {
         SmallPool files = new SmallPool(10 * GIB, 0);
         ImagePool pool = pool(files, Clock.systemUTC());
-        pool.create("pvc-a", 6 * GIB, Allocation.SPARSE);
+        pool.create("pvc-a", 6 * GIB, Allocation.SPARSE, Optional.empty());
         files.written.put(pool.imagePath("pvc-a"), 5 * GIB);
         assertEquals(4 * GIB, pool.status().getAvailableBytes(), "5 GiB free, 1 GiB of them the image may still take");
         CsiException full = assertThrows(CsiException.class, () -> pool.snapshots().take("snap-a", "pvc-a", false));
@@ -261,7 +261,7 @@ class ImagePoolCapacityTest {
         pool.snapshots().take("snap-a", "pvc-a", false);
         assertEquals(List.of("snap-a"), pool.snapshots().list().stream().map(dev.strata.csi.agent.api.Snapshot::getName).toList());
         assertEquals(2 * GIB, pool.status().getAvailableBytes(), "10 GiB less the image's 2 written and 4 to come, less the copy's 2");
-        CsiException noRoom = assertThrows(CsiException.class, () -> pool.create("pvc-b", 3 * GIB, Allocation.SPARSE));
+        CsiException noRoom = assertThrows(CsiException.class, () -> pool.create("pvc-b", 3 * GIB, Allocation.SPARSE, Optional.empty()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, noRoom.code());
     }
 
@@ -286,7 +286,7 @@ class ImagePoolCapacityTest {
     void aCopyIdleForTheExpiryIsRemovedAndItsCapacityGivenBack() throws Exception {
         MovingClock clock = new MovingClock();
         ImagePool pool = pool(10 * GIB, 0, clock);
-        pool.create("pvc-ready", GIB, Allocation.SPARSE);
+        pool.create("pvc-ready", GIB, Allocation.SPARSE, Optional.empty());
         pool.receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE);
         assertEquals(3 * GIB, pool.status().getAvailableBytes(), "the partial image reserves its capacity");
 
@@ -311,27 +311,6 @@ class ImagePoolCapacityTest {
         clock.advance(EXPIRY.multipliedBy(10));
         assertFalse(pool.removeIfAbandoned("pvc-ready", EXPIRY), "a READY volume is never an abandoned copy");
         assertTrue(pool.exists("pvc-ready"));
-    }
-
-    /** A record written before the step time was kept: idle from when this agent first saw it, and that time is kept. */
-    @Test
-    void anOlderRecordWithoutTheStepTimeCountsFromWhenFirstSeen() throws Exception {
-        MovingClock clock = new MovingClock();
-        pool(10 * GIB, 0, clock).receive("pvc-old", 2 * GIB, Allocation.SPARSE, ELSEWHERE);
-        Path record = dir.resolve("pvc-old.record");
-        String older = Files.readString(record).replaceAll("receive_progress_time \\{[^}]*\\}\\s*", "");
-        assertFalse(older.contains("receive_progress_time"), older);
-        Files.writeString(record, older);
-
-        clock.advance(EXPIRY.multipliedBy(5));
-        ImagePool restarted = pool(10 * GIB, 0, clock);
-        assertFalse(restarted.removeIfAbandoned("pvc-old", EXPIRY), "first seen just now");
-        assertTrue(Files.readString(record).contains("receive_progress_time"), "the first sight is recorded, over restarts");
-        clock.advance(EXPIRY.minusSeconds(1));
-        assertFalse(pool(10 * GIB, 0, clock).removeIfAbandoned("pvc-old", EXPIRY));
-        clock.advance(Duration.ofSeconds(1));
-        assertTrue(pool(10 * GIB, 0, clock).removeIfAbandoned("pvc-old", EXPIRY));
-        assertEquals(List.of(), files());
     }
 
     private List<String> files() throws IOException {

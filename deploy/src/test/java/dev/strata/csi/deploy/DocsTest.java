@@ -1,0 +1,204 @@
+package dev.strata.csi.deploy;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.strata.csi.backend.ParameterKeys;
+import dev.strata.csi.backend.local.LocalParameters;
+import dev.strata.csi.backend.nfs.NfsParameters;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The documentation against the repository and the programs: every relative link of the README and
+ * docs/ resolves (file and heading), docs/parameters.md lists exactly the flags each server's
+ * --help declares, and exactly the StorageClass keys an administrator may set for each backend
+ * (the ParameterKeys the backends check requests with).
+ */
+class DocsTest {
+
+    private static final Path REPO = Manifests.defaultDir().toAbsolutePath().normalize().getParent();
+    private static final Path PARAMETERS = REPO.resolve("docs/parameters.md");
+    /** A Markdown link or image: [text](target). */
+    private static final Pattern LINK = Pattern.compile("\\]\\(([^)\\s]+)\\)");
+    private static final Pattern TABLE_CODE_CELL = Pattern.compile("^\\|\\s*`([^`]+)`");
+    /** Printed by --help on the line with their description, so ServerProgram.Usage leaves them out. */
+    private static final Set<String> ALWAYS = Set.of("help", "version");
+
+    @Test
+    void everyRelativeLinkResolvesToAFileAndAHeading() throws IOException {
+        List<Path> pages = pages();
+        assertTrue(pages.contains(REPO.resolve("README.md")) && pages.contains(PARAMETERS), pages.toString());
+        List<String> broken = new ArrayList<>();
+        for (Path page : pages) {
+            for (String target : links(page)) {
+                brokenLink(page, target).ifPresent(broken::add);
+            }
+        }
+        assertEquals(List.of(), broken, "links that lead nowhere");
+    }
+
+    @Test
+    void aBrokenLinkOrHeadingIsFound(@TempDir Path dir) throws IOException {
+        Path page = Files.writeString(dir.resolve("page.md"), "# A page\n\n## Some Section: here\n");
+        assertEquals(Optional.empty(), brokenLink(page, "page.md#some-section-here"));
+        assertEquals(Optional.empty(), brokenLink(page, "#a-page"));
+        assertTrue(brokenLink(page, "page.md#some-other-section").isPresent());
+        assertTrue(brokenLink(page, "missing.md").isPresent());
+        assertEquals(List.of("page.md#a-page"), links(Files.writeString(dir.resolve("links.md"),
+                "[a](page.md#a-page) `[b](in-code.md)`\n```\n[c](in-a-block.md)\n```\n[d](https://example.com)\n")));
+    }
+
+    @Test
+    void parametersListEveryFlagOfEachServerAndNoOther() throws Exception {
+        Map<String, Set<String>> documented = documentedFlags();
+        for (ServerProgram program : ServerProgram.ALL) {
+            String name = program.jar().replace(".jar", "");
+            Set<String> flags = new TreeSet<>(documented.getOrDefault(name, Set.of()));
+            assertTrue(flags.containsAll(ALWAYS), name + ": " + flags);
+            flags.removeAll(ALWAYS);
+            assertEquals(new TreeSet<>(program.usage().flags()), flags, name + "'s flags in docs/parameters.md against its --help");
+        }
+    }
+
+    @Test
+    void parametersListEveryStorageClassKeyEachBackendTakesAndNoOther() throws Exception {
+        Map<String, ParameterKeys> backends = Map.of("local-disk", LocalParameters.STORAGE_CLASS, "nfs", NfsParameters.STORAGE_CLASS);
+        for (var backend : backends.entrySet()) {
+            Set<String> documented = new TreeSet<>(firstColumnCodes(section("## StorageClass: " + backend.getKey())));
+            documented.removeIf(key -> key.startsWith("csi.storage.k8s.io/")); // Kubernetes' own, listed under their own heading
+            assertEquals(new TreeSet<>(backend.getValue().administrator()), documented,
+                    backend.getKey() + " StorageClass keys in docs/parameters.md");
+        }
+    }
+
+    /** The flags of each program's table rows: "both" counts for both servers. */
+    private static Map<String, Set<String>> documentedFlags() throws IOException {
+        Map<String, Set<String>> flags = new LinkedHashMap<>();
+        for (String row : section("## Server flags")) {
+            Matcher flag = TABLE_CODE_CELL.matcher(row);
+            if (!flag.find() || !flag.group(1).startsWith("--")) {
+                continue;
+            }
+            String[] cells = row.split("\\|");
+            String program = cells[4].strip();
+            List<String> programs = switch (program) {
+                case "both" -> List.of("controller-server", "node-server");
+                case "controller" -> List.of("controller-server");
+                case "node" -> List.of("node-server");
+                default -> throw new AssertionError("program '" + program + "' of " + row);
+            };
+            for (String name : programs) {
+                assertTrue(flags.computeIfAbsent(name, key -> new TreeSet<>()).add(flag.group(1).substring(2)), "listed twice: " + row);
+            }
+        }
+        assertFalse(flags.isEmpty(), "no flag table in docs/parameters.md");
+        return flags;
+    }
+
+    /** The lines of docs/parameters.md below {@code heading}, up to the next heading of its level. */
+    private static List<String> section(String heading) throws IOException {
+        List<String> lines = Files.readAllLines(PARAMETERS);
+        int start = lines.indexOf(heading);
+        assertTrue(start >= 0, "docs/parameters.md has no '" + heading + "'");
+        List<String> section = new ArrayList<>();
+        for (String line : lines.subList(start + 1, lines.size())) {
+            if (line.startsWith("## ")) {
+                break;
+            }
+            section.add(line);
+        }
+        return section;
+    }
+
+    private static Set<String> firstColumnCodes(List<String> lines) {
+        Set<String> codes = new LinkedHashSet<>();
+        for (String line : lines) {
+            Matcher code = TABLE_CODE_CELL.matcher(line);
+            if (code.find()) {
+                codes.add(code.group(1));
+            }
+        }
+        return codes;
+    }
+
+    private static List<Path> pages() throws IOException {
+        List<Path> pages = new ArrayList<>(List.of(REPO.resolve("README.md"), REPO.resolve("CHANGELOG.md"), REPO.resolve("deploy/README.md")));
+        try (Stream<Path> docs = Files.list(REPO.resolve("docs"))) {
+            docs.filter(path -> path.toString().endsWith(".md")).sorted().forEach(pages::add);
+        }
+        return pages;
+    }
+
+    /** The lines of a page outside its fenced code blocks. */
+    private static List<String> prose(Path page) throws IOException {
+        List<String> prose = new ArrayList<>();
+        boolean inBlock = false;
+        for (String line : Files.readAllLines(page)) {
+            if (line.strip().startsWith("```")) {
+                inBlock = !inBlock;
+            } else if (!inBlock) {
+                prose.add(line);
+            }
+        }
+        return prose;
+    }
+
+    /** The relative link targets of a page, outside code blocks and code spans. */
+    private static List<String> links(Path page) throws IOException {
+        List<String> targets = new ArrayList<>();
+        for (String line : prose(page)) {
+            Matcher link = LINK.matcher(line.replaceAll("`[^`]*`", ""));
+            while (link.find()) {
+                String target = link.group(1);
+                if (!target.matches("^[a-z]+:.*")) { // https:, mailto:
+                    targets.add(target);
+                }
+            }
+        }
+        return targets;
+    }
+
+    /** Why {@code target}, linked from {@code page}, leads nowhere; empty when it resolves. */
+    private static Optional<String> brokenLink(Path page, String target) throws IOException {
+        int hash = target.indexOf('#');
+        String path = hash < 0 ? target : target.substring(0, hash);
+        Path file = path.isEmpty() ? page : page.getParent().resolve(path).normalize();
+        String where = REPO.relativize(page.toAbsolutePath()) + ": " + target;
+        if (!Files.exists(file)) {
+            return Optional.of(where + " (no such file)");
+        }
+        if (hash >= 0 && !(file.toString().endsWith(".md") && anchors(file).contains(target.substring(hash + 1)))) {
+            return Optional.of(where + " (no such heading)");
+        }
+        return Optional.empty();
+    }
+
+    /** The anchors GitHub makes of a page's headings: lower case, punctuation dropped, spaces as hyphens. */
+    private static Set<String> anchors(Path page) throws IOException {
+        Set<String> anchors = new LinkedHashSet<>();
+        for (String line : prose(page)) {
+            if (line.startsWith("#")) {
+                String text = line.replaceFirst("^#+\\s*", "").toLowerCase(Locale.ROOT);
+                anchors.add(text.replaceAll("[^\\p{L}\\p{N} _-]", "").replace(' ', '-'));
+            }
+        }
+        return anchors;
+    }
+}
