@@ -13,16 +13,19 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/vm.sh"
 
-classes=(dev.strata.csi.backend.local.ImageExpansionTest dev.strata.csi.e2e.ExpansionTest)
+classes=(dev.strata.csi.node.local.ImageExpansionTest dev.strata.csi.e2e.ExpansionTest)
 # The ext4 lines the tests print, one per case that must have grown ext4.
 expected=("ext4 online (image pool)" "ext4 online (CSI calls)" "ext4 offline (CSI calls)")
 
 # The guest runs this worktree's build: bring it up to date here, where compiling is fast.
-echo "hack: compiling node-server and its tests on the host" >&2
-mvn_run -q -pl node-server -am test-compile
-reports=$REPO_ROOT/node-server/target/surefire-reports
+echo "hack: compiling node-server, system-tests and their tests on the host" >&2
+mvn_run -q -pl system-tests -am test-compile
+# ImageExpansionTest is node-server's, ExpansionTest system-tests'.
+reports=("$REPO_ROOT/node-server/target/surefire-reports" "$REPO_ROOT/system-tests/target/surefire-reports")
 for class in "${classes[@]}"; do
-  rm -f "$reports/TEST-$class.xml" "$reports/$class.txt" "$reports/$class-output.txt"
+  for dir in "${reports[@]}"; do
+    rm -f "$dir/TEST-$class.xml" "$dir/$class.txt" "$dir/$class-output.txt"
+  done
 done
 
 # protoc.skip: the host's build generated the protocol classes; generating them again would have
@@ -31,11 +34,11 @@ setup='export STRATA_TEST_CAP_SYS_RESOURCE=required STRATA_TEST_START_SECONDS=24
 tests=$(IFS=,; echo "${classes[*]##*.}")
 status=0
 vm_run "loop ext4 xfs btrfs" "$setup" mvn_run -o -Dmaven.compiler.useIncrementalCompilation=false -Dprotoc.skip=true \
-  test -pl node-server -am -Dtest="$tests" -Dsurefire.failIfNoSpecifiedTests=false || status=$?
+  test -pl system-tests -am -Dtest="$tests" -Dsurefire.failIfNoSpecifiedTests=false || status=$?
 
 for class in "${classes[@]}"; do
-  report=$reports/TEST-$class.xml
-  if [ ! -f "$report" ]; then
+  report=$(find "${reports[@]}" -name "TEST-$class.xml" 2>/dev/null | head -1)
+  if [ -z "$report" ]; then
     echo "hack: FAILED: no test report for $class" >&2
     status=1
     continue
@@ -47,9 +50,9 @@ for class in "${classes[@]}"; do
     status=1
   fi
 done
-grep -h '^expansion: ' "$reports"/*Expansion*-output.txt >&2 || true
+find "${reports[@]}" -name '*Expansion*-output.txt' -exec grep -h '^expansion: ' {} + >&2 || true
 for line in "${expected[@]}"; do
-  if ! cat "$reports"/*Expansion*-output.txt 2>/dev/null | grep -qF "expansion: $line:"; then
+  if ! find "${reports[@]}" -name '*Expansion*-output.txt' -exec cat {} + 2>/dev/null | grep -qF "expansion: $line:"; then
     echo "hack: FAILED: no \"expansion: $line\" in the reports: that ext4 case did not grow the filesystem" >&2
     status=1
   fi

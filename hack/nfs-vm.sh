@@ -38,7 +38,7 @@ fi
 
 maven_args=("$@")
 if [ ${#maven_args[@]} -eq 0 ]; then
-  maven_args=(test -pl node-server -am -Dsurefire.failIfNoSpecifiedTests=false
+  maven_args=(test -pl system-tests -am -Dsurefire.failIfNoSpecifiedTests=false
     -Dtest='NfsServerTest,NfsRealMountTest,NfsNodeBackendTest,NfsProbeTest,NfsTest,SystemProjectQuotasTest,NfsQuotaTest,TransientLockTest,TreeCopyTest#*OverNfs')
 fi
 

@@ -10,6 +10,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/vm.sh"
 
 maven_args=("$@")
 if [ ${#maven_args[@]} -eq 0 ]; then
-  maven_args=(test -pl node-server -am -Dtest='SystemProjectQuotasTest,NfsQuotaTest' -Dsurefire.failIfNoSpecifiedTests=false)
+  maven_args=(test -pl system-tests -am -Dtest='SystemProjectQuotasTest,NfsQuotaTest' -Dsurefire.failIfNoSpecifiedTests=false)
 fi
 vm_run "loop xfs ext4 quota_v2" "" mvn_run -o -Dmaven.compiler.useIncrementalCompilation=false "${maven_args[@]}"

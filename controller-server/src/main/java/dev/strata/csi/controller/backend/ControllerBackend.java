@@ -1,0 +1,148 @@
+package dev.strata.csi.controller.backend;
+
+import csi.v1.Csi.ControllerServiceCapability;
+import csi.v1.Csi.CreateVolumeRequest;
+import csi.v1.Csi.GetCapacityRequest;
+import csi.v1.Csi.ListVolumesResponse;
+import csi.v1.Csi.Snapshot;
+import csi.v1.Csi.Volume;
+import csi.v1.Csi.VolumeCapability;
+import dev.strata.csi.backend.Capabilities;
+import dev.strata.csi.backend.ParameterKeys;
+import dev.strata.csi.rpc.CsiException;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * One backend's work on the controller: what ControllerService delegates to once it has checked
+ * the request, chosen the backend ({@link ControllerBackends}) and taken the volume's lock. Each
+ * call is idempotent. A backend that takes snapshots says so in {@link #rpcCapabilities} and
+ * implements the snapshot methods; their defaults answer UNIMPLEMENTED.
+ *
+ * @param <V> the backend's own description of an existing volume, read from its id (or context) once
+ * @param <C> a CreateVolume request for this backend, once checked
+ */
+public interface ControllerBackend<V, C> {
+
+    /** Whether StorageClass parameters (CreateVolume, GetCapacity) ask for this backend. */
+    boolean wanted(Map<String, String> parameters);
+
+    /** The volume an id of this backend's scheme names; empty for an id of another scheme. */
+    Optional<V> byId(String volumeId);
+
+    /**
+     * A volume whose id no backend's scheme claims, described by its volume context (a
+     * PersistentVolume written by hand); empty when the context is not this backend's.
+     */
+    default Optional<V> byContext(String volumeId, Map<String, String> context) {
+        return Optional.empty();
+    }
+
+    /**
+     * A volume whose id no scheme claims, in a call without volume context
+     * (ControllerUnpublishVolume): a static volume. Empty when this backend has none.
+     */
+    default Optional<V> byIdOnly(String volumeId) {
+        return Optional.empty();
+    }
+
+    /** One call at a time per key: the volume's, distinct from every other volume's of any backend. */
+    String lockKey(V volume);
+
+    Capabilities capabilities();
+
+    /** The keys a volume_context of this backend's volumes may hold (ControllerPublishVolume, ValidateVolumeCapabilities). */
+    ParameterKeys volumeContextKeys();
+
+    /**
+     * The Controller service capabilities this backend needs advertised: by default what every
+     * backend of this driver does; a backend that can do more (expansion, snapshots) lists more.
+     */
+    default List<ControllerServiceCapability.RPC.Type> rpcCapabilities() {
+        return List.of(
+                ControllerServiceCapability.RPC.Type.CREATE_DELETE_VOLUME,
+                ControllerServiceCapability.RPC.Type.PUBLISH_UNPUBLISH_VOLUME,
+                ControllerServiceCapability.RPC.Type.LIST_VOLUMES,
+                ControllerServiceCapability.RPC.Type.LIST_VOLUMES_PUBLISHED_NODES,
+                ControllerServiceCapability.RPC.Type.GET_CAPACITY,
+                ControllerServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER,
+                ControllerServiceCapability.RPC.Type.EXPAND_VOLUME);
+    }
+
+    /**
+     * The request checked (INVALID_ARGUMENT, OUT_OF_RANGE...), before any lock is taken. A
+     * volume_content_source reaches a backend only when it advertises the capability it needs
+     * (CREATE_DELETE_SNAPSHOT for a snapshot, CLONE_VOLUME for a volume); a source that does not
+     * exist is NOT_FOUND, one this backend cannot copy from (another backend's) INVALID_ARGUMENT.
+     */
+    C check(CreateVolumeRequest request);
+
+    /** The lock a CreateVolume takes: the same as the volume's once made. */
+    String createLockKey(C request);
+
+    Volume create(C request) throws Exception;
+
+    /** Frees the volume; success when it is gone already. */
+    void delete(V volume) throws Exception;
+
+    /** Makes the volume usable on the node; the reply's publish_context. */
+    Map<String, String> publish(V volume, String nodeId, VolumeCapability capability) throws Exception;
+
+    /** Undoes publish for the node (every node when empty); success when not published there. */
+    void unpublish(V volume, String nodeId) throws Exception;
+
+    /**
+     * NOT_FOUND unless the volume exists; then why these StorageClass parameters would be refused,
+     * or empty when they are fine (ValidateVolumeCapabilities).
+     */
+    Optional<String> validate(V volume, Map<String, String> parameters) throws Exception;
+
+    /** A volume's size after ControllerExpandVolume, and whether NodeExpandVolume must grow its filesystem. */
+    record Expansion(long capacityBytes, boolean nodeExpansionRequired) {}
+
+    /**
+     * Grows the volume to at least {@code bytes} (NOT_FOUND when it does not exist); a size it
+     * has already changes nothing, a smaller one never shrinks it. {@code capability} is how the
+     * volume is used, when the caller says (block access needs no node step).
+     */
+    Expansion expand(V volume, long bytes, Optional<VolumeCapability> capability) throws Exception;
+
+    /**
+     * The snapshot name inside an id of this backend's snapshot scheme; empty for an id of another
+     * scheme, or one this driver never handed out. The name is unique across the cluster: the
+     * snapshot's lock is taken by it.
+     */
+    default Optional<String> snapshotName(String snapshotId) {
+        return Optional.empty();
+    }
+
+    /**
+     * Takes a snapshot of the volume under {@code name}, and returns it once complete
+     * (ready_to_use). The same name and source again: the same snapshot; the name taken by a
+     * snapshot of another volume: ALREADY_EXISTS. A snapshot outlives its source volume.
+     */
+    default Snapshot createSnapshot(V source, String name, Map<String, String> parameters) throws Exception {
+        throw unimplemented();
+    }
+
+    /** Frees the snapshot the id names (the id has this backend's scheme); success when it is gone already. */
+    default void deleteSnapshot(String snapshotId) throws Exception {
+        throw unimplemented();
+    }
+
+    /** Every snapshot of this backend, for ListSnapshots (which filters and pages them). */
+    default List<Snapshot> snapshots() throws Exception {
+        return List.of();
+    }
+
+    private static CsiException unimplemented() {
+        return CsiException.unimplemented("this backend takes no snapshots");
+    }
+
+    /** Every volume of this backend, for ListVolumes. */
+    List<ListVolumesResponse.Entry> list() throws Exception;
+
+    /** What a new volume can get, for GetCapacity (the request's topology and parameters). */
+    long availableBytes(GetCapacityRequest request) throws Exception;
+}

@@ -1,0 +1,401 @@
+package dev.strata.csi.controller.local;
+
+import csi.v1.Csi.ControllerServiceCapability;
+import csi.v1.Csi.CreateVolumeRequest;
+import csi.v1.Csi.GetCapacityRequest;
+import csi.v1.Csi.ListVolumesResponse;
+import csi.v1.Csi.Snapshot;
+import csi.v1.Csi.Volume;
+import csi.v1.Csi.VolumeCapability;
+import csi.v1.Csi.VolumeContentSource;
+import dev.strata.csi.agent.api.AttachImageRequest;
+import dev.strata.csi.agent.api.ContentSource;
+import dev.strata.csi.agent.api.CreateSnapshotRequest;
+import dev.strata.csi.agent.api.DeleteImageRequest;
+import dev.strata.csi.agent.api.DeleteSnapshotRequest;
+import dev.strata.csi.agent.api.DetachImageRequest;
+import dev.strata.csi.agent.api.ExpandImageRequest;
+import dev.strata.csi.agent.api.GetImageRequest;
+import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.ListImagesRequest;
+import dev.strata.csi.agent.api.ListSnapshotsRequest;
+import dev.strata.csi.agent.api.PoolStatus;
+import dev.strata.csi.backend.Capabilities;
+import dev.strata.csi.backend.ParameterKeys;
+import dev.strata.csi.backend.local.LocalCapabilities;
+import dev.strata.csi.backend.local.LocalParameters;
+import dev.strata.csi.backend.local.SnapshotId;
+import dev.strata.csi.backend.local.Topology;
+import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.controller.agents.AgentDirectory;
+import dev.strata.csi.controller.backend.ControllerBackend;
+import dev.strata.csi.rpc.CsiException;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * The local backend on the controller. It keeps no state: a volume's id names the node whose
+ * agent holds the volume's image, and the agents' registrations say which nodes exist; every
+ * call is a call to that node's agent. Any StorageClass parameters without another backend's
+ * come here (it refuses the ones it does not know).
+ */
+public final class LocalController implements ControllerBackend<VolumeId, VolumeRequest> {
+
+    /** The publish_context key naming the loop device the image is attached to. */
+    public static final String DEVICE_PATH = "devicePath";
+
+    private final AgentDirectory agents;
+    private final Topology topology;
+    private final Placement placement;
+    private final CrossNodeCopies copies;
+    private final LocalCapabilities capabilities = new LocalCapabilities();
+
+    public LocalController(AgentDirectory agents, Topology topology, ContentRelay relay) {
+        this.agents = agents;
+        this.topology = topology;
+        this.placement = new Placement(agents, topology);
+        this.copies = new CrossNodeCopies(agents, relay);
+    }
+
+    @Override
+    public boolean wanted(Map<String, String> parameters) {
+        return true;
+    }
+
+    @Override
+    public Optional<VolumeId> byId(String volumeId) {
+        return VolumeId.parse(volumeId);
+    }
+
+    /** The volume's name, unique across the cluster: a create locks it before a node is chosen. */
+    @Override
+    public String lockKey(VolumeId id) {
+        return id.name();
+    }
+
+    @Override
+    public Capabilities capabilities() {
+        return capabilities;
+    }
+
+    @Override
+    public ParameterKeys volumeContextKeys() {
+        return LocalParameters.VOLUME_CONTEXT;
+    }
+
+    @Override
+    public VolumeRequest check(CreateVolumeRequest request) {
+        return VolumeRequest.of(request);
+    }
+
+    @Override
+    public String createLockKey(VolumeRequest request) {
+        return request.name();
+    }
+
+    /** What every backend does, and snapshots, restore and clone. */
+    @Override
+    public List<ControllerServiceCapability.RPC.Type> rpcCapabilities() {
+        List<ControllerServiceCapability.RPC.Type> types = new ArrayList<>(ControllerBackend.super.rpcCapabilities());
+        types.addAll(List.of(
+                ControllerServiceCapability.RPC.Type.CREATE_DELETE_SNAPSHOT,
+                ControllerServiceCapability.RPC.Type.LIST_SNAPSHOTS,
+                ControllerServiceCapability.RPC.Type.CLONE_VOLUME));
+        return types;
+    }
+
+    @Override
+    public Volume create(VolumeRequest wanted) throws Exception {
+        if (wanted.source().isPresent()) {
+            return createCopy(wanted, Origin.of(wanted.source().get()));
+        }
+        var existing = placement.find(wanted.name(), placement.firstCandidate(wanted.requirements()));
+        if (existing.isPresent()) {
+            Image image = existing.get().image();
+            if (image.getCapacityBytes() != wanted.capacityBytes() || image.getAllocation() != wanted.allocation()) {
+                throw CsiException.alreadyExists("volume " + wanted.name() + " exists on node " + existing.get().nodeId()
+                        + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation()
+                        + "; asked for " + wanted.capacityBytes() + " bytes, " + wanted.allocation());
+            }
+        }
+        Placement.Placed placed = existing.isPresent() ? existing.get() : placement.create(wanted, wanted.requirements());
+        return volume(placed.nodeId(), placed.image());
+    }
+
+    /**
+     * Where a copy's content is: the node whose pool holds the snapshot or the volume, and how that
+     * node's agent names it. NOT_FOUND for an id this driver never handed out.
+     */
+    private record Origin(String nodeId, ContentSource source, String description) {
+
+        static Origin of(VolumeContentSource source) {
+            if (source.hasSnapshot()) {
+                String id = source.getSnapshot().getSnapshotId();
+                SnapshotId snapshot = SnapshotId.parse(id).orElseThrow(() ->
+                        CsiException.notFound("snapshot " + CsiException.printable(id) + " does not exist"));
+                return new Origin(snapshot.nodeId(), ContentSource.newBuilder().setSnapshot(snapshot.name()).build(), "snapshot " + id);
+            }
+            String id = source.getVolume().getVolumeId();
+            VolumeId volume = VolumeId.parse(id).orElseThrow(() ->
+                    CsiException.notFound("source volume " + CsiException.printable(id) + " does not exist"));
+            return new Origin(volume.nodeId(), ContentSource.newBuilder().setImage(volume.name()).build(), "volume " + id);
+        }
+    }
+
+    /**
+     * A volume restored from a snapshot or cloned from a volume: made on the node that holds the
+     * source, by a copy in that node's pool, when the topology requirement allows that node.
+     */
+    private Volume createCopy(VolumeRequest asked, Origin origin) throws Exception {
+        var copying = copies.running(asked.name());
+        if (copying.isPresent()) {
+            return volume(copying.get().nodeId(), copying.get().image());
+        }
+        // Every node is asked, the source's too: a retry finds the copy made also once its source is gone.
+        var existing = placement.find(asked.name(), Optional.empty());
+        if (existing.isPresent()) {
+            Image image = existing.get().image();
+            boolean sizeDiffers = asked.range().getRequiredBytes() > 0 && image.getCapacityBytes() != asked.capacityBytes();
+            if (!image.getSource().equals(origin.source()) || image.getAllocation() != asked.allocation() || sizeDiffers) {
+                throw CsiException.alreadyExists("volume " + asked.name() + " exists on node " + existing.get().nodeId()
+                        + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation() + ", other content or size than "
+                        + origin.description() + ", " + asked.capacityBytes() + " bytes, " + asked.allocation());
+            }
+            if (!existing.get().nodeId().equals(origin.nodeId())) {
+                try {
+                    copies.cleanUp(origin.nodeId(), origin.source(), asked.name()); // a copy that ended before its clean-up
+                } catch (StatusRuntimeException e) {
+                    // the source's agent removes a temporary snapshot at its next start
+                }
+            }
+            return volume(existing.get().nodeId(), image);
+        }
+        VolumeRequest wanted = asked.copying(sourceBytes(origin));
+        if (!placement.allows(wanted.requirements(), origin.nodeId())) {
+            return createOnAnotherNode(wanted, origin);
+        }
+        Placement.Placed placed = placement.createCopy(wanted, origin.nodeId(), origin.source());
+        return volume(placed.nodeId(), placed.image());
+    }
+
+    /**
+     * A copy whose source lives on a node the topology requirement does not allow (with
+     * WaitForFirstConsumer: the pod was scheduled elsewhere): made on the first allowed node with
+     * room, its content streamed from the source's node through this controller ({@link CrossNodeCopies}).
+     */
+    private Volume createOnAnotherNode(VolumeRequest wanted, Origin origin) throws Exception {
+        Placement.Placed placed = placement.place(wanted,
+                nodeId -> copies.copy(origin.nodeId(), origin.source(), origin.description(), nodeId, wanted));
+        return volume(placed.nodeId(), placed.image());
+    }
+
+    /** The size of the copy's source; NOT_FOUND when its node never registered or its agent does not have it. */
+    private long sourceBytes(Origin origin) {
+        agents.requireKnown(origin.nodeId(), origin.description() + " does not exist: node " + origin.nodeId() + " has no agent");
+        var stub = agents.stub(origin.nodeId());
+        if (origin.source().hasImage()) {
+            return stub.getImage(GetImageRequest.newBuilder().setName(origin.source().getImage()).build()).getImage().getCapacityBytes();
+        }
+        return stub.listSnapshots(ListSnapshotsRequest.getDefaultInstance()).getSnapshotsList().stream()
+                .filter(snapshot -> snapshot.getName().equals(origin.source().getSnapshot()))
+                .findFirst()
+                .orElseThrow(() -> CsiException.notFound(origin.description() + " does not exist"))
+                .getCapacityBytes();
+    }
+
+    @Override
+    public Optional<String> snapshotName(String snapshotId) {
+        return SnapshotId.parse(snapshotId).map(SnapshotId::name);
+    }
+
+    /**
+     * The source volume's node takes the snapshot into its pool. A snapshot of that name on another
+     * node is another volume's (ALREADY_EXISTS): names are unique across the cluster.
+     */
+    @Override
+    public Snapshot createSnapshot(VolumeId source, String name, Map<String, String> parameters) {
+        SnapshotId.checkName(name);
+        LocalParameters.SNAPSHOT_CLASS.require(parameters);
+        agents.requireKnown(source.nodeId(), "source volume " + source + " does not exist: node " + source.nodeId() + " has no agent");
+        Optional<SnapshotId> elsewhere = findSnapshot(name, source.nodeId());
+        if (elsewhere.isPresent()) {
+            throw CsiException.alreadyExists("snapshot " + name + " exists on node " + elsewhere.get().nodeId()
+                    + ", of another volume than " + source);
+        }
+        var taken = agents.stub(source.nodeId()).createSnapshot(CreateSnapshotRequest.newBuilder()
+                .setName(name).setSourceImage(source.name()).build()).getSnapshot();
+        return snapshot(source.nodeId(), taken);
+    }
+
+    /** A node that never registered holds no snapshot: nothing to delete. */
+    @Override
+    public void deleteSnapshot(String snapshotId) {
+        Optional<SnapshotId> id = SnapshotId.parse(snapshotId);
+        if (id.isEmpty()) {
+            return;
+        }
+        try {
+            agents.requireKnown(id.get().nodeId(), "node " + id.get().nodeId() + " has no agent");
+        } catch (CsiException e) {
+            if (e.code() == Status.Code.NOT_FOUND) {
+                return;
+            }
+            throw e;
+        }
+        agents.stub(id.get().nodeId()).deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(id.get().name()).build());
+    }
+
+    /** The snapshots of every node that registered; a node whose agent does not answer fails the call (UNAVAILABLE), as list() does. */
+    @Override
+    public List<Snapshot> snapshots() {
+        if (agents.settling()) {
+            throw CsiException.unavailable("controller-server started recently; waiting for node agents to renew before listing snapshots");
+        }
+        List<Snapshot> all = new ArrayList<>();
+        for (AgentDirectory.Agent agent : agents.registered()) {
+            for (var snapshot : agents.stub(agent.nodeId()).listSnapshots(ListSnapshotsRequest.getDefaultInstance()).getSnapshotsList()) {
+                all.add(snapshot(agent.nodeId(), snapshot));
+            }
+        }
+        return all;
+    }
+
+    /** The snapshot named {@code name} on a registered node other than {@code except}; silent nodes are passed over. */
+    private Optional<SnapshotId> findSnapshot(String name, String except) {
+        if (agents.settling()) {
+            throw CsiException.unavailable("controller-server started recently; waiting for node agents to renew "
+                    + "before it can tell whether snapshot " + name + " exists");
+        }
+        for (AgentDirectory.Agent agent : agents.registered()) {
+            if (agent.nodeId().equals(except) || agents.live(agent.nodeId()).isEmpty()) {
+                continue;
+            }
+            boolean there = agents.stub(agent.nodeId()).listSnapshots(ListSnapshotsRequest.getDefaultInstance()).getSnapshotsList()
+                    .stream().anyMatch(snapshot -> snapshot.getName().equals(name));
+            if (there) {
+                return Optional.of(new SnapshotId(agent.nodeId(), name));
+            }
+        }
+        return Optional.empty();
+    }
+
+    private static Snapshot snapshot(String nodeId, dev.strata.csi.agent.api.Snapshot snapshot) {
+        return Snapshot.newBuilder()
+                .setSnapshotId(new SnapshotId(nodeId, snapshot.getName()).toString())
+                .setSourceVolumeId(new VolumeId(nodeId, snapshot.getSourceImage()).toString())
+                .setSizeBytes(snapshot.getCapacityBytes())
+                .setCreationTime(snapshot.getCreationTime())
+                .setReadyToUse(true) // the agent reports a snapshot only once complete
+                .build();
+    }
+
+    @Override
+    public void delete(VolumeId id) {
+        agents.stub(id.nodeId()).deleteImage(DeleteImageRequest.newBuilder().setName(id.name()).build());
+    }
+
+    /** Attaches the image to a loop device on its node: only there, since the data is there. */
+    @Override
+    public Map<String, String> publish(VolumeId id, String nodeId, VolumeCapability capability) {
+        if (!id.nodeId().equals(nodeId)) {
+            get(id); // NOT_FOUND comes first for a volume that does not exist
+            throw CsiException.failedPrecondition("volume " + id + " holds its data on node " + id.nodeId()
+                    + " and cannot be attached to node " + nodeId);
+        }
+        Image image = agents.stub(id.nodeId()).attachImage(AttachImageRequest.newBuilder()
+                .setName(id.name()).setNodeId(nodeId).build()).getImage();
+        return Map.of(DEVICE_PATH, image.getDevicePath());
+    }
+
+    /** A node the volume never lived on: it is not published there. */
+    @Override
+    public void unpublish(VolumeId id, String nodeId) {
+        if (nodeId.isEmpty() || nodeId.equals(id.nodeId())) {
+            agents.stub(id.nodeId()).detachImage(DetachImageRequest.newBuilder()
+                    .setName(id.name()).setNodeId(id.nodeId()).build());
+        }
+    }
+
+    /**
+     * Grows the image on its node, to whole MiB as images are made; the agent grows its loop device
+     * too when attached. A filesystem then grows on the node; a raw block device needs nothing more.
+     */
+    @Override
+    public Expansion expand(VolumeId id, long bytes, Optional<VolumeCapability> capability) {
+        long size = Math.ceilDiv(bytes, VolumeRequest.MIB) * VolumeRequest.MIB;
+        Image image = agents.stub(id.nodeId()).expandImage(ExpandImageRequest.newBuilder()
+                .setName(id.name()).setCapacityBytes(size).build()).getImage();
+        boolean block = capability.map(LocalCapabilities::isBlock).orElse(false);
+        return new Expansion(image.getCapacityBytes(), !block);
+    }
+
+    @Override
+    public Optional<String> validate(VolumeId id, Map<String, String> parameters) {
+        get(id);
+        return VolumeRequest.parameterProblem(parameters);
+    }
+
+    /**
+     * The volumes of every node that registered. A node whose agent does not answer fails the call
+     * (UNAVAILABLE) rather than leaving its volumes out: the external-attacher reads a missing
+     * volume as a detached one.
+     */
+    @Override
+    public List<ListVolumesResponse.Entry> list() {
+        if (agents.settling()) {
+            throw CsiException.unavailable("controller-server started recently; waiting for node agents to renew before listing volumes");
+        }
+        List<ListVolumesResponse.Entry> entries = new ArrayList<>();
+        for (AgentDirectory.Agent agent : agents.registered()) {
+            for (Image image : agents.stub(agent.nodeId()).listImages(ListImagesRequest.getDefaultInstance()).getImagesList()) {
+                entries.add(ListVolumesResponse.Entry.newBuilder()
+                        .setVolume(Volume.newBuilder()
+                                .setVolumeId(new VolumeId(agent.nodeId(), image.getName()).toString())
+                                .setCapacityBytes(image.getCapacityBytes())
+                                .addAccessibleTopology(topology.of(agent.nodeId())))
+                        .setStatus(ListVolumesResponse.VolumeStatus.newBuilder()
+                                .addAllPublishedNodeIds(image.getPublishedNodeIdsList()))
+                        .build());
+            }
+        }
+        return entries;
+    }
+
+    /** The pool of the node the topology names; without topology the emptiest node's, since a volume lives on one node. */
+    @Override
+    public long availableBytes(GetCapacityRequest request) {
+        if (request.hasAccessibleTopology()) {
+            return topology.nodeOf(request.getAccessibleTopology())
+                    .flatMap(agents::poolOf) // empty: a segment that names no node with an agent
+                    .map(PoolStatus::getAvailableBytes)
+                    .orElse(0L);
+        }
+        List<Long> free = agents.live().stream().map(agent -> agent.pool().getAvailableBytes()).toList();
+        if (free.isEmpty() && (agents.settling() || !agents.registered().isEmpty())) {
+            throw CsiException.unavailable("no node agent has a current lease: they have not registered since "
+                    + "controller-server started, or are restarting");
+        }
+        return free.stream().mapToLong(Long::longValue).max().orElse(0);
+    }
+
+    /** The volume's image; NOT_FOUND when its node never registered or its agent does not have it. */
+    private Image get(VolumeId id) {
+        agents.requireKnown(id.nodeId(), "volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
+        return agents.stub(id.nodeId()).getImage(GetImageRequest.newBuilder().setName(id.name()).build()).getImage();
+    }
+
+    private Volume volume(String nodeId, Image image) {
+        // The content source is not set here: ControllerService echoes the request's.
+        return Volume.newBuilder()
+                .setVolumeId(new VolumeId(nodeId, image.getName()).toString())
+                .setCapacityBytes(image.getCapacityBytes())
+                .addAccessibleTopology(topology.of(nodeId))
+                .putVolumeContext(LocalParameters.ALLOCATION, image.getAllocation().name().toLowerCase(Locale.ROOT))
+                .build();
+    }
+}

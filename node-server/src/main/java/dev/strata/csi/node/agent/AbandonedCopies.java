@@ -1,0 +1,102 @@
+package dev.strata.csi.node.agent;
+
+import dev.strata.csi.log.Log;
+import dev.strata.csi.node.local.ImagePool;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.rpc.VolumeLocks;
+import dev.strata.csi.server.Component;
+import io.grpc.Status;
+import io.prometheus.metrics.core.metrics.Counter;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import java.time.Duration;
+
+/**
+ * Removes the partly received images of copies nobody comes back for
+ * ({@link ImagePool#removeIfAbandoned}): at start, once the pool is reconciled and before any
+ * call is served, then every quarter of the expiry (at most every {@link #LONGEST_PERIOD}). Each
+ * image is looked at under its lock, the one ReceiveImage and WriteContent take: an image a stream
+ * is writing is busy, and left for the next round.
+ */
+public final class AbandonedCopies implements Component {
+
+    /** The longest wait between two rounds, whatever the expiry. */
+    static final Duration LONGEST_PERIOD = Duration.ofMinutes(5);
+
+    private final ImagePool pool;
+    private final VolumeLocks locks;
+    private final Duration expiry;
+    private final Counter removed;
+    private final Log log;
+    private Thread loop;
+
+    /** {@code expiry} of zero: nothing is ever removed. */
+    public AbandonedCopies(ImagePool pool, VolumeLocks locks, Duration expiry, PrometheusRegistry metrics, Log log) {
+        this.pool = pool;
+        this.locks = locks;
+        this.expiry = expiry;
+        this.log = log;
+        this.removed = Counter.builder()
+                .name("strata_abandoned_copies_removed_total")
+                .help("Partly received images removed after no transfer step for --abandoned-copy-expiry")
+                .register(metrics);
+    }
+
+    @Override
+    public void start() {
+        if (expiry.isZero()) {
+            log.info("abandoned copies are kept: --abandoned-copy-expiry is 0");
+            return;
+        }
+        removeAbandoned();
+        Duration period = period(expiry);
+        loop = Thread.ofPlatform().daemon(true).name("abandoned-copies").start(() -> {
+            try {
+                while (true) {
+                    Thread.sleep(period);
+                    removeAbandoned();
+                }
+            } catch (InterruptedException e) {
+                // stopped
+            }
+        });
+    }
+
+    /** A quarter of the expiry, so an image goes at most a quarter late; at most {@link #LONGEST_PERIOD}. */
+    static Duration period(Duration expiry) {
+        Duration quarter = expiry.dividedBy(4);
+        return quarter.compareTo(LONGEST_PERIOD) > 0 ? LONGEST_PERIOD : quarter;
+    }
+
+    /** One round: every RECEIVING image that is not busy, looked at under its lock. */
+    private void removeAbandoned() {
+        try {
+            for (String name : pool.receivingImages()) {
+                try (var held = locks.acquire(name)) {
+                    if (pool.removeIfAbandoned(name, expiry)) {
+                        removed.inc();
+                    }
+                } catch (CsiException e) {
+                    if (e.code() != Status.Code.ABORTED) { // ABORTED: a transfer step holds it, so it is not abandoned
+                        log.error("cannot remove abandoned copy; trying again later", "volume", name, "error", e.getMessage());
+                    }
+                } catch (Exception e) {
+                    log.error("cannot remove abandoned copy; trying again later", "volume", name, "error", e.toString());
+                }
+            }
+        } catch (Exception e) {
+            log.error("cannot list the images being received; trying again later", "error", e.toString());
+        }
+    }
+
+    @Override
+    public void stop(Duration grace) {
+        if (loop != null) {
+            loop.interrupt();
+            try {
+                loop.join(grace.toMillis() + 1);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+}

@@ -1,0 +1,393 @@
+package dev.strata.csi.node.agent;
+
+import dev.strata.csi.agent.api.ContentData;
+import dev.strata.csi.agent.api.ContentStart;
+import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.WriteContentRequest;
+import dev.strata.csi.agent.api.WriteContentResponse;
+import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.records.ImageRecord;
+import dev.strata.csi.log.Log;
+import dev.strata.csi.node.local.CrashPoint;
+import dev.strata.csi.node.local.ImageContent;
+import dev.strata.csi.node.local.ImagePool;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.rpc.VolumeLocks;
+import dev.strata.csi.system.Crashes;
+import io.grpc.Status;
+import io.grpc.stub.ServerCallStreamObserver;
+import io.grpc.stub.StreamObserver;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.StandardOpenOption;
+import java.security.MessageDigest;
+import java.util.HexFormat;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.FutureTask;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * WriteContent: another node's content, relayed by controller-server, written into a RECEIVING
+ * image on a thread of its own (messages arrive on the transport's thread, which must not wait for
+ * the disk), one message requested at a time, so the stream never holds more than the transport's
+ * window. Every 64 MiB the image is synced and the record says how far it is on disk: a stream
+ * cut short (either side or the controller died) resumes there. That checkpoint runs beside the
+ * writing, on a thread of its own, one at a time: the disk writes the last 64 MiB back while the
+ * next arrive, rather than the stream standing still for every sync. At the end the image is synced,
+ * its own digest compared with the sender's, and only then is it READY. A damaged chunk or another
+ * digest removes the partial image and answers DATA_LOSS: nothing unverified is ever READY.
+ */
+final class ContentReceiver {
+
+    /** Data written between two records of progress: at most this much is received again after a crash. */
+    static final long CHECKPOINT_BYTES = 64L << 20;
+    /** The largest data chunk taken; senders send {@link ImageContent#CHUNK}. */
+    private static final int MAX_CHUNK = 4 * ImageContent.CHUNK;
+
+    private final ImagePool pool;
+    private final VolumeLocks locks;
+    private final ImageContent content;
+    private final TransferMetrics metrics;
+    private final Crashes<CrashPoint> crashes;
+    private final Log log;
+
+    ContentReceiver(ImagePool pool, VolumeLocks locks, ImageContent content, TransferMetrics metrics, Crashes<CrashPoint> crashes, Log log) {
+        this.pool = pool;
+        this.locks = locks;
+        this.content = content;
+        this.metrics = metrics;
+        this.crashes = crashes;
+        this.log = log;
+    }
+
+    /** The end of a stream, as the writing thread learns it. */
+    private sealed interface Event {}
+    private record Message(WriteContentRequest request) implements Event {}
+    private record Completed() implements Event {}
+    private record Failed(Throwable cause) implements Event {}
+
+    /** Starts the writing thread and returns the stream's observer, which hands each message to it. */
+    StreamObserver<WriteContentRequest> receive(ServerCallStreamObserver<WriteContentResponse> out) {
+        BlockingQueue<Event> events = new ArrayBlockingQueue<>(4); // one message asked for at a time, and the end
+        out.disableAutoRequest();
+        out.request(1);
+        Thread.ofPlatform().daemon(true).name("receive").start(() -> new Stream(out, events).run());
+        return new StreamObserver<>() {
+            @Override
+            public void onNext(WriteContentRequest request) {
+                events.add(new Message(request));
+            }
+
+            @Override
+            public void onError(Throwable t) {
+                events.add(new Failed(t));
+            }
+
+            @Override
+            public void onCompleted() {
+                events.add(new Completed());
+            }
+        };
+    }
+
+    /** One stream's state, on its writing thread. */
+    private final class Stream {
+        private final ServerCallStreamObserver<WriteContentResponse> out;
+        private final BlockingQueue<Event> events;
+        private final long started = System.nanoTime();
+        private String name;
+        private ContentStart start;
+        private FileChannel file;
+        /** Everything of the content below this offset is written (recorded once synced). */
+        private long position;
+        /** Where the latest checkpoint syncs up to; the record says so once it is done. */
+        private long checkpointed;
+        /** What the record says is on disk: set by the checkpoint's thread. */
+        private volatile long recorded;
+        private long written;
+        /** Checkpoints of this stream recorded: set by the checkpoint's thread. */
+        private volatile int checkpoints;
+        /** The checkpoint syncing beside the writing, until awaited; at most one at a time, so records come in order. */
+        private FutureTask<Void> syncing;
+        /**
+         * A checkpoint failed: its sync may have taken the file's write error, which Linux reports
+         * once, so a later sync succeeding proves nothing and no more progress is recorded.
+         */
+        private boolean checkpointFailed;
+
+        Stream(ServerCallStreamObserver<WriteContentResponse> out, BlockingQueue<Event> events) {
+            this.out = out;
+            this.events = events;
+        }
+
+        void run() {
+            VolumeLocks.Held held = null;
+            try {
+                WriteContentRequest first = next();
+                name = first.getName();
+                if (name.isEmpty()) {
+                    throw CsiException.missing("name");
+                }
+                VolumeId.checkName(name);
+                held = locks.acquire(name);
+                ImageRecord record = start(first);
+                file = FileChannel.open(pool.imagePath(name), StandardOpenOption.WRITE);
+                while (true) {
+                    WriteContentRequest request = next();
+                    if (!request.getName().equals(name)) {
+                        throw CsiException.invalidArgument("every message of a stream names one image: " + name);
+                    }
+                    switch (request.getChunk().getKindCase()) {
+                        case DATA -> write(record, request.getChunk().getData());
+                        case END -> {
+                            Image image = finish(request.getChunk().getEnd().getSha256().toByteArray());
+                            out.onNext(WriteContentResponse.newBuilder().setImage(image).setWrittenBytes(written).build());
+                            out.onCompleted();
+                            metrics.receiveEnded("complete", started);
+                            return;
+                        }
+                        default -> throw CsiException.invalidArgument("a stream has one start, and data or its end after it");
+                    }
+                }
+            } catch (StreamEnded e) {
+                interrupted(e.getMessage());
+                answer(CsiException.aborted(e.getMessage() + "; the retry resumes at " + recorded).toStatus());
+            } catch (CsiException e) {
+                if (e.code() == Status.Code.DATA_LOSS) {
+                    discard(e.getMessage());
+                } else {
+                    interrupted(e.getMessage());
+                }
+                answer(e.toStatus());
+            } catch (IOException e) {
+                interrupted(e.toString());
+                answer(CsiException.internal("cannot write volume " + name + ": " + CsiException.describe(e)).toStatus());
+            } catch (InterruptedException e) {
+                interrupted("interrupted");
+                answer(Status.ABORTED.withDescription("interrupted"));
+            } catch (RuntimeException e) { // a failure of the pool's (a record that cannot be written, say): recorded, answered
+                interrupted(e.toString());
+                answer(CsiException.internal("cannot receive volume " + name + " (a fault of node-server; its log has the details)").toStatus());
+            } finally {
+                close();
+                if (held != null) {
+                    held.close();
+                }
+            }
+        }
+
+        /**
+         * The stream's start, against the image's record: the same content resumes where the
+         * record says it is on disk; other content starts the image over, empty.
+         */
+        private ImageRecord start(WriteContentRequest first) throws IOException {
+            ImageRecord record = pool.receiving(name);
+            if (!first.getChunk().hasStart()) {
+                throw CsiException.invalidArgument("a stream begins with its start");
+            }
+            ContentStart start = first.getChunk().getStart();
+            if (start.getTag().isEmpty()) {
+                throw CsiException.missing("start.tag");
+            }
+            if (start.getSizeBytes() <= 0 || start.getSizeBytes() > record.getCapacityBytes()) {
+                throw CsiException.outOfRange("content of " + start.getSizeBytes() + " bytes does not fit volume " + name + " of "
+                        + record.getCapacityBytes() + " bytes");
+            }
+            if (!start.getTag().equals(record.getReceiveTag())) {
+                if (start.getOffset() != 0) {
+                    throw CsiException.failedPrecondition("volume " + name + " holds nothing of content " + start.getTag()
+                            + "; its stream starts at 0, not " + start.getOffset());
+                }
+                if (record.getReceivedBytes() > 0 || !record.getReceiveTag().isEmpty()) {
+                    log.info("partly received image holds other content; starting it over", "volume", name,
+                            "had", record.getReceiveTag(), "now", start.getTag());
+                }
+                record = pool.restartReceive(name, start.getTag());
+            } else if (start.getOffset() > record.getReceivedBytes()) {
+                throw CsiException.failedPrecondition("volume " + name + " holds " + record.getReceivedBytes()
+                        + " bytes of its content on disk; a stream from " + start.getOffset() + " would leave a gap");
+            } else if (start.getOffset() > 0) {
+                log.info("resuming transfer", "volume", name, "from", start.getOffset());
+            }
+            position = start.getOffset();
+            recorded = record.getReceivedBytes();
+            checkpointed = position;
+            this.start = start;
+            return record;
+        }
+
+        private void write(ImageRecord record, ContentData data) throws IOException, InterruptedException {
+            long offset = data.getOffset();
+            int length = data.getData().size();
+            if (offset < position || offset % ImageContent.BLOCK != 0 || length == 0 || length > MAX_CHUNK
+                    || offset > record.getCapacityBytes() - length) {
+                throw CsiException.invalidArgument("chunk at " + offset + " of " + length + " bytes: chunks come in order, "
+                        + "at whole blocks, within the volume's " + record.getCapacityBytes() + " bytes");
+            }
+            ByteBuffer bytes = data.getData().asReadOnlyByteBuffer(); // the message's own bytes, not a copy
+            if (ImageContent.crc32c(bytes) != data.getCrc32C()) {
+                throw CsiException.dataLoss("chunk at " + offset + " of volume " + name + " arrived damaged (CRC-32C)");
+            }
+            ImageContent.write(file, offset, bytes);
+            position = offset + length;
+            written += length;
+            metrics.received(length);
+            if (checkpoints > 0) {
+                crashes.reach(CrashPoint.TRANSFER_WRITTEN);
+            }
+            if (position - checkpointed >= CHECKPOINT_BYTES) {
+                startCheckpoint();
+            }
+        }
+
+        /**
+         * Syncs what is written so far, and records how far it goes, on a thread of its own while
+         * the stream goes on: once the previous checkpoint is done, so that a record never says
+         * less than the one before it.
+         */
+        private void startCheckpoint() throws IOException, InterruptedException {
+            awaitCheckpoint();
+            long upTo = position;
+            checkpointed = upTo;
+            FutureTask<Void> checkpoint = new FutureTask<>(() -> {
+                syncAndRecord(upTo);
+                checkpoints++; // this thread alone writes it, one checkpoint at a time
+                crashes.reach(CrashPoint.TRANSFER_CHECKPOINTED);
+                return null;
+            });
+            Thread.ofPlatform().daemon(true).name("checkpoint-" + name).start(checkpoint);
+            syncing = checkpoint; // only once it runs: a thread that could not start leaves nothing to wait for
+        }
+
+        /** Waits for the checkpoint in progress, if any; its failure is this stream's. */
+        private void awaitCheckpoint() throws IOException, InterruptedException {
+            if (syncing == null) {
+                return;
+            }
+            try {
+                syncing.get();
+            } catch (ExecutionException e) {
+                checkpointFailed = true;
+                switch (e.getCause()) {
+                    case IOException io -> throw io;
+                    case RuntimeException runtime -> throw runtime;
+                    default -> throw new IOException(e.getCause());
+                }
+            } finally {
+                if (syncing.isDone()) {
+                    syncing = null;
+                }
+            }
+        }
+
+        /** Waits for the checkpoint in progress, if any, whatever its outcome: the stream ends anyway. */
+        private void settleCheckpoint() {
+            try {
+                awaitCheckpoint();
+            } catch (IOException | RuntimeException e) {
+                log.warn("checkpoint failed", "volume", name, "error", e.toString());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+
+        /** Syncs what is written up to {@code upTo} (and any more) and records it. */
+        private void syncAndRecord(long upTo) throws IOException {
+            file.force(false);
+            pool.receivedUpTo(name, upTo);
+            recorded = upTo;
+        }
+
+        private Image finish(byte[] sent) throws IOException, InterruptedException {
+            awaitCheckpoint();
+            file.force(true);
+            byte[] mine = content.digest(pool.imagePath(name));
+            if (!MessageDigest.isEqual(mine, sent)) {
+                throw CsiException.dataLoss("volume " + name + " received content whose digest " + HexFormat.of().formatHex(mine)
+                        + " differs from the sender's " + HexFormat.of().formatHex(sent));
+            }
+            crashes.reach(CrashPoint.TRANSFER_VERIFIED);
+            Image image = pool.finishReceive(name, start.getSizeBytes(), start.getFilesystem(), start.getUsedAsBlock());
+            log.info("content received", "volume", name, "data_bytes", written,
+                    "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
+            return image;
+        }
+
+        /** The stream stopped before its end: what is written is recorded, for the retry to resume. */
+        private void interrupted(String why) {
+            metrics.receiveEnded("interrupted", started);
+            if (file == null) {
+                return;
+            }
+            settleCheckpoint();
+            if (checkpointFailed) {
+                log.warn("transfer interrupted after a failed checkpoint; the retry resumes from the last one recorded",
+                        "volume", name, "received_bytes", recorded, "reason", why);
+                return;
+            }
+            try {
+                syncAndRecord(position);
+                log.warn("transfer interrupted; the retry resumes", "volume", name, "received_bytes", recorded, "reason", why);
+            } catch (IOException | RuntimeException e) {
+                log.warn("transfer interrupted; progress not recorded", "volume", name, "reason", why, "error", e.toString());
+            }
+        }
+
+        /** Damaged content: the partial image goes, so that the retry starts over. */
+        private void discard(String why) {
+            metrics.receiveEnded("refused", started);
+            log.error("content refused; partial image removed", "volume", name, "reason", why);
+            close();
+            try {
+                pool.delete(name);
+            } catch (Exception e) {
+                log.error("cannot remove partial image", "volume", name, "error", e.toString());
+            }
+        }
+
+        private WriteContentRequest next() throws InterruptedException, StreamEnded {
+            Event event = events.poll(ContentSender.STALL.toSeconds(), TimeUnit.SECONDS);
+            if (event == null) {
+                throw new StreamEnded("nothing arrived for " + ContentSender.STALL.toSeconds() + " s");
+            }
+            return switch (event) {
+                case Message message -> {
+                    out.request(1);
+                    yield message.request();
+                }
+                case Completed completed -> throw new StreamEnded("the stream ended before its content did");
+                case Failed failed -> throw new StreamEnded("the sender went away: " + Status.fromThrowable(failed.cause()));
+            };
+        }
+
+        private void answer(Status status) {
+            try {
+                out.onError(status.asRuntimeException());
+            } catch (RuntimeException e) {
+                // the call ended meanwhile
+            }
+        }
+
+        private void close() {
+            if (file != null) {
+                settleCheckpoint(); // the checkpoint's thread syncs this file
+                try {
+                    file.close();
+                } catch (IOException e) {
+                    // nothing written is lost: every checkpoint synced first
+                }
+                file = null;
+            }
+        }
+    }
+
+    /** The stream stopped before its end (cancelled, silent, half-closed early). */
+    private static final class StreamEnded extends Exception {
+        StreamEnded(String message) {
+            super(message, null, false, false);
+        }
+    }
+}

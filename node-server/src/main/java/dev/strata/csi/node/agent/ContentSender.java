@@ -1,0 +1,191 @@
+package dev.strata.csi.node.agent;
+
+import com.google.protobuf.ByteString;
+import com.google.protobuf.UnsafeByteOperations;
+import dev.strata.csi.agent.api.ContentChunk;
+import dev.strata.csi.agent.api.ContentData;
+import dev.strata.csi.agent.api.ContentEnd;
+import dev.strata.csi.agent.api.ContentStart;
+import dev.strata.csi.agent.api.ReadContentRequest;
+import dev.strata.csi.backend.local.SnapshotId;
+import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.records.ImageRecord;
+import dev.strata.csi.backend.local.records.SnapshotRecord;
+import dev.strata.csi.log.Log;
+import dev.strata.csi.node.local.CrashPoint;
+import dev.strata.csi.node.local.DeviceException;
+import dev.strata.csi.node.local.ImageContent;
+import dev.strata.csi.node.local.ImagePool;
+import dev.strata.csi.node.local.PoolSnapshots;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.rpc.StreamReadiness;
+import dev.strata.csi.rpc.VolumeLocks;
+import dev.strata.csi.system.Crashes;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.stub.ServerCallStreamObserver;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * ReadContent: a snapshot's or a detached image's content streamed to controller-server (see
+ * {@link ImageContent}), on a thread of its own (the stream's onReady callbacks reach a handler
+ * only once it has returned), never more than the transport's window ahead of the reader. The
+ * source is held by its lock for as long as it streams: an image against attachment, a snapshot
+ * against deletion.
+ */
+final class ContentSender {
+
+    /** A reader that takes nothing for this long is gone: the stream ends and the image is free again. */
+    static final Duration STALL = Duration.ofMinutes(2);
+    /** Data chunks sent before the crash point TRANSFER_SENT: mid-stream. */
+    private static final int CHUNKS_BEFORE_CRASH_POINT = 4;
+
+    /** What a stream reads: a file, what its content is, and what it holds until the stream ends. */
+    private record Source(String name, Path file, String tag, long sizeBytes, String filesystem, boolean usedAsBlock,
+            VolumeLocks.Held held) {}
+
+    private final ImagePool pool;
+    private final VolumeLocks locks;
+    private final ImageContent content;
+    private final TransferMetrics metrics;
+    private final Crashes<CrashPoint> crashes;
+    private final Log log;
+
+    ContentSender(ImagePool pool, VolumeLocks locks, ImageContent content, TransferMetrics metrics, Crashes<CrashPoint> crashes, Log log) {
+        this.pool = pool;
+        this.locks = locks;
+        this.content = content;
+        this.metrics = metrics;
+        this.crashes = crashes;
+        this.log = log;
+    }
+
+    /** Checks the request and starts the stream; a request it refuses is answered at once. */
+    void send(ReadContentRequest request, ServerCallStreamObserver<ContentChunk> out) {
+        Source source;
+        try {
+            source = open(request);
+        } catch (CsiException e) {
+            out.onError(e.toStatus().asRuntimeException());
+            return;
+        } catch (IOException | DeviceException e) {
+            out.onError(CsiException.internal(CsiException.describe(e)).toStatus().asRuntimeException());
+            return;
+        }
+        long from = source.tag().equals(request.getTag()) ? request.getOffset() : 0;
+        StreamReadiness ready = new StreamReadiness(out, STALL);
+        out.setOnCancelHandler(() -> ready.fail(Status.CANCELLED.withDescription("the reader went away")));
+        Thread.ofPlatform().daemon(true).name("send-" + source.name()).start(() -> stream(source, from, out, ready));
+    }
+
+    private Source open(ReadContentRequest request) throws IOException, DeviceException {
+        if (request.getOffset() < 0) {
+            throw CsiException.invalidArgument("offset must not be negative, got " + request.getOffset());
+        }
+        return switch (request.getSource().getKindCase()) {
+            case IMAGE -> image(request.getSource().getImage());
+            case SNAPSHOT -> snapshot(request.getSource().getSnapshot());
+            case KIND_NOT_SET -> throw CsiException.missing("source");
+        };
+    }
+
+    /** A detached image, held by its volume's lock from here to the stream's end. */
+    private Source image(String name) throws IOException, DeviceException {
+        if (name.isEmpty()) {
+            throw CsiException.missing("source.image");
+        }
+        VolumeId.checkName(name);
+        VolumeLocks.Held held = locks.acquire(name);
+        try {
+            ImageRecord record = pool.content(name);
+            long size = record.getCapacityBytes();
+            if (pool.device(name).isPresent()) {
+                throw CsiException.failedPrecondition("volume " + name + " is attached; a copy of a volume in use is read from a snapshot of it");
+            }
+            Path file = pool.imagePath(name);
+            // Any write changes the ctime: another tag, so that a transfer cut short never resumes on other content.
+            long changed = ((FileTime) Files.getAttribute(file, "unix:ctime")).to(TimeUnit.NANOSECONDS);
+            return new Source(name, file, "image/" + name + "/" + size + "/" + changed, size, record.getFilesystem(),
+                    record.getUsedAsBlock(), held);
+        } catch (IOException | DeviceException | RuntimeException e) {
+            held.close();
+            throw e;
+        }
+    }
+
+    /** A snapshot, held by its lock from here to the stream's end (a delete waits). */
+    private Source snapshot(String name) throws IOException {
+        if (name.isEmpty()) {
+            throw CsiException.missing("source.snapshot");
+        }
+        SnapshotId.checkName(name);
+        VolumeLocks.Held held = locks.acquire(PoolSnapshots.lockKey(name));
+        try {
+            SnapshotRecord record = pool.snapshots().ready(name);
+            var taken = record.getCreationTime();
+            return new Source(name, pool.snapshots().path(name), "snapshot/" + name + "/" + taken.getSeconds() + "." + taken.getNanos(),
+                    record.getCapacityBytes(), record.getFilesystem(), record.getUsedAsBlock(), held);
+        } catch (IOException | RuntimeException e) {
+            held.close();
+            throw e;
+        }
+    }
+
+    private void stream(Source source, long from, ServerCallStreamObserver<ContentChunk> out, StreamReadiness ready) {
+        long started = System.nanoTime();
+        long[] sent = {0};
+        int[] chunks = {0};
+        try (VolumeLocks.Held held = source.held()) {
+            ready.await();
+            out.onNext(ContentChunk.newBuilder().setStart(ContentStart.newBuilder()
+                    .setTag(source.tag()).setSizeBytes(source.sizeBytes()).setOffset(from)
+                    .setFilesystem(source.filesystem()).setUsedAsBlock(source.usedAsBlock())).build());
+            byte[] digest = content.read(source.file(), from, (offset, data) -> {
+                ready.await();
+                int length = data.remaining();
+                // The read's own buffer, not a copy: on a server stream (ReadContent is one) onNext
+                // serializes the message into the transport's buffers before it returns, and the read
+                // reuses its buffer only after that. A client stream may keep the message for later
+                // (before the transport is ready, or to retry), which would need a copy here.
+                out.onNext(ContentChunk.newBuilder().setData(ContentData.newBuilder()
+                        .setOffset(offset).setCrc32C(ImageContent.crc32c(data)).setData(UnsafeByteOperations.unsafeWrap(data))).build());
+                sent[0] += length;
+                metrics.sent(length);
+                if (++chunks[0] == CHUNKS_BEFORE_CRASH_POINT) {
+                    crashes.reach(CrashPoint.TRANSFER_SENT);
+                }
+            });
+            ready.await();
+            out.onNext(ContentChunk.newBuilder().setEnd(ContentEnd.newBuilder().setSha256(ByteString.copyFrom(digest))).build());
+            out.onCompleted();
+            log.info("content sent", "source", source.name(), "from", from, "data_bytes", sent[0],
+                    "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
+        } catch (StatusRuntimeException e) { // the reader went away, or took nothing for too long
+            log.warn("content stream ended early", "source", source.name(), "data_bytes", sent[0], "status", e.getStatus().getCode(),
+                    "reason", e.getStatus().getDescription());
+            fail(out, e.getStatus());
+        } catch (CsiException e) {
+            fail(out, e.toStatus());
+        } catch (IOException e) {
+            log.error("cannot read content", "source", source.name(), "error", e.toString());
+            fail(out, CsiException.internal("cannot read " + source.name() + ": " + CsiException.describe(e)).toStatus());
+        } catch (InterruptedException e) {
+            fail(out, Status.ABORTED.withDescription("interrupted"));
+        }
+    }
+
+    private static void fail(ServerCallStreamObserver<ContentChunk> out, Status status) {
+        if (!out.isCancelled()) {
+            try {
+                out.onError(status.asRuntimeException());
+            } catch (RuntimeException e) {
+                // the call ended meanwhile
+            }
+        }
+    }
+}

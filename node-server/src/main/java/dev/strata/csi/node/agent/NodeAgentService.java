@@ -1,0 +1,236 @@
+package dev.strata.csi.node.agent;
+
+import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.AttachImageRequest;
+import dev.strata.csi.agent.api.AttachImageResponse;
+import dev.strata.csi.agent.api.ContentChunk;
+import dev.strata.csi.agent.api.ContentSource;
+import dev.strata.csi.agent.api.CreateImageRequest;
+import dev.strata.csi.agent.api.CreateImageResponse;
+import dev.strata.csi.agent.api.CreateSnapshotRequest;
+import dev.strata.csi.agent.api.CreateSnapshotResponse;
+import dev.strata.csi.agent.api.DeleteImageRequest;
+import dev.strata.csi.agent.api.DeleteImageResponse;
+import dev.strata.csi.agent.api.DeleteSnapshotRequest;
+import dev.strata.csi.agent.api.DeleteSnapshotResponse;
+import dev.strata.csi.agent.api.DetachImageRequest;
+import dev.strata.csi.agent.api.DetachImageResponse;
+import dev.strata.csi.agent.api.ExpandImageRequest;
+import dev.strata.csi.agent.api.ExpandImageResponse;
+import dev.strata.csi.agent.api.GetImageRequest;
+import dev.strata.csi.agent.api.GetImageResponse;
+import dev.strata.csi.agent.api.ListImagesRequest;
+import dev.strata.csi.agent.api.ListImagesResponse;
+import dev.strata.csi.agent.api.ListSnapshotsRequest;
+import dev.strata.csi.agent.api.ListSnapshotsResponse;
+import dev.strata.csi.agent.api.NodeAgentGrpc;
+import dev.strata.csi.agent.api.ReadContentRequest;
+import dev.strata.csi.agent.api.ReceiveImageRequest;
+import dev.strata.csi.agent.api.ReceiveImageResponse;
+import dev.strata.csi.agent.api.WriteContentRequest;
+import dev.strata.csi.agent.api.WriteContentResponse;
+import dev.strata.csi.backend.local.SnapshotId;
+import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.records.ImageRecord;
+import dev.strata.csi.log.Log;
+import dev.strata.csi.node.local.CrashPoint;
+import dev.strata.csi.node.local.ImageContent;
+import dev.strata.csi.node.local.ImagePool;
+import dev.strata.csi.node.local.PoolSnapshots;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.rpc.Rpc;
+import dev.strata.csi.rpc.VolumeLocks;
+import dev.strata.csi.system.Crashes;
+import io.grpc.stub.ServerCallStreamObserver;
+import io.grpc.stub.StreamObserver;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import java.util.Optional;
+
+/**
+ * The node agent's API for controller-server: the pool operations, one at a time per image and per
+ * snapshot. A copy locks its source too (the image, or the snapshot): a source image is not staged
+ * or unstaged while its filesystem is frozen, a snapshot not deleted while restored from.
+ */
+public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
+
+    private final ImagePool pool;
+    private final VolumeLocks locks;
+    private final ContentSender sender;
+    private final ContentReceiver receiver;
+
+    /** {@code locks} is shared with the Node service: a volume is never staged while it is detached. */
+    public NodeAgentService(ImagePool pool, VolumeLocks locks, ImageContent content, PrometheusRegistry metrics,
+            Crashes<CrashPoint> crashes, Log log) {
+        this.pool = pool;
+        this.locks = locks;
+        TransferMetrics transfers = new TransferMetrics(metrics);
+        this.sender = new ContentSender(pool, locks, content, transfers, crashes, log);
+        this.receiver = new ContentReceiver(pool, locks, content, transfers, crashes, log);
+    }
+
+    @Override
+    public void createImage(CreateImageRequest request, StreamObserver<CreateImageResponse> response) {
+        Rpc.answer(response, () -> {
+            checkNewImage(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
+            Optional<ContentSource> source = request.hasSource() ? Optional.of(request.getSource()) : Optional.empty();
+            try (var held = locks.acquire(name(request.getName()));
+                    var sourceHeld = source.isPresent() ? locks.acquire(sourceLockKey(source.get())) : null) { // null: nothing to close
+                return CreateImageResponse.newBuilder()
+                        .setImage(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source))
+                        .build();
+            }
+        });
+    }
+
+    @Override
+    public void deleteImage(DeleteImageRequest request, StreamObserver<DeleteImageResponse> response) {
+        Rpc.answer(response, () -> {
+            try (var held = locks.acquire(name(request.getName()))) {
+                pool.delete(request.getName());
+                return DeleteImageResponse.getDefaultInstance();
+            }
+        });
+    }
+
+    @Override
+    public void attachImage(AttachImageRequest request, StreamObserver<AttachImageResponse> response) {
+        Rpc.answer(response, () -> {
+            try (var held = locks.acquire(name(request.getName()))) {
+                return AttachImageResponse.newBuilder().setImage(pool.attach(request.getName(), request.getNodeId())).build();
+            }
+        });
+    }
+
+    @Override
+    public void detachImage(DetachImageRequest request, StreamObserver<DetachImageResponse> response) {
+        Rpc.answer(response, () -> {
+            try (var held = locks.acquire(name(request.getName()))) {
+                pool.detach(request.getName(), request.getNodeId());
+                return DetachImageResponse.getDefaultInstance();
+            }
+        });
+    }
+
+    @Override
+    public void expandImage(ExpandImageRequest request, StreamObserver<ExpandImageResponse> response) {
+        Rpc.answer(response, () -> {
+            if (request.getCapacityBytes() <= 0) {
+                throw CsiException.invalidArgument("capacity_bytes must be positive");
+            }
+            try (var held = locks.acquire(name(request.getName()))) {
+                return ExpandImageResponse.newBuilder().setImage(pool.expand(request.getName(), request.getCapacityBytes())).build();
+            }
+        });
+    }
+
+    @Override
+    public void getImage(GetImageRequest request, StreamObserver<GetImageResponse> response) {
+        Rpc.answer(response, () -> {
+            // Taking the lock: an image being created or deleted is neither there nor gone yet.
+            try (var held = locks.acquire(name(request.getName()))) {
+                return GetImageResponse.newBuilder()
+                        .setImage(pool.get(request.getName()).orElseThrow(() ->
+                                CsiException.notFound("volume " + request.getName() + " does not exist on this node")))
+                        .build();
+            }
+        });
+    }
+
+    @Override
+    public void listImages(ListImagesRequest request, StreamObserver<ListImagesResponse> response) {
+        Rpc.answer(response, () -> ListImagesResponse.newBuilder()
+                .addAllImages(pool.list())
+                .setPool(pool.status())
+                .build());
+    }
+
+    @Override
+    public void createSnapshot(CreateSnapshotRequest request, StreamObserver<CreateSnapshotResponse> response) {
+        Rpc.answer(response, () -> {
+            try (var source = locks.acquire(name(request.getSourceImage()));
+                    var held = locks.acquire(snapshotName(request.getName()))) {
+                return CreateSnapshotResponse.newBuilder()
+                        .setSnapshot(pool.snapshots().take(request.getName(), request.getSourceImage(), request.getTemporary())).build();
+            }
+        });
+    }
+
+    @Override
+    public void deleteSnapshot(DeleteSnapshotRequest request, StreamObserver<DeleteSnapshotResponse> response) {
+        Rpc.answer(response, () -> {
+            try (var held = locks.acquire(snapshotName(request.getName()))) {
+                pool.snapshots().delete(request.getName());
+                return DeleteSnapshotResponse.getDefaultInstance();
+            }
+        });
+    }
+
+    @Override
+    public void listSnapshots(ListSnapshotsRequest request, StreamObserver<ListSnapshotsResponse> response) {
+        Rpc.answer(response, () -> ListSnapshotsResponse.newBuilder().addAllSnapshots(pool.snapshots().list()).build());
+    }
+
+    @Override
+    public void readContent(ReadContentRequest request, StreamObserver<ContentChunk> response) {
+        sender.send(request, (ServerCallStreamObserver<ContentChunk>) response);
+    }
+
+    @Override
+    public void receiveImage(ReceiveImageRequest request, StreamObserver<ReceiveImageResponse> response) {
+        Rpc.answer(response, () -> {
+            checkNewImage(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
+            try (var held = locks.acquire(name(request.getName()))) {
+                if (!request.hasSource()) {
+                    throw CsiException.missing("source");
+                }
+                ImageRecord record = pool.receive(request.getName(), request.getCapacityBytes(), request.getAllocation(),
+                        request.getSource());
+                var reply = ReceiveImageResponse.newBuilder().setTag(record.getReceiveTag()).setReceivedBytes(record.getReceivedBytes());
+                if (record.getState() == ImageRecord.State.READY) {
+                    pool.get(request.getName()).ifPresent(reply::setImage);
+                }
+                return reply.build();
+            }
+        });
+    }
+
+    @Override
+    public StreamObserver<WriteContentRequest> writeContent(StreamObserver<WriteContentResponse> response) {
+        return receiver.receive((ServerCallStreamObserver<WriteContentResponse>) response);
+    }
+
+    /** The lock of a copy's source: the image's name, or the snapshot's key. */
+    private static String sourceLockKey(ContentSource source) {
+        return switch (source.getKindCase()) {
+            case SNAPSHOT -> snapshotName(source.getSnapshot());
+            case IMAGE -> name(source.getImage());
+            case KIND_NOT_SET -> throw CsiException.invalidArgument("source names neither a snapshot nor an image");
+        };
+    }
+
+    /** The snapshot's lock key, once the name is checked. */
+    private static String snapshotName(String name) {
+        if (name.isEmpty()) {
+            throw CsiException.missing("name");
+        }
+        SnapshotId.checkName(name);
+        return PoolSnapshots.lockKey(name);
+    }
+
+    private static void checkNewImage(long capacityBytes, Allocation allocation, int allocationValue) {
+        if (capacityBytes <= 0) {
+            throw CsiException.invalidArgument("capacity_bytes must be positive");
+        }
+        if (allocation != Allocation.SPARSE && allocation != Allocation.FULL) {
+            throw CsiException.invalidArgument("allocation must be SPARSE or FULL, got " + allocationValue);
+        }
+    }
+
+    private static String name(String name) {
+        if (name.isEmpty()) {
+            throw CsiException.missing("name");
+        }
+        VolumeId.checkName(name);
+        return name;
+    }
+}

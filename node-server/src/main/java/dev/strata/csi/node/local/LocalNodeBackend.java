@@ -1,0 +1,297 @@
+package dev.strata.csi.node.local;
+
+import csi.v1.Csi.NodeGetVolumeStatsResponse;
+import csi.v1.Csi.VolumeCapability;
+import csi.v1.Csi.VolumeCondition;
+import dev.strata.csi.backend.Capabilities;
+import dev.strata.csi.backend.ParameterKeys;
+import dev.strata.csi.backend.local.LocalCapabilities;
+import dev.strata.csi.backend.local.LocalParameters;
+import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.log.Log;
+import dev.strata.csi.mount.MountPoint;
+import dev.strata.csi.mount.MountTable;
+import dev.strata.csi.node.backend.NodeBackend;
+import dev.strata.csi.node.backend.OwnMounts;
+import dev.strata.csi.node.backend.TargetPaths;
+import dev.strata.csi.node.backend.VolumeStats;
+import dev.strata.csi.node.mount.FilesystemStats;
+import dev.strata.csi.node.mount.Mounter;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.Crashes;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * The local backend on the node: stage, publish and their undoing for volumes of this node's
+ * pool, written as the spec reads. Which device a volume uses is asked of the pool, never taken
+ * from the publish context alone: after a reboot the loop device number may differ from the one
+ * the attacher recorded. The mount table is the truth about what is mounted where; every step
+ * first checks whether it is already done, so a repeated call succeeds without a second effect.
+ */
+public final class LocalNodeBackend implements NodeBackend<VolumeId> {
+
+    private final String nodeId;
+    private final LocalCapabilities capabilities = new LocalCapabilities();
+
+    private final ImagePool pool;
+    private final LoopDevices loops;
+    private final Filesystems filesystems;
+    private final Mounter mounter;
+    private final FilesystemStats stats;
+    private final Crashes<CrashPoint> crashes;
+    private final Log log;
+
+    public LocalNodeBackend(String nodeId, ImagePool pool, LoopDevices loops, Filesystems filesystems, Mounter mounter,
+            FilesystemStats stats, Crashes<CrashPoint> crashes, Log log) {
+        this.nodeId = nodeId;
+        this.crashes = crashes;
+        this.pool = pool;
+        this.loops = loops;
+        this.filesystems = filesystems;
+        this.mounter = mounter;
+        this.stats = stats;
+        this.log = log;
+    }
+
+    @Override
+    public Optional<VolumeId> byId(String volumeId) {
+        return VolumeId.parse(volumeId);
+    }
+
+    /** The image's name, by which the node agent locks the image too: the pool's images are one namespace. */
+    @Override
+    public String lockKey(VolumeId id) {
+        return id.name();
+    }
+
+    @Override
+    public Capabilities capabilities() {
+        return capabilities;
+    }
+
+    @Override
+    public ParameterKeys volumeContextKeys() {
+        return LocalParameters.VOLUME_CONTEXT;
+    }
+
+    @Override
+    public void stage(VolumeId id, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
+        LoopDevice device = attachedDevice(id);
+        if (!Files.isDirectory(staging)) {
+            throw CsiException.invalidArgument("staging_target_path " + staging + " is not a directory");
+        }
+        if (LocalCapabilities.isBlock(capability)) {
+            pool.recordBlockUse(id.name());
+            return; // a raw block volume is published straight from its device
+        }
+        Optional<MountPoint> mounted = mounter.table().at(staging);
+        if (mounted.isPresent()) {
+            if (device.backs(mounted.get())) {
+                growCopiedFilesystem(id, device, staging, mounted.get().fsType(), mounted.get().readOnly());
+                return;
+            }
+            throw CsiException.alreadyExists("staging_target_path " + staging + " already has another filesystem mounted ("
+                    + mounted.get().source() + ")");
+        }
+        String fsType = LocalCapabilities.fsType(capability);
+        boolean readOnly = capabilities.readOnly(capability);
+        String holds = readOnly ? existingFilesystem(id, device) : holdsFilesystem(id, device, fsType);
+        if (!holds.equals(fsType)) {
+            throw CsiException.failedPrecondition("volume " + id + " holds a " + holds
+                    + " filesystem; it cannot be staged as " + fsType + " (the driver never reformats a volume with data)");
+        }
+        List<String> options = new java.util.ArrayList<>(capability.getMount().getMountFlagsList());
+        if (fsType.equals("xfs") && !options.contains("nouuid")) {
+            // A restore or clone carries its source's UUID, and xfs refuses a second filesystem of one UUID on the node.
+            options.add("nouuid");
+        }
+        if (readOnly) {
+            options.add("ro");
+            if (fsType.equals("ext4")) {
+                options.add("noload"); // no journal replay: a read-only volume is not written at all
+            }
+        }
+        mounter.mount(device.device().toString(), staging, fsType, options);
+        crashes.reach(CrashPoint.STAGE_MOUNTED);
+        growCopiedFilesystem(id, device, staging, fsType, readOnly);
+    }
+
+    /**
+     * A volume restored or cloned into a larger image holds its source's smaller filesystem: it
+     * grows to fill the device once, at its first stage, so the volume comes up at the size asked
+     * for (kubelet calls NodeExpandVolume only after an expansion, not after a restore). A
+     * read-only mount is not written; it grows at a later writable stage.
+     */
+    private void growCopiedFilesystem(VolumeId id, LoopDevice device, Path staging, String fsType, boolean readOnly) throws Exception {
+        if (readOnly || !pool.content(id.name()).getGrowFilesystem()) {
+            return;
+        }
+        filesystems.grow(device.device(), staging, fsType);
+        pool.recordFilesystemGrown(id.name());
+        log.info("filesystem copied from a smaller volume grown", "volume", id, "fs_type", fsType);
+    }
+
+    /** The filesystem a read-only stage mounts: one must be there already; nothing is made. */
+    private String existingFilesystem(VolumeId id, LoopDevice device) throws Exception {
+        String recorded = pool.content(id.name()).getFilesystem();
+        if (!recorded.isEmpty()) {
+            return recorded;
+        }
+        return filesystems.probe(device.device()).orElseThrow(() -> CsiException.failedPrecondition(
+                "volume " + id + " has no filesystem yet; it cannot be staged read-only before it was written"));
+    }
+
+    /**
+     * The filesystem on the volume, made now if the volume is new. Formatting needs two signs that
+     * the device is blank: the agent's record says no filesystem was ever made and it was never
+     * used as a raw block device, and blkid finds no signature. A probe that cannot read the
+     * device therefore never leads to mkfs on a volume with data.
+     */
+    private String holdsFilesystem(VolumeId id, LoopDevice device, String fsType) throws Exception {
+        var content = pool.content(id.name());
+        if (!content.getFilesystem().isEmpty()) {
+            return content.getFilesystem();
+        }
+        if (content.getUsedAsBlock()) {
+            throw CsiException.failedPrecondition("volume " + id + " was used as a raw block device; making a "
+                    + fsType + " filesystem on it would destroy that data");
+        }
+        Optional<String> existing = filesystems.formatIfBlank(device.device(), fsType);
+        String holds = existing.orElse(fsType);
+        if (existing.isEmpty()) {
+            log.info("made filesystem", "volume", id, "device", device.device(), "fs_type", fsType);
+            crashes.reach(CrashPoint.STAGE_FORMATTED);
+        }
+        pool.recordFilesystem(id.name(), holds);
+        crashes.reach(CrashPoint.STAGE_RECORDED);
+        return holds;
+    }
+
+    @Override
+    public void unstage(VolumeId id, Path staging) throws Exception {
+        requireHere(id);
+        unmountOwn(id, "staging_target_path", staging);
+        crashes.reach(CrashPoint.UNSTAGE_UNMOUNTED);
+    }
+
+    @Override
+    public void publish(VolumeId id, Path staging, Path target, VolumeCapability capability, Map<String, String> context,
+            boolean readOnly) throws Exception {
+        LoopDevice device = attachedDevice(id);
+        MountTable table = mounter.table();
+        boolean block = LocalCapabilities.isBlock(capability);
+        if (!block && !table.at(staging).map(device::backs).orElse(false)) {
+            throw CsiException.failedPrecondition("volume " + id + " is not staged at " + staging + "; NodeStageVolume first");
+        }
+        Optional<MountPoint> present = table.at(target);
+        if (present.isPresent()) {
+            if (device.backs(present.get()) && present.get().readOnly() == readOnly) {
+                return;
+            }
+            throw CsiException.alreadyExists("target_path " + target + " is already published with other arguments");
+        }
+        if (Capabilities.singleWriter(capability)) {
+            List<MountPoint> others = table.all().stream()
+                    .filter(m -> device.backs(m) && !m.mountPoint().equals(staging))
+                    .toList();
+            if (!others.isEmpty()) {
+                throw CsiException.failedPrecondition("volume " + id + " has single-writer access and is already published at "
+                        + others.getFirst().mountPoint());
+            }
+        }
+        TargetPaths.makeTarget(target, block);
+        crashes.reach(CrashPoint.PUBLISH_TARGET_MADE);
+        mounter.bindMount(block ? device.device() : staging, target, readOnly);
+        crashes.reach(CrashPoint.PUBLISH_MOUNTED);
+    }
+
+    @Override
+    public void unpublish(VolumeId id, Path target) throws Exception {
+        requireHere(id);
+        unmountOwn(id, "target_path", target);
+        crashes.reach(CrashPoint.UNPUBLISH_UNMOUNTED);
+        TargetPaths.removeTarget(target);
+    }
+
+    /**
+     * The loop device takes the image's size (the agent did when it grew the image; a device
+     * attached since has it already), then the filesystem mounted at {@code volumePath} grows to
+     * fill it. A raw block volume needs nothing more.
+     */
+    @Override
+    public long expand(VolumeId id, Path volumePath, Optional<VolumeCapability> capability) throws Exception {
+        LoopDevice device = attachedDevice(id);
+        long recorded = pool.get(id.name()).orElseThrow(() -> CsiException.notFound("volume " + id + " does not exist on this node"))
+                .getCapacityBytes();
+        if (loops.sizeBytes(device.device()) < recorded) {
+            loops.refreshCapacity(device.device());
+        }
+        long size = loops.sizeBytes(device.device());
+        Optional<MountPoint> mount = mounter.table().at(volumePath).filter(device::backs);
+        if (mount.isEmpty()) {
+            throw CsiException.notFound("volume " + id + " is not staged or published at " + volumePath);
+        }
+        boolean block = capability.map(LocalCapabilities::isBlock).orElse(!Files.isDirectory(volumePath));
+        if (!block) {
+            filesystems.grow(device.device(), volumePath, mount.get().fsType());
+            crashes.reach(CrashPoint.NODE_EXPAND_GROWN);
+            log.info("filesystem grown", "volume", id, "path", volumePath, "fs_type", mount.get().fsType(), "bytes", size);
+        }
+        return size;
+    }
+
+    @Override
+    public NodeGetVolumeStatsResponse stats(VolumeId id, Path path) throws Exception {
+        requireHere(id);
+        Path image = pool.imagePath(id.name());
+        Optional<MountPoint> mount = mounter.table().at(path);
+        // The loop device says which image a mount is of, also when the image file was deleted.
+        Optional<LoopDevice> device = mount.isEmpty() ? Optional.empty()
+                : pool.device(id.name()).filter(loop -> loop.backs(mount.get()));
+        if (device.isEmpty()) {
+            throw CsiException.notFound("volume " + id + " is not mounted at " + path);
+        }
+        if (!Files.isDirectory(path)) { // a published block volume: the device node bound onto a file
+            return VolumeStats.block(loops.sizeBytes(device.get().device()), condition(id, image));
+        }
+        return VolumeStats.filesystem(stats.usage(path), condition(id, image));
+    }
+
+    /** Abnormal when the image file or the pool's record of it is gone from under a mounted volume. */
+    private VolumeCondition condition(VolumeId id, Path image) throws Exception {
+        if (!Files.exists(image)) {
+            return VolumeStats.abnormal("image file " + image + " is missing; the volume lives on only while it stays mounted");
+        }
+        if (pool.get(id.name()).isEmpty()) {
+            return VolumeStats.abnormal("the pool has no record of volume " + id);
+        }
+        return VolumeStats.healthy("healthy");
+    }
+
+    /** NOT_FOUND for a volume of another node's pool. */
+    private void requireHere(VolumeId id) {
+        if (!id.nodeId().equals(nodeId)) {
+            throw CsiException.notFound("volume " + id + " lives on node " + id.nodeId() + ", not on " + nodeId);
+        }
+    }
+
+    /** Unmounts what the volume's loop device backs at {@code path}; anything else mounted there stays. */
+    private void unmountOwn(VolumeId id, String field, Path path) throws Exception {
+        Optional<LoopDevice> device = pool.device(id.name());
+        OwnMounts.unmount(mounter, log, id.toString(), field, path, mount -> device.map(d -> d.backs(mount)).orElse(false),
+                top -> mounter.unmount(path));
+    }
+
+    private LoopDevice attachedDevice(VolumeId id) throws Exception {
+        requireHere(id);
+        if (!pool.exists(id.name())) {
+            throw CsiException.notFound("volume " + id + " does not exist on this node");
+        }
+        return loops.find(pool.imagePath(id.name())).orElseThrow(() -> CsiException.failedPrecondition(
+                "volume " + id + " is not attached to this node; ControllerPublishVolume first"));
+    }
+}

@@ -1,0 +1,59 @@
+package dev.strata.csi.node.local;
+
+import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.PoolStatus;
+import io.prometheus.metrics.core.metrics.GaugeWithCallback;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import java.io.IOException;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * The pool as a scrape sees it, read at the scrape: capacity and what new volumes can still get
+ * (the figure GetCapacity reports), volumes, and loop devices attached for them. A read that
+ * fails leaves the gauge out of that scrape rather than failing it.
+ */
+public final class PoolMetrics {
+
+    private PoolMetrics() {}
+
+    public static void register(ImagePool pool, PrometheusRegistry registry) {
+        GaugeWithCallback.builder()
+                .name("strata_pool_capacity_bytes")
+                .help("Size of the filesystem holding the node's pool")
+                .callback(callback -> status(pool).ifPresent(status -> callback.call(status.getTotalBytes())))
+                .register(registry);
+        GaugeWithCallback.builder()
+                .name("strata_pool_available_bytes")
+                .help("Bytes a new volume can get on this node: free space less what sparse images may still claim")
+                .callback(callback -> status(pool).ifPresent(status -> callback.call(status.getAvailableBytes())))
+                .register(registry);
+        GaugeWithCallback.builder()
+                .name("strata_pool_volumes")
+                .help("Volumes (images) in the node's pool")
+                .callback(callback -> images(pool).ifPresent(images -> callback.call(images.size())))
+                .register(registry);
+        GaugeWithCallback.builder()
+                .name("strata_pool_attached_loop_devices")
+                .help("Loop devices attached for the pool's volumes")
+                .callback(callback -> images(pool).ifPresent(images ->
+                        callback.call(images.stream().filter(image -> !image.getDevicePath().isEmpty()).count())))
+                .register(registry);
+    }
+
+    private static Optional<PoolStatus> status(ImagePool pool) {
+        try {
+            return Optional.of(pool.status());
+        } catch (IOException | RuntimeException e) {
+            return Optional.empty();
+        }
+    }
+
+    private static Optional<List<Image>> images(ImagePool pool) {
+        try {
+            return Optional.of(pool.list());
+        } catch (IOException | DeviceException | RuntimeException e) {
+            return Optional.empty();
+        }
+    }
+}

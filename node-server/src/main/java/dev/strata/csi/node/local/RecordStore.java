@@ -1,0 +1,84 @@
+package dev.strata.csi.node.local;
+
+import dev.strata.csi.backend.local.records.ImageRecord;
+import dev.strata.csi.log.Log;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.RecordFiles;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The agent's record of each image, {@code <name>.record} beside it (local_record.proto, through
+ * {@link RecordFiles}: atomic, durable, versioned). The agent owns the pool (it holds the pool's
+ * lock), so after the first full read the records are kept in memory too, and capacity
+ * accounting costs no parsing.
+ */
+final class RecordStore {
+
+    static final String SUFFIX = ".record";
+
+    /** Version 1: the format the driver wrote before the field existed (no version) (read as 0, the same format). */
+    static final RecordFiles.Format<ImageRecord> FORMAT = new RecordFiles.Format<>(ImageRecord.class, 1,
+            ImageRecord::getVersion, (record, version) -> record.toBuilder().setVersion(version).build());
+
+    private final Path dir;
+    private final RecordFiles<ImageRecord> files;
+    private final Log log;
+    /** Every readable record on disk, once {@link #all()} has loaded them. */
+    private final Map<String, ImageRecord> cache = new ConcurrentHashMap<>();
+    private volatile boolean loaded;
+
+    RecordStore(Path dir, Log log) {
+        this.dir = dir;
+        this.files = new RecordFiles<>(dir, SUFFIX, FORMAT);
+        this.log = log;
+    }
+
+    Optional<ImageRecord> read(String name) throws IOException {
+        if (loaded) {
+            return Optional.ofNullable(cache.get(name));
+        }
+        return files.read(name);
+    }
+
+    /** The record of the READY image {@code name}; NOT_FOUND when there is none. */
+    ImageRecord ready(String name) throws IOException {
+        return read(name)
+                .filter(record -> record.getState() == ImageRecord.State.READY)
+                .orElseThrow(() -> CsiException.notFound("volume " + name + " does not exist on this node"));
+    }
+
+    void write(ImageRecord record) throws IOException {
+        cache.put(record.getName(), files.write(record.getName(), record));
+    }
+
+    void delete(String name) throws IOException {
+        files.delete(name);
+        cache.remove(name);
+    }
+
+    /** Every readable record; one that cannot be read is logged and left for a person, never acted on. */
+    synchronized List<ImageRecord> all() throws IOException {
+        if (!loaded) {
+            cache.putAll(files.all((file, e) ->
+                    log.error("unreadable image record; its volume is left alone", "file", file, "error", e.getMessage())));
+            loaded = true;
+        }
+        return new ArrayList<>(cache.values());
+    }
+
+    /** The image file the record of {@code name} stands beside. */
+    Path imagePath(String name) {
+        return dir.resolve(name + ImagePool.IMAGE_SUFFIX);
+    }
+
+    /** Removes temporary files a crash left mid-write; the record they were replacing is intact. */
+    int removeTemporaries() throws IOException {
+        return files.removeTemporaries();
+    }
+}

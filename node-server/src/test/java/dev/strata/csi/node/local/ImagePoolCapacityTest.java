@@ -1,0 +1,321 @@
+package dev.strata.csi.node.local;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.ContentSource;
+import dev.strata.csi.linux.Kernel.DataRange;
+import dev.strata.csi.log.Log;
+import dev.strata.csi.mount.MountTable;
+import dev.strata.csi.node.mount.Mounter;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.Crashes;
+import io.grpc.Status;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.io.RandomAccessFile;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.ZoneId;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Capacity accounting of the pool, on a real directory with a pool filesystem of a size the test
+ * chooses (the free space is the one thing that is made up here, so the arithmetic can be exact).
+ */
+class ImagePoolCapacityTest {
+
+    private static final long GIB = 1L << 30;
+
+    @TempDir
+    Path dir;
+
+    /**
+     * Image files as the real thing makes them (sparse), on a pool that holds {@code total} bytes:
+     * what the test says was written to a file ({@link #written}) is what it has allocated, and is
+     * taken from the free space; a copy is a plain one, as large and as allocated as its source (its
+     * content is not copied: the test counts bytes only).
+     */
+    private static final class SmallPool implements ImageFiles {
+        private final long total;
+        private final long spaceCheckMillis;
+        private final java.util.Map<Path, Long> written = new java.util.concurrent.ConcurrentHashMap<>();
+
+        SmallPool(long total, long spaceCheckMillis) {
+            this.total = total;
+            this.spaceCheckMillis = spaceCheckMillis;
+        }
+
+        @Override
+        public void create(Path image, long bytes, Allocation allocation) throws IOException {
+            try (RandomAccessFile file = new RandomAccessFile(image.toFile(), "rw")) {
+                file.setLength(bytes);
+            }
+        }
+
+        @Override
+        public void grow(Path image, long bytes, Allocation allocation) throws IOException {
+            try (RandomAccessFile file = new RandomAccessFile(image.toFile(), "rw")) {
+                file.setLength(Math.max(file.length(), bytes));
+            }
+        }
+
+        @Override
+        public CopyMethod copy(Path source, Path target) throws IOException {
+            try (RandomAccessFile file = new RandomAccessFile(target.toFile(), "rw")) {
+                file.setLength(Files.size(source));
+            }
+            written.put(target, allocatedBytes(source));
+            return CopyMethod.SPARSE_COPY;
+        }
+
+        @Override
+        public List<DataRange> dataRanges(Path image) {
+            throw new UnsupportedOperationException("this pool only makes and grows images");
+        }
+
+        @Override
+        public long sizeBytes(Path image) throws IOException {
+            return java.nio.file.Files.size(image);
+        }
+
+        @Override
+        public long allocatedBytes(Path image) {
+            return written.getOrDefault(image, 0L);
+        }
+
+        @Override
+        public Space space(Path dir) {
+            try {
+                Thread.sleep(spaceCheckMillis); // statvfs and stat of every image take a while on a busy node
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            return new Space(total, total - written.values().stream().mapToLong(Long::longValue).sum());
+        }
+    }
+
+    private static final LoopDevices NO_LOOPS = new LoopDevices() {
+        @Override
+        public LoopDevice attach(Path image) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void detach(Path device) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public Optional<LoopDevice> find(Path image) {
+            return Optional.empty();
+        }
+
+        @Override
+        public List<LoopDevice> list() {
+            return List.of();
+        }
+
+        @Override
+        public long sizeBytes(Path device) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void refreshCapacity(Path device) {
+            throw new UnsupportedOperationException();
+        }
+    };
+
+    private static final Mounter NO_MOUNTS = new Mounter() {
+        @Override
+        public void mount(String source, Path target, String fsType, List<String> options) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void bindMount(Path source, Path target, boolean readOnly) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void unmount(Path target) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public MountTable table() {
+            return MountTable.parse("");
+        }
+    };
+
+    /** A clock that moves only when told to. */
+    private static final class MovingClock extends Clock {
+        private Instant now = Instant.parse("2026-01-01T00:00:00Z");
+
+        void advance(Duration by) {
+            now = now.plus(by);
+        }
+
+        @Override
+        public Instant instant() {
+            return now;
+        }
+
+        @Override
+        public ZoneId getZone() {
+            return ZoneOffset.UTC;
+        }
+
+        @Override
+        public Clock withZone(ZoneId zone) {
+            return this;
+        }
+    }
+
+    private ImagePool pool(long total, long spaceCheckMillis) throws Exception {
+        return pool(total, spaceCheckMillis, Clock.systemUTC());
+    }
+
+    private ImagePool pool(long total, long spaceCheckMillis, Clock clock) throws Exception {
+        return pool(new SmallPool(total, spaceCheckMillis), clock);
+    }
+
+    private ImagePool pool(SmallPool files, Clock clock) throws Exception {
+        ImagePool pool = new ImagePool(dir, files, NO_LOOPS, NO_MOUNTS, new SystemFilesystemFreezer(new dev.strata.csi.linux.Kernel()), Crashes.none(), clock,
+                new Log(new PrintStream(PrintStream.nullOutputStream()), 0));
+        pool.reconcile();
+        return pool;
+    }
+
+    @Test
+    void sparseImagesReserveTheirWholeSize() throws Exception {
+        ImagePool pool = pool(10 * GIB, 0);
+        pool.create("pvc-a", 6 * GIB, Allocation.SPARSE, Optional.empty());
+        assertEquals(4 * GIB, pool.status().getAvailableBytes(), "a sparse image can still be filled");
+        CsiException full = assertThrows(CsiException.class, () -> pool.create("pvc-b", 5 * GIB, Allocation.SPARSE, Optional.empty()));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, full.code());
+        assertEquals(List.of("pvc-a.img", "pvc-a.record"), files());
+    }
+
+    @Test
+    void twoCreatesAtOnceCannotBothTakeTheLastSpace() throws Exception {
+        ImagePool pool = pool(10 * GIB, 200);
+        ExecutorService callers = Executors.newFixedThreadPool(2);
+        List<Future<Status.Code>> calls = new ArrayList<>();
+        try {
+            for (String name : List.of("pvc-a", "pvc-b")) {
+                calls.add(callers.submit(() -> {
+                    try {
+                        pool.create(name, 8 * GIB, Allocation.SPARSE, Optional.empty());
+                        return Status.Code.OK;
+                    } catch (CsiException e) {
+                        return e.code();
+                    }
+                }));
+            }
+            List<Status.Code> codes = new ArrayList<>();
+            for (Future<Status.Code> call : calls) {
+                codes.add(call.get());
+            }
+            codes.sort(null);
+            assertEquals(List.of(Status.Code.OK, Status.Code.RESOURCE_EXHAUSTED), codes);
+        } finally {
+            callers.shutdownNow();
+        }
+        assertEquals(2 * GIB, pool.status().getAvailableBytes());
+    }
+
+    /**
+     * A snapshot's copy takes what its image has written; it is admitted against the same room as
+     * the images, and once taken as a plain copy its blocks are out of the free space.
+     */
+    @Test
+    void aSnapshotIsAdmittedAgainstThePoolsRoom() throws Exception {
+        SmallPool files = new SmallPool(10 * GIB, 0);
+        ImagePool pool = pool(files, Clock.systemUTC());
+        pool.create("pvc-a", 6 * GIB, Allocation.SPARSE, Optional.empty());
+        files.written.put(pool.imagePath("pvc-a"), 5 * GIB);
+        assertEquals(4 * GIB, pool.status().getAvailableBytes(), "5 GiB free, 1 GiB of them the image may still take");
+        CsiException full = assertThrows(CsiException.class, () -> pool.snapshots().take("snap-a", "pvc-a", false));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, full.code());
+        assertTrue(full.getMessage().endsWith("bytes available; a snapshot of volume pvc-a needs " + 5 * GIB), full.getMessage());
+        assertEquals(List.of(), pool.snapshots().list());
+        assertEquals(List.of("pvc-a.img", "pvc-a.record"), files());
+
+        files.written.put(pool.imagePath("pvc-a"), 2 * GIB);
+        pool.snapshots().take("snap-a", "pvc-a", false);
+        assertEquals(List.of("snap-a"), pool.snapshots().list().stream().map(dev.strata.csi.agent.api.Snapshot::getName).toList());
+        assertEquals(2 * GIB, pool.status().getAvailableBytes(), "10 GiB less the image's 2 written and 4 to come, less the copy's 2");
+        CsiException noRoom = assertThrows(CsiException.class, () -> pool.create("pvc-b", 3 * GIB, Allocation.SPARSE, Optional.empty()));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, noRoom.code());
+    }
+
+    private static final Duration EXPIRY = Duration.ofHours(1);
+    private static final ContentSource ELSEWHERE = ContentSource.newBuilder().setImage("pvc-elsewhere").build();
+
+    /** A copy's source is kept in the image's record: a name no snapshot or volume can have is refused, not recorded. */
+    @Test
+    void aCopyFromASourceNoNodeCanHaveIsRefused() throws Exception {
+        ImagePool pool = pool(10 * GIB, 0, new MovingClock());
+        for (ContentSource source : List.of(ContentSource.newBuilder().setImage("x".repeat(100_000)).build(),
+                ContentSource.newBuilder().setSnapshot("../pvc-a").build())) {
+            CsiException refused = assertThrows(CsiException.class, () -> pool.receive("pvc-copy", GIB, Allocation.SPARSE, source));
+            assertEquals(Status.Code.INVALID_ARGUMENT, refused.code(), refused.getMessage());
+            assertEquals(Optional.empty(), pool.get("pvc-copy"));
+            assertEquals(10 * GIB, pool.status().getAvailableBytes());
+        }
+    }
+
+    /** Each transfer step (ReceiveImage, a checkpoint, a start over) counts the idle time from zero again. */
+    @Test
+    void aCopyIdleForTheExpiryIsRemovedAndItsCapacityGivenBack() throws Exception {
+        MovingClock clock = new MovingClock();
+        ImagePool pool = pool(10 * GIB, 0, clock);
+        pool.create("pvc-ready", GIB, Allocation.SPARSE, Optional.empty());
+        pool.receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE);
+        assertEquals(3 * GIB, pool.status().getAvailableBytes(), "the partial image reserves its capacity");
+
+        clock.advance(EXPIRY.minusMinutes(1));
+        pool.receivedUpTo("pvc-copy", 64L << 20); // a checkpoint
+        clock.advance(EXPIRY.minusMinutes(1));
+        assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since the checkpoint");
+        pool.receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE); // the retried CreateVolume asks again
+        clock.advance(EXPIRY.minusMinutes(1));
+        assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since ReceiveImage");
+        pool.restartReceive("pvc-copy", "other content");
+        clock.advance(EXPIRY.minusSeconds(1));
+        assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "a second short of an hour since the start over");
+        assertEquals(List.of("pvc-copy"), pool.receivingImages());
+
+        clock.advance(Duration.ofSeconds(1));
+        assertTrue(pool.removeIfAbandoned("pvc-copy", EXPIRY));
+        assertEquals(9 * GIB, pool.status().getAvailableBytes(), "its capacity is free again");
+        assertEquals(List.of("pvc-ready.img", "pvc-ready.record"), files());
+        assertEquals(List.of(), pool.receivingImages());
+        assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "gone already");
+        clock.advance(EXPIRY.multipliedBy(10));
+        assertFalse(pool.removeIfAbandoned("pvc-ready", EXPIRY), "a READY volume is never an abandoned copy");
+        assertTrue(pool.exists("pvc-ready"));
+    }
+
+    private List<String> files() throws IOException {
+        try (var listing = Files.list(dir)) {
+            return listing.map(f -> f.getFileName().toString()).filter(name -> !name.startsWith(".")).sorted().toList();
+        }
+    }
+}
