@@ -33,20 +33,7 @@ status=0
 vm_run "loop ext4 xfs btrfs" "$setup" mvn_run -o -Dmaven.compiler.useIncrementalCompilation=false -Dprotoc.skip=true \
   test -pl node-server -am -Dtest="$tests" -Dsurefire.failIfNoSpecifiedTests=false || status=$?
 
-for class in "${classes[@]}"; do
-  report=$reports/TEST-$class.xml
-  if [ ! -f "$report" ]; then
-    echo "hack: FAILED: no test report for $class" >&2
-    status=1
-    continue
-  fi
-  summary=$(grep -o '<testsuite [^>]*>' "$report" | grep -o ' \(tests\|failures\|errors\|skipped\|time\)="[^"]*"' | tr -d '\n')
-  echo "hack: $class:$summary" >&2
-  if ! grep -q ' tests="[1-9]' <<<"$summary" || grep -q ' \(failures\|errors\|skipped\)="[^0]' <<<"$summary"; then
-    echo "hack: FAILED: $class did not pass every test it ran, or ran none" >&2
-    status=1
-  fi
-done
+vm_check_reports "$reports" "${classes[@]}" || status=1
 grep -h '^expansion: ' "$reports"/*Expansion*-output.txt >&2 || true
 for line in "${expected[@]}"; do
   if ! cat "$reports"/*Expansion*-output.txt 2>/dev/null | grep -qF "expansion: $line:"; then

@@ -1,4 +1,4 @@
-# Shared by hack/quota-vm.sh, hack/nfs-vm.sh and hack/expansion-vm.sh: boots Debian's kernel (the
+# Shared by hack/quota-vm.sh, hack/nfs-vm.sh, hack/expansion-vm.sh and hack/lvm-vm.sh: boots Debian's kernel (the
 # package linux-image-amd64's dependency, from Debian's packages) in qemu, by software emulation
 # (x86_64 only; no KVM on these machines), with the host's / shared read-only over 9p, this worktree and
 # ~/.m2 read-write, and /tmp a tmpfs, and runs a command (Maven offline) in there: build once on the host
@@ -99,5 +99,27 @@ INIT
   local status
   status=$(cat "$work/out/status" 2>/dev/null || echo 1)
   echo "hack: the command in the VM exited with $status" >&2
+  return "$status"
+}
+
+# After a vm_run of Maven tests: checks each class's report in <reports dir>, printing its summary;
+# returns 1 unless every class ran tests with no failure, error or skip.
+vm_check_reports() {
+  local reports=$1 class report summary status=0
+  shift
+  for class in "$@"; do
+    report=$reports/TEST-$class.xml
+    if [ ! -f "$report" ]; then
+      echo "hack: FAILED: no test report for $class" >&2
+      status=1
+      continue
+    fi
+    summary=$(grep -o '<testsuite [^>]*>' "$report" | grep -o ' \(tests\|failures\|errors\|skipped\|time\)="[^"]*"' | tr -d '\n')
+    echo "hack: $class:$summary" >&2
+    if ! grep -q ' tests="[1-9]' <<<"$summary" || grep -q ' \(failures\|errors\|skipped\)="[^0]' <<<"$summary"; then
+      echo "hack: FAILED: $class did not pass every test it ran, or ran none" >&2
+      status=1
+    fi
+  done
   return "$status"
 }

@@ -365,15 +365,7 @@ public final class ImagePool {
 
     /** Attaches the image to a loop device for {@code nodeId}, or returns the device it is attached to. */
     public Image attach(String name, String nodeId) throws IOException, DeviceException, MountException {
-        ImageRecord record = records.ready(name);
-        if (!record.getAttached() || !record.getPublishedNodeIdsList().contains(nodeId)) {
-            ImageRecord.Builder wanted = record.toBuilder().setAttached(true);
-            if (!record.getPublishedNodeIdsList().contains(nodeId)) {
-                wanted.addPublishedNodeIds(nodeId);
-            }
-            record = wanted.build();
-            records.write(record);
-        }
+        ImageRecord record = records.attached(records.ready(name), nodeId);
         crashes.reach(CrashPoint.ATTACH_RECORDED);
         LoopDevice device = soleDevice(name).orElse(null);
         if (device == null) {
@@ -433,12 +425,7 @@ public final class ImagePool {
             return;
         }
         List<LoopDevice> devices = unusedDevices(name);
-        ImageRecord current = record.get();
-        List<String> published = new ArrayList<>(current.getPublishedNodeIdsList());
-        published.remove(nodeId);
-        if (current.getAttached() || published.size() != current.getPublishedNodeIdsCount()) {
-            records.write(current.toBuilder().setAttached(false).clearPublishedNodeIds().addAllPublishedNodeIds(published).build());
-        }
+        records.detached(record.get(), nodeId);
         crashes.reach(CrashPoint.DETACH_RECORDED);
         for (LoopDevice device : devices) {
             loops.detach(device.device());
@@ -745,6 +732,11 @@ public final class ImagePool {
     }
 
     private static Image image(ImageRecord record, LoopDevice device) {
+        return apiImage(record, device == null ? "" : device.device().toString());
+    }
+
+    /** The agent API's image of a record, with the device that holds it ({@code ""}: none). */
+    static Image apiImage(ImageRecord record, String devicePath) {
         Image.Builder image = Image.newBuilder();
         if (record.hasSource()) {
             image.setSource(switch (record.getSource().getKindCase()) {
@@ -757,7 +749,7 @@ public final class ImagePool {
                 .setName(record.getName())
                 .setCapacityBytes(record.getCapacityBytes())
                 .setAllocation(allocation(record))
-                .setDevicePath(device == null ? "" : device.device().toString())
+                .setDevicePath(devicePath)
                 .addAllPublishedNodeIds(record.getPublishedNodeIdsList())
                 .build();
     }
@@ -768,7 +760,7 @@ public final class ImagePool {
     }
 
     /** The agent API's content source as the record keeps it; INVALID_ARGUMENT for a name no snapshot or volume can have. */
-    private static Source recorded(ContentSource source) {
+    static Source recorded(ContentSource source) {
         return switch (source.getKindCase()) {
             case SNAPSHOT -> {
                 SnapshotId.checkName(source.getSnapshot());
@@ -782,7 +774,7 @@ public final class ImagePool {
         };
     }
 
-    private static String describe(Optional<Source> source) {
+    static String describe(Optional<Source> source) {
         if (source.isEmpty()) {
             return "empty";
         }

@@ -46,6 +46,17 @@ public interface LogicalVolumes {
     /** A linear volume of {@code sizeBytes} taken from the group's free extents, made inactive. */
     void createLinear(String name, long sizeBytes) throws DeviceException;
 
+    /**
+     * A thin snapshot of the thin volume {@code origin}, named {@code name}, made inactive: instant,
+     * sharing the origin's blocks until either is written, independent of the origin's later
+     * writes and of its removal. LVM suspends the origin for the moment it takes, which freezes a
+     * filesystem mounted on it: the snapshot is consistent.
+     */
+    void snapshot(String origin, String name) throws DeviceException;
+
+    /** Grows the volume to at least {@code sizeBytes}, active or not, in use or not; a thin one's virtual size. */
+    void extend(String name, long sizeBytes) throws DeviceException;
+
     /** Activates the volume on this node: its device-mapper device appears. Returns the volume, active. */
     LogicalVolume activate(String name) throws DeviceException;
 

@@ -14,13 +14,15 @@ import java.util.Optional;
  * The real {@link LogicalVolumes}: the lvm2 tools, run as child processes. Every command carries
  * {@code --config} that turns udev synchronisation off and has LVM make the /dev nodes itself: a
  * node-server container has no udev (nor has the test VM), and with synchronisation on, lvchange
- * would wait for udev events that never come. The driver's volumes carry the tag
+ * would wait for udev events that never come. Nor does it reach the host's dmeventd: monitoring
+ * (the thin pool's autoextension) is left to the host's own activation of the pool. The driver's volumes carry the tag
  * {@value #TAG}; others in the group are the admin's and are never listed or touched.
  */
 public final class SystemLogicalVolumes implements LogicalVolumes {
 
     static final String TAG = "strata.csi.dev";
-    private static final String CONFIG = "activation { udev_sync = 0 udev_rules = 0 verify_udev_operations = 0 }";
+    private static final String CONFIG = "activation { udev_sync = 0 udev_rules = 0 verify_udev_operations = 0"
+            + " monitoring = 0 }";
     /** lvcreate zeroes a thin volume's first blocks and may wait on the pool's metadata; generous, never endless. */
     private static final Duration TIMEOUT = Duration.ofMinutes(2);
     private static final String FIELDS = "lv_name,lv_size,lv_attr,lv_dm_path,lv_kernel_major,lv_kernel_minor,lv_tags";
@@ -84,6 +86,19 @@ public final class SystemLogicalVolumes implements LogicalVolumes {
         lvm("lvcreate", "--size", sizeBytes + "b", "--name", name, "--addtag", TAG, "--wipesignatures", "y", "--zero", "y",
                 "--yes", group);
         deactivate(name);
+    }
+
+    @Override
+    public void snapshot(String origin, String name) throws DeviceException {
+        // Without a size: a thin snapshot. LVM gives one the activation-skip flag; cleared, so that attach can activate it.
+        lvm("lvcreate", "--snapshot", "--name", name, "--addtag", TAG, "--setactivationskip", "n", "--activate", "n",
+                group + "/" + origin);
+    }
+
+    @Override
+    public void extend(String name, long sizeBytes) throws DeviceException {
+        // The filesystem is the node's to grow (NodeExpandVolume), as for an image: no --resizefs.
+        lvm("lvextend", "--size", sizeBytes + "b", group + "/" + name);
     }
 
     @Override

@@ -34,12 +34,19 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
     private int nextMinor;
     private String failNext = "";
 
+    /** Data blocks of the thin pool and how many thin volumes share them; freed with the last. */
+    private static final class Blocks {
+        long bytes;
+        int users = 1;
+    }
+
     private static final class State {
-        final long sizeBytes;
+        long sizeBytes;
         final boolean thin;
         boolean active;
         int minor = -1;
-        long written;
+        /** A thin volume's data in the thin pool, shared with its thin snapshots (and theirs). */
+        Blocks blocks = new Blocks();
 
         State(long sizeBytes, boolean thin) {
             this.sizeBytes = sizeBytes;
@@ -56,7 +63,7 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
         this.metadataBytes = EXTENT;
     }
 
-    /** The next call of {@code command} (lvcreate, lvchange-activate, lvchange-deactivate, lvremove) fails before it acts. */
+    /** The next call of {@code command} (lvcreate, lvcreate-snapshot, lvextend, lvchange-activate, lvchange-deactivate, lvremove) fails before it acts. */
     synchronized void failNext(String command) {
         failNext = command;
     }
@@ -64,8 +71,8 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
     /** A thin volume's data written: taken from the thin pool. */
     synchronized void write(String name, long bytes) {
         State state = volumes.get(name);
-        long more = Math.min(bytes, state.sizeBytes - state.written);
-        state.written += more;
+        long more = Math.min(bytes, state.sizeBytes - state.blocks.bytes);
+        state.blocks.bytes += more;
         if (state.thin) {
             thinDataBytes += more;
         }
@@ -141,6 +148,39 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
     }
 
     @Override
+    public synchronized void snapshot(String origin, String name) throws DeviceException {
+        String command = "lvcreate --snapshot --name " + name + " " + group + "/" + origin;
+        injected("lvcreate-snapshot", command);
+        State source = existing(origin, command);
+        if (!source.thin) {
+            // lvcreate would ask for a size and make an old-style snapshot; the pool never asks for one.
+            throw new DeviceException(command + ": exit 3: Please specify either size or extents with snapshots.");
+        }
+        requireNew(name, command);
+        State copy = new State(source.sizeBytes, true);
+        copy.blocks = source.blocks; // shared with the origin: no new data in the thin pool
+        source.blocks.users++;
+        volumes.put(name, copy);
+    }
+
+    @Override
+    public synchronized void extend(String name, long sizeBytes) throws DeviceException {
+        String command = "lvextend --size " + sizeBytes + "b " + group + "/" + name;
+        injected("lvextend", command);
+        State state = existing(name, command);
+        long size = extents(sizeBytes);
+        if (size <= state.sizeBytes) {
+            throw new DeviceException(command + ": exit 5: New size given (" + size / EXTENT + " extents) not larger than existing size ("
+                    + state.sizeBytes / EXTENT + " extents)");
+        }
+        if (!state.thin && size - state.sizeBytes > groupSpace().freeBytes()) {
+            throw new DeviceException(command + ": exit 5: Insufficient free space: " + (size - state.sizeBytes) / EXTENT
+                    + " extents needed, but only " + groupSpace().freeBytes() / EXTENT + " available");
+        }
+        state.sizeBytes = size;
+    }
+
+    @Override
     public synchronized LogicalVolume activate(String name) throws DeviceException {
         String command = "lvchange --activate y " + group + "/" + name;
         injected("lvchange-activate", command);
@@ -166,10 +206,10 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
         String command = "lvremove --yes " + group + "/" + name;
         injected("lvremove", command);
         State state = existing(name, command);
-        if (state.thin) {
-            thinDataBytes -= state.written;
-        }
-        volumes.remove(name); // lvremove --yes deactivates an active volume that nothing holds open
+        volumes.remove(name);
+        if (state.thin && --state.blocks.users == 0) {
+            thinDataBytes -= state.blocks.bytes; // blocks shared with a snapshot stay until the last user goes
+        } // lvremove --yes deactivates an active volume that nothing holds open
     }
 
     private LogicalVolume volume(String name, State state) {

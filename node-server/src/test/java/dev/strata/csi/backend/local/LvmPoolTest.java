@@ -45,7 +45,7 @@ class LvmPoolTest {
     private final ByteArrayOutputStream logged = new ByteArrayOutputStream();
 
     private LvmPool pool() throws Exception {
-        LvmPool pool = new LvmPool(dir, lvm, mounter, Crashes.none(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
+        LvmPool pool = new LvmPool(dir, lvm, mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
         pool.reconcile();
         return pool;
     }
@@ -204,7 +204,7 @@ class LvmPoolTest {
                 dev.strata.csi.backend.local.records.ImageRecord.newBuilder().setName("pvc-a").setCapacityBytes(GIB)
                         .setAllocation(dev.strata.csi.backend.local.records.ImageRecord.Allocation.SPARSE)
                         .setState(dev.strata.csi.backend.local.records.ImageRecord.State.CREATING).build());
-        LvmPool restarted = new LvmPool(dir, lvm, mounter, Crashes.none(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
+        LvmPool restarted = new LvmPool(dir, lvm, mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
         Image made = restarted.create("pvc-a", GIB, Allocation.SPARSE);
         assertEquals(GIB, made.getCapacityBytes());
         assertTrue(lvm.find("pvc-a").isPresent());
@@ -252,6 +252,106 @@ class LvmPoolTest {
         pool();
         assertTrue(lvm.find("pvc-a").isEmpty());
         assertFalse(Files.exists(dir.resolve("pvc-a" + RecordStore.SUFFIX)));
+    }
+
+    @Test
+    void expansionExtendsTheVolumeActiveOrNotAndNeverShrinksIt() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        pool.attach("pvc-a", "node-1");
+        assertEquals(2 * GIB, pool.expand("pvc-a", 2 * GIB).getCapacityBytes());
+        assertEquals(2 * GIB, lvm.find("pvc-a").orElseThrow().sizeBytes());
+        assertTrue(lvm.find("pvc-a").orElseThrow().active(), "grown online");
+        pool.expand("pvc-a", 2 * GIB); // again: nothing to do
+        pool.expand("pvc-a", GIB); // smaller: nothing is shrunk
+        assertEquals(2 * GIB, lvm.find("pvc-a").orElseThrow().sizeBytes());
+        assertEquals(2 * GIB, pool.get("pvc-a").orElseThrow().getCapacityBytes());
+        CsiException over = assertThrows(CsiException.class, () -> pool.expand("pvc-a", 11 * GIB));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, over.code());
+        assertEquals(2 * GIB, lvm.find("pvc-a").orElseThrow().sizeBytes(), "unchanged when refused");
+        assertEquals(8 * GIB, pool.status().getAvailableBytes(), "nor is more reserved");
+        pool.create("pvc-linear", GIB, Allocation.FULL);
+        long free = lvm.groupSpace().freeBytes();
+        pool.expand("pvc-linear", 2 * GIB);
+        assertEquals(free - GIB, lvm.groupSpace().freeBytes(), "a linear volume's new extents come from the group");
+        assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class, () -> pool.expand("pvc-never", GIB)).code());
+    }
+
+    @Test
+    void anExpansionCutShortBeforeLvextendIsFinishedAtTheNextStart() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        lvm.failNext("lvextend");
+        assertThrows(DeviceException.class, () -> pool.expand("pvc-a", 3 * GIB));
+        assertEquals(GIB, lvm.find("pvc-a").orElseThrow().sizeBytes());
+        assertEquals(7 * GIB, pool.status().getAvailableBytes(), "the recorded size reserves already");
+        pool();
+        assertEquals(3 * GIB, lvm.find("pvc-a").orElseThrow().sizeBytes(), "grown to the recorded size");
+    }
+
+    @Test
+    void aSnapshotIsAThinSnapshotKeptAfterItsSourceIsDeletedAndRestoresAreThinSnapshotsOfIt() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        var taken = pool.takeSnapshot("snapshot-1", "pvc-a");
+        assertEquals("pvc-a", taken.getSourceImage());
+        assertEquals(GIB, taken.getCapacityBytes());
+        var volume = lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").orElseThrow();
+        assertTrue(volume.thin());
+        assertFalse(volume.active(), "a snapshot is never active");
+        assertEquals(taken, pool.takeSnapshot("snapshot-1", "pvc-a"), "the same snapshot again");
+        pool.create("pvc-b", GIB, Allocation.SPARSE);
+        assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class, () -> pool.takeSnapshot("snapshot-1", "pvc-b")).code());
+        assertEquals(List.of("snapshot-1"), pool.snapshots().stream().map(s -> s.getName()).toList());
+        assertEquals(7 * GIB, pool.status().getAvailableBytes(), "a snapshot reserves its size in the thin pool: no overcommit");
+
+        pool.delete("pvc-a");
+        assertTrue(lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isPresent(), "kept after its source is deleted");
+        var fromSnapshot = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-1").build();
+        Image restored = pool.create("pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot));
+        assertEquals(2 * GIB, lvm.find("pvc-restored").orElseThrow().sizeBytes(), "extended to the size asked for");
+        assertEquals(restored, pool.create("pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot)));
+        assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class,
+                () -> pool.create("pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.empty())).code());
+        assertEquals(Status.Code.OUT_OF_RANGE, assertThrows(CsiException.class,
+                () -> pool.create("pvc-small", GIB / 2, Allocation.SPARSE, java.util.Optional.of(fromSnapshot))).code());
+        assertEquals(Status.Code.INVALID_ARGUMENT, assertThrows(CsiException.class,
+                () -> pool.create("pvc-linear", GIB, Allocation.FULL, java.util.Optional.of(fromSnapshot))).code());
+        var missing = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-none").build();
+        assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class,
+                () -> pool.create("pvc-c", GIB, Allocation.SPARSE, java.util.Optional.of(missing))).code());
+        assertTrue(lvm.find("pvc-small").isEmpty() && lvm.find("pvc-linear").isEmpty() && lvm.find("pvc-c").isEmpty());
+
+        var fromVolume = dev.strata.csi.agent.api.ContentSource.newBuilder().setImage("pvc-restored").build();
+        pool.create("pvc-clone", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromVolume));
+        assertTrue(lvm.find("pvc-clone").orElseThrow().thin());
+        pool.deleteSnapshot("snapshot-1");
+        pool.deleteSnapshot("snapshot-1");
+        assertTrue(lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isEmpty());
+        assertTrue(lvm.find("pvc-restored").isPresent(), "a restored volume outlives its snapshot");
+        assertEquals(List.of(), pool.snapshots());
+    }
+
+    @Test
+    void aLinearVolumeHasNoSnapshotsAndASnapshotCutShortIsRemovedAtTheNextStart() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-linear", GIB, Allocation.FULL);
+        assertEquals(Status.Code.FAILED_PRECONDITION,
+                assertThrows(CsiException.class, () -> pool.takeSnapshot("snapshot-1", "pvc-linear")).code());
+        assertEquals(List.of(), pool.snapshots());
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        lvm.failNext("lvcreate-snapshot");
+        assertThrows(DeviceException.class, () -> pool.takeSnapshot("snapshot-1", "pvc-a"));
+        assertEquals(List.of(), pool.snapshots(), "CREATING: not listed");
+        pool();
+        assertEquals(9 * GIB, pool.status().getAvailableBytes(), "the interrupted snapshot's reservation is free again");
+        pool.takeSnapshot("snapshot-1", "pvc-a");
+        lvm.failNext("lvremove");
+        assertThrows(DeviceException.class, () -> pool.deleteSnapshot("snapshot-1"));
+        assertEquals(List.of(), pool.snapshots(), "DELETING: not listed");
+        pool();
+        assertTrue(lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isEmpty(), "the interrupted delete finished");
+        assertFalse(logged.toString(StandardCharsets.UTF_8).contains("has no record"), "every snapshot volume is accounted for");
     }
 
     @Test
