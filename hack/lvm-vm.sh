@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the LVM pool's tests on the real lvm2 tools and device-mapper, which this machine's kernel
-# lacks: in a VM (hack/vm.sh) whose Debian kernel has dm-mod and dm-thin-pool, with lvm2 and
-# thin-provisioning-tools from Debian's packages (installed on the host here: the guest's root is
-# the host's). LvmPoolSystemTest makes its own volume group on a loop device, with a thin pool,
+# lacks: in a VM (hack/vm.sh) whose Debian kernel has dm-mod, dm-thin-pool and dm-snapshot (loaded
+# at boot: the guest's modprobe cannot, and lvcreate --snapshot wants the snapshot target even for
+# a thin snapshot), with lvm2 and thin-provisioning-tools from Debian's packages (installed on the
+# host here: the guest's root is the host's). LvmPoolSystemTest makes its own volume group on a loop device, with a thin pool,
 # and drives volumes through create, attach (the device-mapper device appears), mkfs, mount and
 # write, detach (the device goes), reconcile after a restart, online growth under a mounted ext4,
 # a thin snapshot of a mounted volume, its restore after the source is deleted, and delete. The
@@ -37,7 +38,7 @@ setup='export STRATA_TEST_LVM=required STRATA_TEST_START_SECONDS=240 LVM_SYSTEM_
 cp -a /etc/lvm /tmp/lvm-etc && mkdir -p /run/lock/lvm'
 tests=$(IFS=,; echo "${classes[*]##*.}")
 status=0
-vm_run "loop ext4 dm-mod dm-thin-pool" "$setup" mvn_run -o -Dmaven.compiler.useIncrementalCompilation=false -Dprotoc.skip=true \
+vm_run "loop ext4 dm-mod dm-thin-pool dm-snapshot" "$setup" mvn_run -o -Dmaven.compiler.useIncrementalCompilation=false -Dprotoc.skip=true \
   test -pl node-server -am -Dtest="$tests" -Dsurefire.failIfNoSpecifiedTests=false || status=$?
 
 vm_check_reports "$reports" "${classes[@]}" || status=1
