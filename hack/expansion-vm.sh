@@ -18,12 +18,8 @@ classes=(dev.strata.csi.backend.local.ImageExpansionTest dev.strata.csi.e2e.Expa
 expected=("ext4 online (image pool)" "ext4 online (CSI calls)" "ext4 offline (CSI calls)")
 
 # The guest runs this worktree's build: bring it up to date here, where compiling is fast.
-echo "hack: compiling node-server and its tests on the host" >&2
-mvn_run -q -pl node-server -am test-compile
 reports=$REPO_ROOT/node-server/target/surefire-reports
-for class in "${classes[@]}"; do
-  rm -f "$reports/TEST-$class.xml" "$reports/$class.txt" "$reports/$class-output.txt"
-done
+vm_prepare_tests "$reports" "${classes[@]}"
 
 # protoc.skip: the host's build generated the protocol classes; generating them again would have
 # javac recompile them all, which takes over ten minutes under emulation.

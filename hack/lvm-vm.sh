@@ -24,12 +24,8 @@ fi
 
 classes=(dev.strata.csi.backend.local.LvmPoolSystemTest)
 
-echo "hack: compiling node-server and its tests on the host" >&2
-mvn_run -q -pl node-server -am test-compile
 reports=$REPO_ROOT/node-server/target/surefire-reports
-for class in "${classes[@]}"; do
-  rm -f "$reports/TEST-$class.xml" "$reports/$class.txt" "$reports/$class-output.txt"
-done
+vm_prepare_tests "$reports" "${classes[@]}"
 
 # LVM writes its metadata backups and archives under /etc/lvm, read-only in the guest (the host's
 # root over 9p): a copy on the guest's tmpfs, named by LVM_SYSTEM_DIR. No udev in the guest: the

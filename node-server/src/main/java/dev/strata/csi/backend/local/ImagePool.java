@@ -110,12 +110,7 @@ public final class ImagePool {
             ImageRecord record = existing.get();
             switch (record.getState()) {
                 case READY -> {
-                    Optional<Source> has = record.hasSource() ? Optional.of(record.getSource()) : Optional.empty();
-                    if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation || !has.equals(wantedSource)) {
-                        throw CsiException.alreadyExists("volume " + name + " exists with " + record.getCapacityBytes()
-                                + " bytes, " + allocation(record) + ", " + describe(has) + "; asked for " + capacityBytes + " bytes, "
-                                + allocation + ", " + describe(wantedSource));
-                    }
+                    requireSame(record, capacityBytes, allocation, wantedSource);
                     return image(record);
                 }
                 case DELETING -> finishDelete(record);
@@ -164,6 +159,16 @@ public final class ImagePool {
         records.write(record);
         log.info("image created", "volume", name, "bytes", capacityBytes, "allocation", allocation);
         return image(record, null); // a file made just now has no loop device
+    }
+
+    /** ALREADY_EXISTS unless the READY volume's record has the size, allocation and source a repeated create asks for. */
+    static void requireSame(ImageRecord record, long capacityBytes, Allocation allocation, Optional<Source> wantedSource) {
+        Optional<Source> has = record.hasSource() ? Optional.of(record.getSource()) : Optional.empty();
+        if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation || !has.equals(wantedSource)) {
+            throw CsiException.alreadyExists("volume " + record.getName() + " exists with " + record.getCapacityBytes()
+                    + " bytes, " + allocation(record) + ", " + describe(has) + "; asked for " + capacityBytes + " bytes, "
+                    + allocation + ", " + describe(wantedSource));
+        }
     }
 
     /** FAILED_PRECONDITION when the pool holds an image file of that name without a record. */

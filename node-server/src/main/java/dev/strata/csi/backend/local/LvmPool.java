@@ -97,12 +97,7 @@ public final class LvmPool {
             ImageRecord record = existing.get();
             switch (record.getState()) {
                 case READY -> {
-                    Optional<Source> has = record.hasSource() ? Optional.of(record.getSource()) : Optional.empty();
-                    if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation || !has.equals(wantedSource)) {
-                        throw CsiException.alreadyExists("volume " + name + " exists with " + record.getCapacityBytes() + " bytes, "
-                                + allocation(record) + ", " + ImagePool.describe(has) + "; asked for " + capacityBytes
-                                + " bytes, " + allocation + ", " + ImagePool.describe(wantedSource));
-                    }
+                    ImagePool.requireSame(record, capacityBytes, allocation, wantedSource);
                     return image(record, volumes.find(name));
                 }
                 case RECEIVING -> throw CsiException.failedPrecondition("volume " + name + " has a record of a copy from another node,"
