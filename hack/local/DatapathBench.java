@@ -68,7 +68,9 @@ public final class DatapathBench {
 
         PoolFilesystem poolFilesystem = new PoolFilesystem(imageDir, poolDevice, 4 * size + 512 * MIB);
         try (LocalCluster cluster = LocalCluster.start(repo, LocalCluster.Jvm.deployed(repo), poolFilesystem::mount, NODE)) {
-            System.out.printf("machine: %s; load average at the start %s%n", Bench.machine(), loadAverage());
+            // Bench.machine() names the filesystem of /tmp as the pool's; this benchmark's pool is its own, named below.
+            System.out.printf("machine: %s, %s memory; load average at the start %s%n", Bench.machine().replaceFirst(", pool on .*$", ""),
+                    memory(), loadAverage());
             System.out.printf("pool filesystem: ext4 on %s, over %s%n", poolFilesystem.describe(), poolFilesystem.underlying());
             System.out.printf("fio %s, direct I/O, libaio; %d MiB written on every target first; %d s a job, %d rounds, medians%n%n",
                     Bench.run("fio", "--version").strip(), size >> 20, runtime, rounds);
@@ -268,14 +270,22 @@ public final class DatapathBench {
             return "the host's " + source.replaceAll("\\s+", " (") + ")";
         }
 
+        /** Unmounts the pool and frees its image; when something still holds it, says what to clean up by hand. */
         void unmount() throws Exception {
-            if (mountPoint != null) {
-                Bench.run("umount", mountPoint.toString());
-            }
-            if (image != null) {
-                if (device != null) {
+            try {
+                if (mountPoint != null) {
+                    Bench.run("umount", mountPoint.toString());
+                }
+                if (image != null && device != null) {
                     Bench.run("losetup", "--detach", device);
                 }
+            } catch (IllegalStateException e) {
+                System.out.printf("the pool filesystem is still in use (%s): unmount what the driver left below %s, then run"
+                        + " umount %s%s%n", e.getMessage().strip(), mountPoint, mountPoint,
+                        image != null ? "; losetup --detach " + device + "; rm " + image : "");
+                throw e;
+            }
+            if (image != null) {
                 Files.delete(image);
             }
         }
@@ -284,6 +294,12 @@ public final class DatapathBench {
     private static double median(List<Double> values) {
         List<Double> sorted = values.stream().sorted().toList();
         return sorted.get(sorted.size() / 2);
+    }
+
+    private static String memory() throws Exception {
+        long kib = Files.readAllLines(Path.of("/proc/meminfo")).stream().filter(line -> line.startsWith("MemTotal:"))
+                .mapToLong(line -> Long.parseLong(line.replaceAll("[^0-9]", ""))).findFirst().orElse(0);
+        return Math.round(kib / 1048576.0) + " GiB";
     }
 
     private static String loadAverage() throws Exception {
