@@ -18,15 +18,7 @@ classes=(dev.strata.csi.node.local.ImageExpansionTest dev.strata.csi.e2e.Expansi
 expected=("ext4 online (image pool)" "ext4 online (CSI calls)" "ext4 offline (CSI calls)")
 
 # The guest runs this worktree's build: bring it up to date here, where compiling is fast.
-echo "hack: compiling node-server, system-tests and their tests on the host" >&2
-mvn_run -q -pl system-tests -am test-compile
-# ImageExpansionTest is node-server's, ExpansionTest system-tests'.
-reports=("$REPO_ROOT/node-server/target/surefire-reports" "$REPO_ROOT/system-tests/target/surefire-reports")
-for class in "${classes[@]}"; do
-  for dir in "${reports[@]}"; do
-    rm -f "$dir/TEST-$class.xml" "$dir/$class.txt" "$dir/$class-output.txt"
-  done
-done
+vm_prepare_tests "${classes[@]}"
 
 # protoc.skip: the host's build generated the protocol classes; generating them again would have
 # javac recompile them all, which takes over ten minutes under emulation.
@@ -36,23 +28,10 @@ status=0
 vm_run "loop ext4 xfs btrfs" "$setup" mvn_run -o -Dmaven.compiler.useIncrementalCompilation=false -Dprotoc.skip=true \
   test -pl system-tests -am -Dtest="$tests" -Dsurefire.failIfNoSpecifiedTests=false || status=$?
 
-for class in "${classes[@]}"; do
-  report=$(find "${reports[@]}" -name "TEST-$class.xml" 2>/dev/null | head -1)
-  if [ -z "$report" ]; then
-    echo "hack: FAILED: no test report for $class" >&2
-    status=1
-    continue
-  fi
-  summary=$(grep -o '<testsuite [^>]*>' "$report" | grep -o ' \(tests\|failures\|errors\|skipped\|time\)="[^"]*"' | tr -d '\n')
-  echo "hack: $class:$summary" >&2
-  if ! grep -q ' tests="[1-9]' <<<"$summary" || grep -q ' \(failures\|errors\|skipped\)="[^0]' <<<"$summary"; then
-    echo "hack: FAILED: $class did not pass every test it ran, or ran none" >&2
-    status=1
-  fi
-done
-find "${reports[@]}" -name '*Expansion*-output.txt' -exec grep -h '^expansion: ' {} + >&2 || true
+vm_check_reports "${classes[@]}" || status=1
+vm_output_lines "expansion: " "${classes[@]}" >&2 || true
 for line in "${expected[@]}"; do
-  if ! find "${reports[@]}" -name '*Expansion*-output.txt' -exec cat {} + 2>/dev/null | grep -qF "expansion: $line:"; then
+  if ! vm_output_lines "expansion: " "${classes[@]}" 2>/dev/null | grep -qF "expansion: $line:"; then
     echo "hack: FAILED: no \"expansion: $line\" in the reports: that ext4 case did not grow the filesystem" >&2
     status=1
   fi

@@ -1,4 +1,4 @@
-# Shared by hack/quota-vm.sh, hack/nfs-vm.sh and hack/expansion-vm.sh: boots Debian's kernel (the
+# Shared by hack/quota-vm.sh, hack/nfs-vm.sh, hack/expansion-vm.sh and hack/lvm-vm.sh: boots Debian's kernel (the
 # package linux-image-amd64's dependency, from Debian's packages) in qemu, by software emulation
 # (x86_64 only; no KVM on these machines), with the host's / shared read-only over 9p, this worktree and
 # ~/.m2 read-write, and /tmp a tmpfs, and runs a command (Maven offline) in there: build once on the host
@@ -100,4 +100,51 @@ INIT
   status=$(cat "$work/out/status" 2>/dev/null || echo 1)
   echo "hack: the command in the VM exited with $status" >&2
   return "$status"
+}
+
+# The test reports of every module: a suite's classes may live in node-server and system-tests.
+vm_reports() {
+  echo "$REPO_ROOT"/*/target/surefire-reports
+}
+
+# Before a vm_run of Maven tests: compiles the programs and every test module here, where
+# compiling is fast (the guest runs this worktree's build), and removes the named classes' old
+# reports, so that vm_check_reports reads this run's.
+vm_prepare_tests() {
+  local class
+  echo "hack: compiling the programs and their tests on the host" >&2
+  mvn_run -q -pl system-tests -am test-compile
+  for class in "$@"; do
+    find "$REPO_ROOT" -path '*/target/surefire-reports/*' \( -name "TEST-$class.xml" -o -name "$class.txt" -o -name "$class-output.txt" \) -delete
+  done
+}
+
+# After a vm_run of Maven tests: checks each class's report (in whichever module ran it),
+# printing its summary; returns 1 unless every class ran tests with no failure, error or skip.
+vm_check_reports() {
+  local class report summary status=0
+  for class in "$@"; do
+    report=$(find "$REPO_ROOT" -path '*/target/surefire-reports/*' -name "TEST-$class.xml" | head -1)
+    if [ -z "$report" ]; then
+      echo "hack: FAILED: no test report for $class" >&2
+      status=1
+      continue
+    fi
+    summary=$(grep -o '<testsuite [^>]*>' "$report" | grep -o ' \(tests\|failures\|errors\|skipped\|time\)="[^"]*"' | tr -d '\n')
+    echo "hack: $class:$summary" >&2
+    if ! grep -q ' tests="[1-9]' <<<"$summary" || grep -q ' \(failures\|errors\|skipped\)="[^0]' <<<"$summary"; then
+      echo "hack: FAILED: $class did not pass every test it ran, or ran none" >&2
+      status=1
+    fi
+  done
+  return "$status"
+}
+
+# The lines of the named classes' test output that start with <prefix>.
+vm_output_lines() {
+  local prefix=$1 class
+  shift
+  for class in "$@"; do
+    find "$REPO_ROOT" -path '*/target/surefire-reports/*' -name "$class-output.txt" -exec grep -h "^$prefix" {} +
+  done
 }

@@ -145,7 +145,7 @@ public final class Bench {
         }
     }
 
-    private static String run(String... command) throws Exception {
+    static String run(String... command) throws Exception {
         Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
         String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         if (process.waitFor() != 0) {

@@ -107,12 +107,7 @@ public final class ImagePool {
             ImageRecord record = existing.get();
             switch (record.getState()) {
                 case READY -> {
-                    Optional<Source> has = record.hasSource() ? Optional.of(record.getSource()) : Optional.empty();
-                    if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation || !has.equals(wantedSource)) {
-                        throw CsiException.alreadyExists("volume " + name + " exists with " + record.getCapacityBytes()
-                                + " bytes, " + allocation(record) + ", " + describe(has) + "; asked for " + capacityBytes + " bytes, "
-                                + allocation + ", " + describe(wantedSource));
-                    }
+                    requireSame(record, capacityBytes, allocation, wantedSource);
                     return image(record);
                 }
                 case DELETING -> finishDelete(record);
@@ -161,6 +156,16 @@ public final class ImagePool {
         records.write(record);
         log.info("image created", "volume", name, "bytes", capacityBytes, "allocation", allocation);
         return image(record, null); // a file made just now has no loop device
+    }
+
+    /** ALREADY_EXISTS unless the READY volume's record has the size, allocation and source a repeated create asks for. */
+    static void requireSame(ImageRecord record, long capacityBytes, Allocation allocation, Optional<Source> wantedSource) {
+        Optional<Source> has = record.hasSource() ? Optional.of(record.getSource()) : Optional.empty();
+        if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation || !has.equals(wantedSource)) {
+            throw CsiException.alreadyExists("volume " + record.getName() + " exists with " + record.getCapacityBytes()
+                    + " bytes, " + allocation(record) + ", " + describe(has) + "; asked for " + capacityBytes + " bytes, "
+                    + allocation + ", " + describe(wantedSource));
+        }
     }
 
     /** FAILED_PRECONDITION when the pool holds an image file of that name without a record. */
@@ -356,15 +361,7 @@ public final class ImagePool {
 
     /** Attaches the image to a loop device for {@code nodeId}, or returns the device it is attached to. */
     public Image attach(String name, String nodeId) throws IOException, DeviceException, MountException {
-        ImageRecord record = records.ready(name);
-        if (!record.getAttached() || !record.getPublishedNodeIdsList().contains(nodeId)) {
-            ImageRecord.Builder wanted = record.toBuilder().setAttached(true);
-            if (!record.getPublishedNodeIdsList().contains(nodeId)) {
-                wanted.addPublishedNodeIds(nodeId);
-            }
-            record = wanted.build();
-            records.write(record);
-        }
+        ImageRecord record = records.attached(records.ready(name), nodeId);
         crashes.reach(CrashPoint.ATTACH_RECORDED);
         LoopDevice device = soleDevice(name).orElse(null);
         if (device == null) {
@@ -424,12 +421,7 @@ public final class ImagePool {
             return;
         }
         List<LoopDevice> devices = unusedDevices(name);
-        ImageRecord current = record.get();
-        List<String> published = new ArrayList<>(current.getPublishedNodeIdsList());
-        published.remove(nodeId);
-        if (current.getAttached() || published.size() != current.getPublishedNodeIdsCount()) {
-            records.write(current.toBuilder().setAttached(false).clearPublishedNodeIds().addAllPublishedNodeIds(published).build());
-        }
+        records.detached(record.get(), nodeId);
         crashes.reach(CrashPoint.DETACH_RECORDED);
         for (LoopDevice device : devices) {
             loops.detach(device.device());
@@ -736,6 +728,11 @@ public final class ImagePool {
     }
 
     private static Image image(ImageRecord record, LoopDevice device) {
+        return apiImage(record, device == null ? "" : device.device().toString());
+    }
+
+    /** The agent API's image of a record, with the device that holds it ({@code ""}: none). */
+    static Image apiImage(ImageRecord record, String devicePath) {
         Image.Builder image = Image.newBuilder();
         if (record.hasSource()) {
             image.setSource(switch (record.getSource().getKindCase()) {
@@ -748,7 +745,7 @@ public final class ImagePool {
                 .setName(record.getName())
                 .setCapacityBytes(record.getCapacityBytes())
                 .setAllocation(allocation(record))
-                .setDevicePath(device == null ? "" : device.device().toString())
+                .setDevicePath(devicePath)
                 .addAllPublishedNodeIds(record.getPublishedNodeIdsList())
                 .build();
     }
@@ -759,7 +756,7 @@ public final class ImagePool {
     }
 
     /** The agent API's content source as the record keeps it; INVALID_ARGUMENT for a name no snapshot or volume can have. */
-    private static Source recorded(ContentSource source) {
+    static Source recorded(ContentSource source) {
         return switch (source.getKindCase()) {
             case SNAPSHOT -> {
                 SnapshotId.checkName(source.getSnapshot());
@@ -773,7 +770,7 @@ public final class ImagePool {
         };
     }
 
-    private static String describe(Optional<Source> source) {
+    static String describe(Optional<Source> source) {
         if (source.isEmpty()) {
             return "empty";
         }

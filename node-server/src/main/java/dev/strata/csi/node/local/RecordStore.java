@@ -57,6 +57,29 @@ final class RecordStore {
         cache.put(record.getName(), files.write(record.getName(), record));
     }
 
+    /** The record written as attached for {@code nodeId}, unless it says so already. */
+    ImageRecord attached(ImageRecord record, String nodeId) throws IOException {
+        if (record.getAttached() && record.getPublishedNodeIdsList().contains(nodeId)) {
+            return record;
+        }
+        ImageRecord.Builder wanted = record.toBuilder().setAttached(true);
+        if (!record.getPublishedNodeIdsList().contains(nodeId)) {
+            wanted.addPublishedNodeIds(nodeId);
+        }
+        ImageRecord written = wanted.build();
+        write(written);
+        return written;
+    }
+
+    /** The record written as detached, {@code nodeId} no longer among its nodes, unless it says so already. */
+    void detached(ImageRecord record, String nodeId) throws IOException {
+        List<String> published = new ArrayList<>(record.getPublishedNodeIdsList());
+        published.remove(nodeId);
+        if (record.getAttached() || published.size() != record.getPublishedNodeIdsCount()) {
+            write(record.toBuilder().setAttached(false).clearPublishedNodeIds().addAllPublishedNodeIds(published).build());
+        }
+    }
+
     void delete(String name) throws IOException {
         files.delete(name);
         cache.remove(name);

@@ -1,0 +1,308 @@
+import csi.v1.Csi.CapacityRange;
+import csi.v1.Csi.ControllerPublishVolumeRequest;
+import csi.v1.Csi.ControllerUnpublishVolumeRequest;
+import csi.v1.Csi.CreateVolumeRequest;
+import csi.v1.Csi.DeleteVolumeRequest;
+import csi.v1.Csi.NodePublishVolumeRequest;
+import csi.v1.Csi.NodeStageVolumeRequest;
+import csi.v1.Csi.NodeUnpublishVolumeRequest;
+import csi.v1.Csi.NodeUnstageVolumeRequest;
+import csi.v1.Csi.TopologyRequirement;
+import csi.v1.Csi.VolumeCapability;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * What a pod gets from a volume against what the pool's disk gives: fio (direct I/O, libaio) on a
+ * file on the pool's own filesystem (the raw baseline: what a hostPath volume gets), on a file in
+ * a filesystem volume (ext4) and on a block volume, both made by the real driver (controller-server
+ * and a node-server started by {@link LocalCluster}, driven through create, attach, stage and
+ * publish) and measured through the pod's target path. Every target is written fully once first;
+ * then each job runs on each target in turn, the targets' order rotated every round, and the
+ * median of the rounds is compared with the raw target's. The pool is a filesystem of its own (a
+ * loop-mounted image with direct I/O, or a device the caller names), so that other work on the
+ * machine's disk moves the figures as little as it can. Run through hack/datapath-bench.sh, as root.
+ *
+ * <p>Arguments: repository, then key=value settings: size-mib (2048), rounds (3), runtime (10 s a
+ * job), image-dir (/var/tmp: where the pool's image file goes), pool-device (a block device for the
+ * pool's filesystem instead of an image; it is formatted).
+ */
+public final class DatapathBench {
+
+    private static final String NODE = "node-bench";
+    private static final long MIB = 1L << 20;
+
+    /** One fio job: how it reads and writes; 4k jobs are reported in IOPS, 1M jobs in MiB/s. */
+    record Job(String name, String description, List<String> options, boolean iops) { }
+
+    static final List<Job> JOBS = List.of(
+            new Job("randread", "random read 4k, QD32", List.of("--rw=randread", "--bs=4k", "--iodepth=32"), true),
+            new Job("randwrite", "random write 4k, QD32", List.of("--rw=randwrite", "--bs=4k", "--iodepth=32"), true),
+            new Job("randrw-fsync", "random read/write 4k, QD1, fsync after each write",
+                    List.of("--rw=randrw", "--bs=4k", "--iodepth=1", "--fsync=1"), true),
+            new Job("seqread", "sequential read 1M, QD8", List.of("--rw=read", "--bs=1M", "--iodepth=8"), false),
+            new Job("seqwrite", "sequential write 1M, QD8", List.of("--rw=write", "--bs=1M", "--iodepth=8"), false));
+
+    /** Where fio reads and writes: a file or a block device, and the volume behind it if the driver made one. */
+    record Target(String name, Path path, String volumeId, Path staging, Path publish) { }
+
+    public static void main(String[] args) throws Exception {
+        Path repo = Path.of(args[0]);
+        Map<String, String> settings = new LinkedHashMap<>();
+        for (int i = 1; i < args.length; i++) {
+            String[] pair = args[i].split("=", 2);
+            if (pair.length == 2 && !pair[1].isEmpty()) {
+                settings.put(pair[0], pair[1]);
+            }
+        }
+        long size = Long.parseLong(settings.getOrDefault("size-mib", "2048")) * MIB;
+        int rounds = Integer.parseInt(settings.getOrDefault("rounds", "3"));
+        int runtime = Integer.parseInt(settings.getOrDefault("runtime", "10"));
+        Path imageDir = Path.of(settings.getOrDefault("image-dir", "/var/tmp"));
+        String poolDevice = settings.get("pool-device");
+
+        PoolFilesystem poolFilesystem = new PoolFilesystem(imageDir, poolDevice, 4 * size + 512 * MIB);
+        try (LocalCluster cluster = LocalCluster.start(repo, LocalCluster.Jvm.deployed(repo), poolFilesystem::mount, NODE)) {
+            // Bench.machine() names the filesystem of /tmp as the pool's; this benchmark's pool is its own, named below.
+            System.out.printf("machine: %s, %s memory; load average at the start %s%n", Bench.machine().replaceFirst(", pool on .*$", ""),
+                    memory(), loadAverage());
+            System.out.printf("pool filesystem: ext4 on %s, over %s%n", poolFilesystem.describe(), poolFilesystem.underlying());
+            System.out.printf("fio %s, direct I/O, libaio; %d MiB written on every target first; %d s a job, %d rounds, medians%n%n",
+                    Bench.run("fio", "--version").strip(), size >> 20, runtime, rounds);
+            List<Target> targets = new ArrayList<>();
+            try {
+                Path raw = cluster.pool(NODE).resolve("raw-baseline.fio");
+                targets.add(new Target("raw", raw, null, null, null));
+                targets.add(filesystemVolume(cluster, size));
+                targets.add(blockVolume(cluster, size));
+                for (Target target : targets) {
+                    long start = System.nanoTime();
+                    fio(target.path(), size, "prefill", List.of("--rw=write", "--bs=1M", "--iodepth=8"), 0);
+                    System.out.printf("written once: %-10s %s (%.1f s)%n", target.name(), target.path(),
+                            (System.nanoTime() - start) / 1e9);
+                }
+                System.out.println();
+                report(measure(targets, size, rounds, runtime), targets);
+            } finally {
+                for (Target target : targets) {
+                    release(cluster, target);
+                }
+            }
+            Files.deleteIfExists(cluster.pool(NODE).resolve("raw-baseline.fio"));
+            // The pool's own filesystem is this benchmark's, not the driver's leftover.
+            String poolMount = "mount " + cluster.pool(NODE);
+            List<String> left = cluster.stopAndListLeftovers().stream()
+                    .filter(entry -> !entry.endsWith("/lost+found") && !entry.equals(poolMount)).toList();
+            System.out.printf("%nload average at the end %s; left behind by the driver: %s%n", loadAverage(),
+                    left.isEmpty() ? "nothing" : left);
+        } finally {
+            poolFilesystem.unmount();
+        }
+    }
+
+    /** results.get(job).get(target): the rounds' results, bytes per second read and written. */
+    private static Map<String, Map<String, List<Double>>> measure(List<Target> targets, long size, int rounds, int runtime)
+            throws Exception {
+        Map<String, Map<String, List<Double>>> results = new LinkedHashMap<>();
+        for (int round = 0; round < rounds; round++) {
+            for (Job job : JOBS) {
+                for (int i = 0; i < targets.size(); i++) {
+                    Target target = targets.get((i + round) % targets.size());
+                    double bytesPerSecond = fio(target.path(), size, job.name(), job.options(), runtime);
+                    results.computeIfAbsent(job.name(), k -> new LinkedHashMap<>())
+                            .computeIfAbsent(target.name(), k -> new ArrayList<>()).add(bytesPerSecond);
+                }
+            }
+            System.out.printf("round %d of %d done, load average %s%n", round + 1, rounds, loadAverage());
+        }
+        return results;
+    }
+
+    private static void report(Map<String, Map<String, List<Double>>> results, List<Target> targets) {
+        StringBuilder header = new StringBuilder("| job |");
+        StringBuilder rule = new StringBuilder("| --- |");
+        for (Target target : targets) {
+            header.append(' ').append(target.name()).append(" |");
+            rule.append(" ---: |");
+        }
+        for (Target target : targets.subList(1, targets.size())) {
+            header.append(' ').append(target.name()).append(" / raw |");
+            rule.append(" ---: |");
+        }
+        System.out.println("\n" + header + "\n" + rule);
+        for (Job job : JOBS) {
+            Map<String, List<Double>> byTarget = results.get(job.name());
+            double raw = median(byTarget.get(targets.getFirst().name()));
+            StringBuilder line = new StringBuilder("| " + job.description() + " |");
+            for (Target target : targets) {
+                double value = median(byTarget.get(target.name()));
+                line.append(job.iops() ? String.format(" %.0f IOPS |", value / 4096) : String.format(" %.0f MiB/s |", value / MIB));
+            }
+            for (Target target : targets.subList(1, targets.size())) {
+                line.append(String.format(" %.2f |", median(byTarget.get(target.name())) / raw));
+            }
+            System.out.println(line);
+        }
+    }
+
+    /** An ext4 filesystem volume, allocation full, published: fio works on a file in the pod's target directory. */
+    private static Target filesystemVolume(LocalCluster cluster, long size) throws Exception {
+        // Room for the file of {@code size} bytes beside ext4's own metadata and reserved blocks.
+        long capacity = size + size / 10 + 64 * MIB;
+        Target volume = publish(cluster, "bench-filesystem", capacity, LocalCluster.ext4(), "filesystem");
+        return new Target(volume.name(), volume.publish().resolve("bench.fio"), volume.volumeId(), volume.staging(), volume.publish());
+    }
+
+    /** A block volume, allocation full, published: fio works on the device file kubelet would hand the pod. */
+    private static Target blockVolume(LocalCluster cluster, long size) throws Exception {
+        VolumeCapability block = VolumeCapability.newBuilder()
+                .setBlock(VolumeCapability.BlockVolume.getDefaultInstance())
+                .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER))
+                .build();
+        return publish(cluster, "bench-block", size, block, "block");
+    }
+
+    /** CreateVolume, ControllerPublishVolume, NodeStageVolume, NodePublishVolume, as the sidecars and kubelet call them. */
+    private static Target publish(LocalCluster cluster, String name, long capacity, VolumeCapability capability, String label)
+            throws Exception {
+        var controller = cluster.controller();
+        var node = cluster.node(NODE);
+        String id = controller.createVolume(CreateVolumeRequest.newBuilder().setName(name)
+                .setCapacityRange(CapacityRange.newBuilder().setRequiredBytes(capacity)).addVolumeCapabilities(capability)
+                .putParameters("allocation", "full")
+                .setAccessibilityRequirements(TopologyRequirement.newBuilder().addPreferred(LocalCluster.on(NODE))
+                        .addRequisite(LocalCluster.on(NODE)))
+                .build()).getVolume().getVolumeId();
+        var context = controller.controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
+                .setVolumeId(id).setNodeId(NODE).setVolumeCapability(capability).build()).getPublishContextMap();
+        Path staging = Files.createDirectories(cluster.work.resolve("kubelet/plugins/" + name + "/globalmount"));
+        Path pod = Files.createDirectories(cluster.work.resolve("kubelet/pods/uid-" + name + "/volumes"));
+        Path target = pod.resolve(capability.hasBlock() ? name : "mount");
+        node.nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(id).setStagingTargetPath(staging.toString())
+                .setVolumeCapability(capability).putAllPublishContext(context).build());
+        node.nodePublishVolume(NodePublishVolumeRequest.newBuilder().setVolumeId(id).setStagingTargetPath(staging.toString())
+                .setTargetPath(target.toString()).setVolumeCapability(capability).putAllPublishContext(context).build());
+        return new Target(label, target, id, staging, target);
+    }
+
+    /** Every phase undone, in kubelet's and the sidecars' order; the raw file is deleted by the caller. */
+    private static void release(LocalCluster cluster, Target target) {
+        if (target.volumeId() == null) {
+            return;
+        }
+        try {
+            var node = cluster.node(NODE);
+            node.nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder().setVolumeId(target.volumeId())
+                    .setTargetPath(target.publish().toString()).build());
+            node.nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder().setVolumeId(target.volumeId())
+                    .setStagingTargetPath(target.staging().toString()).build());
+            var controller = cluster.controller();
+            controller.controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
+                    .setVolumeId(target.volumeId()).setNodeId(NODE).build());
+            controller.deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(target.volumeId()).build());
+        } catch (RuntimeException e) {
+            System.out.printf("releasing %s failed: %s%n", target.name(), e.getMessage());
+        }
+    }
+
+    /**
+     * Runs one fio job on {@code path} and returns the bytes per second it read and wrote together.
+     * {@code runtime} 0: once over the whole size (the first write), else time-based.
+     */
+    private static double fio(Path path, long size, String name, List<String> options, int runtime) throws Exception {
+        List<String> command = new ArrayList<>(List.of("fio", "--name=" + name, "--filename=" + path, "--size=" + size,
+                "--ioengine=libaio", "--direct=1", "--numjobs=1", "--output-format=terse", "--terse-version=3"));
+        if (runtime > 0) {
+            command.addAll(List.of("--time_based", "--runtime=" + runtime));
+        }
+        command.addAll(options);
+        String[] fields = Bench.run(command.toArray(String[]::new)).strip().lines().reduce((a, b) -> b).orElseThrow().split(";");
+        // terse version 3: field 7 (index 6) is the read bandwidth and field 48 (index 47) the write bandwidth, in KiB/s.
+        if (!fields[0].equals("3") || !fields[4].equals("0")) {
+            throw new IllegalStateException("fio " + name + " on " + path + " failed: " + String.join(";", fields));
+        }
+        return (Double.parseDouble(fields[6]) + Double.parseDouble(fields[47])) * 1024;
+    }
+
+    /** The pool's own filesystem: ext4 on a device given, or on an image file attached with direct I/O. */
+    private static final class PoolFilesystem {
+        private final Path imageDir;
+        private final String givenDevice;
+        private final long imageBytes;
+        private Path image;
+        private String device;
+        private Path mountPoint;
+
+        PoolFilesystem(Path imageDir, String givenDevice, long imageBytes) {
+            this.imageDir = imageDir;
+            this.givenDevice = givenDevice;
+            this.imageBytes = imageBytes;
+        }
+
+        void mount(String nodeId, Path pool) throws Exception {
+            if (givenDevice != null) {
+                device = givenDevice;
+            } else {
+                image = Files.createTempFile(imageDir, "strata-datapath-", ".img");
+                // Allocated, not sparse, so that the pool's first writes do not allocate in the filesystem below.
+                Bench.run("fallocate", "-l", Long.toString(imageBytes), image.toString());
+                device = Bench.run("losetup", "--find", "--show", "--direct-io=on", image.toString()).strip();
+            }
+            Bench.run("mkfs.ext4", "-q", "-F", device);
+            Bench.run("mount", device, pool.toString());
+            mountPoint = pool;
+        }
+
+        String describe() {
+            return givenDevice != null ? givenDevice : device + " (direct I/O) over the image " + image;
+        }
+
+        String underlying() throws Exception {
+            if (givenDevice != null) {
+                return "the device itself";
+            }
+            String source = Bench.run("df", "--output=source,fstype", imageDir.toString()).lines().skip(1).findFirst().orElse("?").strip();
+            return "the host's " + source.replaceAll("\\s+", " (") + ")";
+        }
+
+        /** Unmounts the pool and frees its image; when something still holds it, says what to clean up by hand. */
+        void unmount() throws Exception {
+            try {
+                if (mountPoint != null) {
+                    Bench.run("umount", mountPoint.toString());
+                }
+                if (image != null && device != null) {
+                    Bench.run("losetup", "--detach", device);
+                }
+            } catch (IllegalStateException e) {
+                System.out.printf("the pool filesystem is still in use (%s): unmount what the driver left below %s, then run"
+                        + " umount %s%s%n", e.getMessage().strip(), mountPoint, mountPoint,
+                        image != null ? "; losetup --detach " + device + "; rm " + image : "");
+                throw e;
+            }
+            if (image != null) {
+                Files.delete(image);
+            }
+        }
+    }
+
+    private static double median(List<Double> values) {
+        List<Double> sorted = values.stream().sorted().toList();
+        return sorted.get(sorted.size() / 2);
+    }
+
+    private static String memory() throws Exception {
+        long kib = Files.readAllLines(Path.of("/proc/meminfo")).stream().filter(line -> line.startsWith("MemTotal:"))
+                .mapToLong(line -> Long.parseLong(line.replaceAll("[^0-9]", ""))).findFirst().orElse(0);
+        return Math.round(kib / 1048576.0) + " GiB";
+    }
+
+    private static String loadAverage() throws Exception {
+        return Files.readString(Path.of("/proc/loadavg")).split(" ", 4)[0];
+    }
+}

@@ -1,0 +1,68 @@
+package dev.strata.csi.node.local;
+
+import dev.strata.csi.mount.DeviceNumber;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * The LVM commands an {@link LvmPool} needs, on one volume group named by the node's admin: the
+ * narrow seam between the pool's logic and lvcreate, lvchange, lvremove and lvs. The real one is
+ * {@link SystemLogicalVolumes}; tests that run without device-mapper use an in-memory stand-in.
+ * Every method acts on the driver's own logical volumes only (those it tagged).
+ */
+public interface LogicalVolumes {
+
+    /**
+     * One logical volume of the group.
+     *
+     * @param device the device-mapper node (/dev/mapper/vg-lv), present while active
+     * @param number the kernel's device number while active, by which mounts are matched
+     */
+    record LogicalVolume(String name, long sizeBytes, boolean thin, boolean active, Path device, Optional<DeviceNumber> number) { }
+
+    /** The volume group's size and what no logical volume uses yet. */
+    record GroupSpace(long sizeBytes, long freeBytes) { }
+
+    /** The thin pool's size and how full its data and metadata are, in percent. */
+    record ThinPoolSpace(long sizeBytes, double dataPercent, double metadataPercent) { }
+
+    /** The volume group's name. */
+    String volumeGroup();
+
+    GroupSpace groupSpace() throws DeviceException;
+
+    /** The thin pool thin volumes are made in; empty when the group has none of that name. */
+    Optional<ThinPoolSpace> thinPoolSpace() throws DeviceException;
+
+    /** The driver's logical volumes in the group (tagged as the driver's), active or not. */
+    List<LogicalVolume> list() throws DeviceException;
+
+    Optional<LogicalVolume> find(String name) throws DeviceException;
+
+    /** A thin volume of {@code sizeBytes} in the thin pool, made inactive: attach activates it. */
+    void createThin(String name, long sizeBytes) throws DeviceException;
+
+    /** A linear volume of {@code sizeBytes} taken from the group's free extents, made inactive. */
+    void createLinear(String name, long sizeBytes) throws DeviceException;
+
+    /**
+     * A thin snapshot of the thin volume {@code origin}, named {@code name}, made inactive: instant,
+     * sharing the origin's blocks until either is written, independent of the origin's later
+     * writes and of its removal. LVM suspends the origin for the moment it takes, which freezes a
+     * filesystem mounted on it: the snapshot is consistent.
+     */
+    void snapshot(String origin, String name) throws DeviceException;
+
+    /** Grows the volume to at least {@code sizeBytes}, active or not, in use or not; a thin one's virtual size. */
+    void extend(String name, long sizeBytes) throws DeviceException;
+
+    /** Activates the volume on this node: its device-mapper device appears. Returns the volume, active. */
+    LogicalVolume activate(String name) throws DeviceException;
+
+    /** Deactivates the volume: its device-mapper device goes. The kernel refuses while it is open. */
+    void deactivate(String name) throws DeviceException;
+
+    /** Removes the volume, which must be inactive; its data is gone. */
+    void remove(String name) throws DeviceException;
+}

@@ -1,0 +1,551 @@
+package dev.strata.csi.node.local;
+
+import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.ContentSource;
+import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.PoolStatus;
+import dev.strata.csi.agent.api.Snapshot;
+import dev.strata.csi.backend.local.SnapshotId;
+import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.records.ImageRecord;
+import dev.strata.csi.backend.local.records.SnapshotRecord;
+import dev.strata.csi.backend.local.records.Source;
+import dev.strata.csi.log.Log;
+import dev.strata.csi.mount.MountException;
+import dev.strata.csi.mount.MountPoint;
+import dev.strata.csi.node.local.LogicalVolumes.LogicalVolume;
+import dev.strata.csi.node.mount.Mounter;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.Crashes;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Clock;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * A node's LVM pool: each volume a logical volume of the volume group the node's admin named,
+ * thin in the group's thin pool ({@code allocation: sparse}, the default) or linear
+ * ({@code allocation: full}: every extent taken at creation), each with its record (the same
+ * records, in the same format, as {@link ImagePool}'s, in a directory of their own). The record
+ * holds the desired state (exists, attached); LVM holds the actual state (the logical volume,
+ * active or not). Every operation writes its intent to the record before it acts, so a crash
+ * between any two steps leaves a state that the retried call, or {@link #reconcile()} at the next
+ * start, completes; the crash points are the image pool's, named after the same steps. Attaching
+ * activates the volume on this node, which makes its device-mapper device; detaching deactivates
+ * it. Callers serialise operations per volume name.
+ *
+ * <p>Snapshots are thin snapshots of thin volumes ({@link LogicalVolumes#snapshot}), with records
+ * of their own ({@link SnapshotStore}, as the image pool's): instant, independent of the volume's
+ * later writes, kept after it is deleted. A restore is a thin snapshot of the snapshot, a clone one
+ * of the source volume; either is then extended to the size asked for, and keeps its source's
+ * filesystem in its record (never formatted; grown at its first stage when larger).
+ *
+ * <p>Capacity: a thin volume, snapshot, restore or clone is admitted while the sizes of them all
+ * together fit in the thin pool and the pool's data has room (no overcommit: a snapshot shares its
+ * blocks until its source is overwritten, and then needs them), and none while the pool's
+ * metadata is nearly full; a linear volume while the group has the free extents.
+ */
+public final class LvmPool {
+
+    /** A thin pool whose metadata is this full takes no new volume: a thin pool out of metadata fails every write. */
+    static final double METADATA_FULL_PERCENT = 95;
+    /** LVM refuses volume names that begin with "snapshot", as the snapshots' CSI names do: their volumes get this prefix. */
+    static final String SNAPSHOT_PREFIX = "snap.";
+    /** The kernel's limit on a device-mapper name ({@code <group>-<volume>}, dashes doubled). */
+    private static final int DM_NAME_MAX = 127;
+
+    private final RecordStore records;
+    private final SnapshotStore snapshots;
+    private final LogicalVolumes volumes;
+    private final Mounter mounts;
+    private final Crashes<CrashPoint> crashes;
+    private final Log log;
+    /** When a snapshot is taken, as its record keeps it. */
+    private final Clock clock;
+    /** Held from the capacity check until the record that reserves the capacity is written. */
+    private final Object capacityLock = new Object();
+
+    public LvmPool(Path recordsDir, LogicalVolumes volumes, Mounter mounts, Crashes<CrashPoint> crashes, Clock clock, Log log) {
+        this.records = new RecordStore(recordsDir, log);
+        this.snapshots = new SnapshotStore(recordsDir, log);
+        this.clock = clock;
+        this.volumes = volumes;
+        this.mounts = mounts;
+        this.crashes = crashes;
+        this.log = log;
+    }
+
+    /** Creates the logical volume, empty, or returns it when it exists with the same size and allocation. */
+    public Image create(String name, long capacityBytes, Allocation allocation) throws IOException, DeviceException, MountException {
+        return create(name, capacityBytes, allocation, Optional.empty());
+    }
+
+    /**
+     * Creates the logical volume, empty or as a thin snapshot of {@code source} (a snapshot:
+     * restore; another volume: clone) extended to {@code capacityBytes}, or returns it when it
+     * exists with the same size, allocation and source. A source that is not there: NOT_FOUND;
+     * one larger than the size asked for: OUT_OF_RANGE; a copy that is to be linear
+     * ({@code allocation: full}), or of a linear volume: INVALID_ARGUMENT, as only thin volumes
+     * have thin snapshots.
+     */
+    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source)
+            throws IOException, DeviceException, MountException {
+        checkName(name);
+        Optional<Source> wantedSource = source.map(ImagePool::recorded);
+        Optional<ImageRecord> existing = records.read(name);
+        if (existing.isPresent()) {
+            ImageRecord record = existing.get();
+            switch (record.getState()) {
+                case READY -> {
+                    ImagePool.requireSame(record, capacityBytes, allocation, wantedSource);
+                    return image(record, volumes.find(name));
+                }
+                case RECEIVING -> throw CsiException.failedPrecondition("volume " + name + " has a record of a copy from another node,"
+                        + " which the LVM pool does not receive; left as it is");
+                default -> finishDelete(record); // DELETING, or an interrupted create: holds no data, removed and made again
+            }
+        } else if (volumes.find(name).isPresent()) {
+            throw CsiException.failedPrecondition("volume group " + volumes.volumeGroup() + " holds a logical volume " + name
+                    + " tagged as the driver's, without a record; the driver does not touch data it cannot account for");
+        }
+        ImageRecord.Builder wanted = ImageRecord.newBuilder()
+                .setName(name)
+                .setCapacityBytes(capacityBytes)
+                .setAllocation(allocation == Allocation.FULL ? ImageRecord.Allocation.FULL : ImageRecord.Allocation.SPARSE)
+                .setState(ImageRecord.State.CREATING);
+        Optional<String> origin = Optional.empty();
+        if (wantedSource.isPresent()) {
+            if (allocation == Allocation.FULL) {
+                throw CsiException.invalidArgument("volume " + name + ": a restore or clone in an LVM pool is a thin snapshot;"
+                        + " it cannot be linear (allocation: full)");
+            }
+            Content content = content(wantedSource.get());
+            if (content.capacityBytes() > capacityBytes) {
+                throw CsiException.outOfRange("volume " + name + " of " + capacityBytes + " bytes cannot hold "
+                        + ImagePool.describe(wantedSource) + " of " + content.capacityBytes() + " bytes");
+            }
+            origin = Optional.of(content.volume());
+            wanted.setSource(wantedSource.get())
+                    .setFilesystem(content.filesystem())
+                    .setUsedAsBlock(content.usedAsBlock())
+                    .setGrowFilesystem(!content.filesystem().isEmpty() && content.capacityBytes() < capacityBytes);
+        }
+        ImageRecord record = wanted.build();
+        synchronized (capacityLock) {
+            long available = available(allocation);
+            if (capacityBytes > available) {
+                throw CsiException.resourceExhausted("volume " + name + " needs " + capacityBytes + " bytes; volume group "
+                        + volumes.volumeGroup() + " has " + available + " for " + kind(allocation) + " volumes");
+            }
+            records.write(record); // from here on the record reserves its capacity
+        }
+        if (origin.isPresent()) {
+            crashes.reach(CrashPoint.RESTORE_RECORDED);
+            volumes.snapshot(origin.get(), name);
+            crashes.reach(CrashPoint.RESTORE_COPIED);
+            if (volumes.find(name).orElseThrow(() -> missing(name)).sizeBytes() < capacityBytes) {
+                volumes.extend(name, capacityBytes);
+            }
+        } else {
+            crashes.reach(CrashPoint.CREATE_RECORDED);
+            if (allocation == Allocation.FULL) {
+                volumes.createLinear(name, capacityBytes);
+            } else {
+                volumes.createThin(name, capacityBytes);
+            }
+        }
+        crashes.reach(CrashPoint.CREATE_ALLOCATED);
+        record = record.toBuilder().setState(ImageRecord.State.READY).build();
+        records.write(record);
+        log.info("logical volume created", "volume", name, "group", volumes.volumeGroup(), "kind", kind(allocation),
+                "bytes", capacityBytes, "from", ImagePool.describe(wantedSource));
+        return image(record, Optional.empty());
+    }
+
+    /** Deletes the logical volume and its record; succeeds when already gone. FAILED_PRECONDITION while mounted. */
+    public void delete(String name) throws IOException, DeviceException, MountException {
+        Optional<ImageRecord> record = records.read(name);
+        if (record.isEmpty()) {
+            return;
+        }
+        requireUnused(name, volumes.find(name));
+        ImageRecord deleting = record.get().toBuilder().setState(ImageRecord.State.DELETING).setAttached(false).build();
+        records.write(deleting);
+        crashes.reach(CrashPoint.DELETE_RECORDED);
+        finishDelete(deleting);
+        log.info("logical volume deleted", "volume", name, "group", volumes.volumeGroup());
+    }
+
+    /** Activates the logical volume for {@code nodeId}, or returns it active as it is: its device path names the device. */
+    public Image attach(String name, String nodeId) throws IOException, DeviceException {
+        ImageRecord record = records.attached(records.ready(name), nodeId);
+        crashes.reach(CrashPoint.ATTACH_RECORDED);
+        LogicalVolume volume = volumes.find(name).orElseThrow(() -> missing(name));
+        if (!volume.active()) {
+            volume = volumes.activate(name);
+            log.info("logical volume activated", "volume", name, "device", volume.device());
+            crashes.reach(CrashPoint.ATTACH_ATTACHED);
+        }
+        return image(record, Optional.of(volume));
+    }
+
+    /**
+     * Grows the logical volume to {@code capacityBytes} with lvextend, online: an active volume's
+     * device takes the new size at once, mounted or not (the node grows the filesystem after,
+     * NodeExpandVolume). The new size is recorded first, so a crash before lvextend leaves a record
+     * larger than its volume, which the retried call or the next start grows. Nothing is ever
+     * shrunk. RESOURCE_EXHAUSTED, with the volume unchanged, when the pool cannot hold the difference.
+     */
+    public Image expand(String name, long capacityBytes) throws IOException, DeviceException {
+        ImageRecord record = records.ready(name);
+        if (capacityBytes > record.getCapacityBytes()) {
+            Allocation allocation = allocation(record);
+            synchronized (capacityLock) {
+                long available = available(allocation);
+                long more = capacityBytes - record.getCapacityBytes();
+                if (more > available) {
+                    throw CsiException.resourceExhausted("growing volume " + name + " to " + capacityBytes + " bytes needs " + more
+                            + " bytes more; volume group " + volumes.volumeGroup() + " has " + available + " for " + kind(allocation)
+                            + " volumes");
+                }
+                record = record.toBuilder().setCapacityBytes(capacityBytes).build();
+                records.write(record); // from here on the record reserves the new capacity
+            }
+            crashes.reach(CrashPoint.EXPAND_RECORDED);
+        }
+        LogicalVolume volume = finishGrowth(record);
+        return image(record, Optional.of(volume));
+    }
+
+    /** Brings the logical volume to the recorded size. */
+    private LogicalVolume finishGrowth(ImageRecord record) throws DeviceException {
+        LogicalVolume volume = volumes.find(record.getName()).orElseThrow(() -> missing(record.getName()));
+        if (volume.sizeBytes() < record.getCapacityBytes()) {
+            volumes.extend(record.getName(), record.getCapacityBytes());
+            crashes.reach(CrashPoint.EXPAND_GROWN);
+            log.info("logical volume extended", "volume", record.getName(), "bytes", record.getCapacityBytes(),
+                    "active", volume.active());
+            volume = volumes.find(record.getName()).orElseThrow(() -> missing(record.getName()));
+        }
+        return volume;
+    }
+
+    /** Deactivates the logical volume; succeeds when not active. FAILED_PRECONDITION while mounted. */
+    public void detach(String name, String nodeId) throws IOException, DeviceException, MountException {
+        Optional<ImageRecord> record = records.read(name);
+        if (record.isEmpty()) {
+            return;
+        }
+        Optional<LogicalVolume> volume = volumes.find(name);
+        requireUnused(name, volume);
+        records.detached(record.get(), nodeId);
+        crashes.reach(CrashPoint.DETACH_RECORDED);
+        if (volume.isPresent() && volume.get().active()) {
+            volumes.deactivate(name);
+            log.info("logical volume deactivated", "volume", name, "device", volume.get().device());
+            crashes.reach(CrashPoint.DETACH_DETACHED);
+        }
+    }
+
+    public Optional<Image> get(String name) throws IOException, DeviceException {
+        Optional<ImageRecord> record = records.read(name).filter(r -> r.getState() == ImageRecord.State.READY);
+        if (record.isEmpty()) {
+            return Optional.empty();
+        }
+        return Optional.of(image(record.get(), volumes.find(name)));
+    }
+
+    public List<Image> list() throws IOException, DeviceException {
+        List<LogicalVolume> present = volumes.list(); // one lvs for every volume
+        List<Image> images = new ArrayList<>();
+        for (ImageRecord record : records.all()) {
+            if (record.getState() == ImageRecord.State.READY) {
+                images.add(image(record, present.stream().filter(v -> v.name().equals(record.getName())).findFirst()));
+            }
+        }
+        return images;
+    }
+
+    /** What a new thin volume (the default kind) can get, against the thin pool's size. */
+    public PoolStatus status() throws IOException, DeviceException {
+        long total = volumes.thinPoolSpace().map(LogicalVolumes.ThinPoolSpace::sizeBytes).orElse(0L);
+        int count = (int) records.all().stream().filter(r -> r.getState() == ImageRecord.State.READY).count();
+        return PoolStatus.newBuilder().setTotalBytes(total).setAvailableBytes(available(Allocation.SPARSE)).setImageCount(count).build();
+    }
+
+    /**
+     * Brings LVM in line with the records after a crash or reboot: volumes that should be active
+     * are activated, volumes nothing wants active are deactivated when unused, interrupted creates,
+     * deletes and expansions are finished, interrupted snapshots and snapshot deletes removed. A logical volume tagged as the driver's without a record is only
+     * reported: it may hold someone's data.
+     */
+    public void reconcile() throws IOException, DeviceException {
+        int temporaries = records.removeTemporaries();
+        if (temporaries > 0) {
+            log.info("removed temporary record files of interrupted writes", "count", temporaries);
+        }
+        temporaries = snapshots.removeTemporaries();
+        if (temporaries > 0) {
+            log.info("removed temporary snapshot record files of interrupted writes", "count", temporaries);
+        }
+        List<ImageRecord> all = records.all();
+        for (ImageRecord record : all) {
+            try {
+                reconcile(record);
+            } catch (Exception e) {
+                // One volume in trouble must not keep the node from serving every other volume.
+                log.error("cannot reconcile volume; left as it is", "volume", record.getName(), "error", e.getMessage());
+            }
+        }
+        List<String> known = new ArrayList<>(all.stream().map(ImageRecord::getName).toList());
+        for (SnapshotRecord snapshot : snapshots.all()) {
+            known.add(SNAPSHOT_PREFIX + snapshot.getName());
+            if (snapshot.getState() != SnapshotRecord.State.READY) {
+                try {
+                    finishSnapshotDelete(snapshot);
+                    log.info("removed interrupted snapshot", "snapshot", snapshot.getName(), "state", snapshot.getState());
+                } catch (Exception e) {
+                    log.error("cannot reconcile snapshot; left as it is", "snapshot", snapshot.getName(), "error", e.getMessage());
+                }
+            }
+        }
+        for (LogicalVolume volume : volumes.list()) {
+            if (!known.contains(volume.name())) {
+                log.warn("logical volume tagged as the driver's has no record; left as it is", "volume", volume.name(),
+                        "group", volumes.volumeGroup());
+            }
+        }
+    }
+
+    private void reconcile(ImageRecord record) throws IOException, DeviceException, MountException {
+        switch (record.getState()) {
+            case READY -> {
+                Optional<LogicalVolume> volume = volumes.find(record.getName());
+                if (volume.isEmpty()) {
+                    log.error("logical volume of a volume is missing from the group", "volume", record.getName(),
+                            "group", volumes.volumeGroup());
+                    return;
+                }
+                if (volume.get().sizeBytes() < record.getCapacityBytes()) {
+                    finishGrowth(record);
+                    log.info("finished interrupted expansion", "volume", record.getName(), "bytes", record.getCapacityBytes());
+                }
+                if (record.getAttached() && !volume.get().active()) {
+                    volumes.activate(record.getName());
+                    log.info("activated logical volume again", "volume", record.getName());
+                } else if (!record.getAttached() && volume.get().active() && inUse(volume.get()).isEmpty()) {
+                    volumes.deactivate(record.getName());
+                    log.info("deactivated logical volume nothing wants active", "volume", record.getName());
+                }
+            }
+            case DELETING -> {
+                finishDelete(record);
+                log.info("finished interrupted delete", "volume", record.getName());
+            }
+            case RECEIVING -> log.warn("record of a copy from another node, which the LVM pool does not receive; left as it is",
+                    "volume", record.getName());
+            default -> {
+                finishDelete(record);
+                log.info("removed interrupted create", "volume", record.getName());
+            }
+        }
+    }
+
+    /** Removes the logical volume (deactivated first) and then its record. */
+    private void finishDelete(ImageRecord record) throws IOException, DeviceException, MountException {
+        Optional<LogicalVolume> volume = volumes.find(record.getName());
+        if (volume.isPresent()) {
+            requireUnused(record.getName(), volume);
+            if (volume.get().active()) {
+                volumes.deactivate(record.getName());
+                crashes.reach(CrashPoint.DELETE_DETACHED);
+            }
+            volumes.remove(record.getName());
+            crashes.reach(CrashPoint.DELETE_UNLINKED);
+        }
+        records.delete(record.getName());
+    }
+
+    /**
+     * Takes a thin snapshot of volume {@code sourceImage} under {@code name}, or returns the
+     * snapshot when it exists of the same volume (another volume's: ALREADY_EXISTS). The record
+     * comes first (CREATING), the snapshot then, READY last. The source must be a thin volume
+     * (FAILED_PRECONDITION for a linear one), and the thin pool must have room for the snapshot's
+     * whole size (RESOURCE_EXHAUSTED).
+     */
+    public Snapshot takeSnapshot(String name, String sourceImage) throws IOException, DeviceException, MountException {
+        SnapshotId.checkName(name);
+        checkName(SNAPSHOT_PREFIX + name);
+        Optional<SnapshotRecord> existing = snapshots.read(name);
+        if (existing.isPresent()) {
+            SnapshotRecord record = existing.get();
+            if (record.getState() == SnapshotRecord.State.READY) {
+                if (!record.getSourceImage().equals(sourceImage)) {
+                    throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceImage()
+                            + ", not of " + sourceImage);
+                }
+                return snapshot(record);
+            }
+            finishSnapshotDelete(record); // CREATING or DELETING: taken again from the start
+        }
+        ImageRecord source = records.ready(sourceImage);
+        if (source.getAllocation() == ImageRecord.Allocation.FULL) {
+            throw CsiException.failedPrecondition("volume " + sourceImage + " is a linear logical volume (allocation: full);"
+                    + " only thin volumes have snapshots in an LVM pool");
+        }
+        SnapshotRecord record = SnapshotRecord.newBuilder()
+                .setName(name)
+                .setSourceImage(sourceImage)
+                .setCapacityBytes(source.getCapacityBytes())
+                .setFilesystem(source.getFilesystem())
+                .setUsedAsBlock(source.getUsedAsBlock())
+                .setCreationTime(ImagePool.timestamp(clock.instant()))
+                .setState(SnapshotRecord.State.CREATING)
+                .build();
+        synchronized (capacityLock) {
+            long available = available(Allocation.SPARSE);
+            if (record.getCapacityBytes() > available) {
+                throw CsiException.resourceExhausted("snapshot " + name + " of volume " + sourceImage + " needs " + record.getCapacityBytes()
+                        + " bytes of the thin pool in " + volumes.volumeGroup() + ", which has " + available);
+            }
+            snapshots.write(record);
+        }
+        crashes.reach(CrashPoint.SNAPSHOT_RECORDED);
+        volumes.snapshot(sourceImage, SNAPSHOT_PREFIX + name);
+        crashes.reach(CrashPoint.SNAPSHOT_COPIED);
+        record = snapshots.write(record.toBuilder().setState(SnapshotRecord.State.READY).build());
+        log.info("thin snapshot taken", "snapshot", name, "volume", sourceImage, "group", volumes.volumeGroup());
+        return snapshot(record);
+    }
+
+    /** Removes the snapshot; succeeds when already gone. Volumes restored from it keep their data. */
+    public void deleteSnapshot(String name) throws IOException, DeviceException, MountException {
+        Optional<SnapshotRecord> record = snapshots.read(name);
+        if (record.isEmpty()) {
+            return;
+        }
+        SnapshotRecord deleting = snapshots.write(record.get().toBuilder().setState(SnapshotRecord.State.DELETING).build());
+        crashes.reach(CrashPoint.SNAPSHOT_DELETE_RECORDED);
+        finishSnapshotDelete(deleting);
+        log.info("thin snapshot deleted", "snapshot", name, "group", volumes.volumeGroup());
+    }
+
+    /** The pool's complete snapshots. */
+    public List<Snapshot> snapshots() throws IOException {
+        return snapshots.all().stream().filter(record -> record.getState() == SnapshotRecord.State.READY).map(LvmPool::snapshot).toList();
+    }
+
+    private void finishSnapshotDelete(SnapshotRecord record) throws IOException, DeviceException, MountException {
+        String volume = SNAPSHOT_PREFIX + record.getName();
+        Optional<LogicalVolume> found = volumes.find(volume);
+        if (found.isPresent()) {
+            requireUnused(volume, found);
+            volumes.remove(volume);
+            crashes.reach(CrashPoint.SNAPSHOT_DELETE_UNLINKED);
+        }
+        snapshots.delete(record.getName());
+    }
+
+    /** What a restore or clone starts from: the logical volume to snapshot, and what its record says of it. */
+    private record Content(String volume, long capacityBytes, String filesystem, boolean usedAsBlock) { }
+
+    /** NOT_FOUND unless the source is there, complete; INVALID_ARGUMENT for a linear source volume. */
+    private Content content(Source source) throws IOException {
+        return switch (source.getKindCase()) {
+            case SNAPSHOT -> {
+                SnapshotRecord snapshot = snapshots.read(source.getSnapshot())
+                        .filter(record -> record.getState() == SnapshotRecord.State.READY)
+                        .orElseThrow(() -> CsiException.notFound("snapshot " + source.getSnapshot() + " does not exist on this node"));
+                yield new Content(SNAPSHOT_PREFIX + snapshot.getName(), snapshot.getCapacityBytes(), snapshot.getFilesystem(),
+                        snapshot.getUsedAsBlock());
+            }
+            case IMAGE -> {
+                ImageRecord image = records.read(source.getImage())
+                        .filter(record -> record.getState() == ImageRecord.State.READY)
+                        .orElseThrow(() -> CsiException.notFound("source volume " + source.getImage() + " does not exist on this node"));
+                if (image.getAllocation() == ImageRecord.Allocation.FULL) {
+                    throw CsiException.invalidArgument("source volume " + source.getImage()
+                            + " is a linear logical volume (allocation: full); only thin volumes are cloned in an LVM pool");
+                }
+                yield new Content(image.getName(), image.getCapacityBytes(), image.getFilesystem(), image.getUsedAsBlock());
+            }
+            case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor an image");
+        };
+    }
+
+    private static Snapshot snapshot(SnapshotRecord record) {
+        return Snapshot.newBuilder()
+                .setName(record.getName())
+                .setSourceImage(record.getSourceImage())
+                .setCapacityBytes(record.getCapacityBytes())
+                .setCreationTime(record.getCreationTime())
+                .build();
+    }
+
+    /** What a new volume of that kind may take: thin within the thin pool without overcommit, linear within the free extents. */
+    private long available(Allocation allocation) throws IOException, DeviceException {
+        if (allocation == Allocation.FULL) {
+            return volumes.groupSpace().freeBytes();
+        }
+        Optional<LogicalVolumes.ThinPoolSpace> pool = volumes.thinPoolSpace();
+        if (pool.isEmpty() || pool.get().metadataPercent() >= METADATA_FULL_PERCENT) {
+            return 0;
+        }
+        long reserved = records.all().stream()
+                .filter(record -> record.getAllocation() != ImageRecord.Allocation.FULL)
+                .mapToLong(ImageRecord::getCapacityBytes).sum()
+                + snapshots.all().stream().mapToLong(SnapshotRecord::getCapacityBytes).sum();
+        long unwritten = (long) (pool.get().sizeBytes() * (100 - pool.get().dataPercent()) / 100);
+        return Math.max(0, Math.min(pool.get().sizeBytes() - reserved, unwritten));
+    }
+
+    /** FAILED_PRECONDITION while a mount uses the volume's device. */
+    private void requireUnused(String name, Optional<LogicalVolume> volume) throws MountException {
+        if (volume.isEmpty() || !volume.get().active()) {
+            return;
+        }
+        List<MountPoint> users = inUse(volume.get());
+        if (!users.isEmpty()) {
+            throw CsiException.failedPrecondition("volume " + name + " is in use: " + volume.get().device()
+                    + " is mounted at " + users.getFirst().mountPoint());
+        }
+    }
+
+    /** The mounts of the device: by its path, its device number, or (a block bind) its node in devtmpfs. */
+    private List<MountPoint> inUse(LogicalVolume volume) throws MountException {
+        String kernelName = volume.number().map(number -> "/dm-" + number.minor()).orElse("");
+        return mounts.table().all().stream()
+                .filter(mount -> mount.source().equals(volume.device().toString())
+                        || volume.number().map(mount.device()::equals).orElse(false)
+                        || (mount.fsType().equals("devtmpfs") && !kernelName.isEmpty() && mount.root().equals(kernelName)))
+                .toList();
+    }
+
+    private void checkName(String name) {
+        VolumeId.checkName(name);
+        int dmName = volumes.volumeGroup().replace("-", "--").length() + 1 + name.replace("-", "--").length();
+        if (dmName > DM_NAME_MAX) {
+            throw CsiException.invalidArgument("volume name '" + name + "' is too long for a logical volume of group "
+                    + volumes.volumeGroup() + ": its device-mapper name would have " + dmName + " characters, at most "
+                    + DM_NAME_MAX);
+        }
+    }
+
+    private CsiException missing(String name) {
+        return CsiException.internal("the logical volume of volume " + name + " is missing from group " + volumes.volumeGroup());
+    }
+
+    private static String kind(Allocation allocation) {
+        return allocation == Allocation.FULL ? "linear" : "thin";
+    }
+
+    private static Allocation allocation(ImageRecord record) {
+        return record.getAllocation() == ImageRecord.Allocation.FULL ? Allocation.FULL : Allocation.SPARSE;
+    }
+
+    private static Image image(ImageRecord record, Optional<LogicalVolume> volume) {
+        return ImagePool.apiImage(record, volume.filter(LogicalVolume::active).map(v -> v.device().toString()).orElse(""));
+    }
+}

@@ -1,0 +1,365 @@
+package dev.strata.csi.node.local;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.linux.Kernel;
+import dev.strata.csi.log.Log;
+import dev.strata.csi.node.mount.MountHelpers;
+import dev.strata.csi.node.mount.Mounter;
+import dev.strata.csi.node.mount.SystemMounter;
+import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.Command;
+import dev.strata.csi.system.Crashes;
+import io.grpc.Status;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The LVM pool's logic on the in-memory stand-in for the lvm2 tools (this machine's kernel has no
+ * device-mapper; hack/lvm-vm.sh runs {@link LvmPoolSystemTest} on the real tools): records on a
+ * real directory, the real mount table, and what the logical volumes are after each call. A step
+ * that fails between two others stands for a node that died there; a new pool over the same
+ * records and volume group, reconciled, must complete or undo the operation.
+ */
+class LvmPoolTest {
+
+    private static final long GIB = 1L << 30;
+    private static final long MIB = 1L << 20;
+
+    @TempDir
+    Path dir;
+
+    private final InMemoryLogicalVolumes lvm = new InMemoryLogicalVolumes("vg-strata", 20 * GIB, "thinpool", 10 * GIB);
+    private final Mounter mounter = new SystemMounter(new Kernel(), new Command(), MountHelpers.none());
+    private final ByteArrayOutputStream logged = new ByteArrayOutputStream();
+
+    private LvmPool pool() throws Exception {
+        LvmPool pool = new LvmPool(dir, lvm, mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
+        pool.reconcile();
+        return pool;
+    }
+
+    @Test
+    void aThinVolumeIsMadeInactiveAndACreateIsIdempotent() throws Exception {
+        LvmPool pool = pool();
+        Image made = pool.create("pvc-a", GIB, Allocation.SPARSE);
+        assertEquals("", made.getDevicePath(), "not active before attach");
+        var volume = lvm.find("pvc-a").orElseThrow();
+        assertTrue(volume.thin(), "thin by default");
+        assertFalse(volume.active());
+        assertEquals(GIB, volume.sizeBytes());
+        assertEquals(made, pool.create("pvc-a", GIB, Allocation.SPARSE), "the same create again: the same volume");
+        CsiException other = assertThrows(CsiException.class, () -> pool.create("pvc-a", 2 * GIB, Allocation.SPARSE));
+        assertEquals(Status.Code.ALREADY_EXISTS, other.code());
+        assertEquals(GIB, lvm.find("pvc-a").orElseThrow().sizeBytes(), "the volume is not touched by a refused create");
+        assertEquals(List.of("pvc-a"), pool.list().stream().map(Image::getName).toList());
+    }
+
+    @Test
+    void allocationFullMakesALinearVolumeFromTheGroupsFreeExtents() throws Exception {
+        LvmPool pool = pool();
+        long free = lvm.groupSpace().freeBytes();
+        pool.create("pvc-linear", 3 * GIB, Allocation.FULL);
+        assertFalse(lvm.find("pvc-linear").orElseThrow().thin());
+        assertEquals(free - 3 * GIB, lvm.groupSpace().freeBytes());
+        CsiException full = assertThrows(CsiException.class, () -> pool.create("pvc-big", free, Allocation.FULL));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, full.code());
+        assertTrue(lvm.find("pvc-big").isEmpty());
+        assertTrue(pool.get("pvc-big").isEmpty(), "nothing recorded for a refused volume");
+    }
+
+    @Test
+    void attachActivatesAndDetachDeactivates() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        Image attached = pool.attach("pvc-a", "node-1");
+        assertEquals("/dev/mapper/vg--strata-pvc--a", attached.getDevicePath(), "the device-mapper name, dashes doubled");
+        assertTrue(lvm.find("pvc-a").orElseThrow().active());
+        assertEquals(List.of("node-1"), attached.getPublishedNodeIdsList());
+        assertEquals(attached, pool.attach("pvc-a", "node-1"), "attach again: the same device");
+        pool.detach("pvc-a", "node-1");
+        assertFalse(lvm.find("pvc-a").orElseThrow().active());
+        assertEquals(List.of(), pool.get("pvc-a").orElseThrow().getPublishedNodeIdsList());
+        pool.detach("pvc-a", "node-1"); // again: nothing to do
+        pool.detach("pvc-never", "node-1"); // a volume that does not exist: detached already
+        CsiException missing = assertThrows(CsiException.class, () -> pool.attach("pvc-never", "node-1"));
+        assertEquals(Status.Code.NOT_FOUND, missing.code());
+    }
+
+    /** A mount of the volume's device keeps it active and its data in place: detach and delete are refused. */
+    @Test
+    void aMountedVolumeIsNeitherDeactivatedNorDeleted() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        String device = pool.attach("pvc-a", "node-1").getDevicePath();
+        Path mountPoint = Files.createDirectory(dir.resolve("staged"));
+        // The stand-in makes no device: a tmpfs whose source names the device stands for its filesystem in the mount table.
+        new Command().run(java.time.Duration.ofSeconds(10), "mount", "-t", "tmpfs", device, mountPoint.toString()).check("mount");
+        try {
+            CsiException detach = assertThrows(CsiException.class, () -> pool.detach("pvc-a", "node-1"));
+            assertEquals(Status.Code.FAILED_PRECONDITION, detach.code());
+            assertTrue(detach.getMessage().contains(mountPoint.toString()), detach.getMessage());
+            CsiException delete = assertThrows(CsiException.class, () -> pool.delete("pvc-a"));
+            assertEquals(Status.Code.FAILED_PRECONDITION, delete.code());
+            assertTrue(lvm.find("pvc-a").orElseThrow().active());
+            assertTrue(pool.get("pvc-a").isPresent());
+        } finally {
+            new Command().run(java.time.Duration.ofSeconds(10), "umount", mountPoint.toString()).check("umount");
+        }
+        pool.detach("pvc-a", "node-1");
+        pool.delete("pvc-a");
+        assertTrue(lvm.find("pvc-a").isEmpty());
+    }
+
+    @Test
+    void deleteRemovesTheVolumeAndItsRecordAndIsIdempotent() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        pool.attach("pvc-a", "node-1");
+        pool.detach("pvc-a", "node-1");
+        pool.delete("pvc-a");
+        assertTrue(lvm.find("pvc-a").isEmpty());
+        assertTrue(pool.get("pvc-a").isEmpty());
+        assertFalse(Files.exists(dir.resolve("pvc-a" + RecordStore.SUFFIX)));
+        pool.delete("pvc-a");
+    }
+
+    /** Thin volumes reserve their whole size in the thin pool: no overcommit, and none once the metadata is nearly full. */
+    @Test
+    void thinVolumesAreAdmittedWithoutOvercommit() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-a", 6 * GIB, Allocation.SPARSE);
+        assertEquals(4 * GIB, pool.status().getAvailableBytes());
+        assertEquals(10 * GIB, pool.status().getTotalBytes());
+        CsiException over = assertThrows(CsiException.class, () -> pool.create("pvc-b", 5 * GIB, Allocation.SPARSE));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, over.code());
+        assertTrue(lvm.find("pvc-b").isEmpty());
+        pool.create("pvc-b", 4 * GIB, Allocation.SPARSE);
+        assertEquals(0, pool.status().getAvailableBytes());
+        pool.delete("pvc-a");
+        assertEquals(6 * GIB, pool.status().getAvailableBytes(), "a deleted volume's reservation comes back");
+        lvm.metadataPercent(96);
+        assertEquals(0, pool.status().getAvailableBytes(), "a thin pool short of metadata takes nothing more");
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED,
+                assertThrows(CsiException.class, () -> pool.create("pvc-c", MIB, Allocation.SPARSE)).code());
+    }
+
+    /** The thin pool's data written by someone else's volumes (or snapshots) is not there to give: it bounds what is admitted. */
+    @Test
+    void dataWrittenInTheThinPoolBoundsWhatIsAdmitted() throws Exception {
+        lvm.addTagged("pvc-elsewhere", 8 * GIB);
+        lvm.write("pvc-elsewhere", 7 * GIB);
+        LvmPool pool = pool();
+        assertEquals(3 * GIB, pool.status().getAvailableBytes());
+        assertTrue(logged.toString(StandardCharsets.UTF_8).contains("has no record; left as it is"), logged.toString(StandardCharsets.UTF_8));
+        assertTrue(lvm.find("pvc-elsewhere").isPresent(), "a tagged volume without a record is left alone");
+        CsiException stray = assertThrows(CsiException.class, () -> pool.create("pvc-elsewhere", GIB, Allocation.SPARSE));
+        assertEquals(Status.Code.FAILED_PRECONDITION, stray.code());
+        assertTrue(lvm.find("pvc-elsewhere").isPresent());
+    }
+
+    @Test
+    void aNameThatCannotBeALogicalVolumeIsRefused() throws Exception {
+        LvmPool pool = pool();
+        for (String name : List.of("../etc", "-x", "a".repeat(120), "a b")) {
+            CsiException bad = assertThrows(CsiException.class, () -> pool.create(name, GIB, Allocation.SPARSE), name);
+            assertEquals(Status.Code.INVALID_ARGUMENT, bad.code(), name);
+        }
+        assertEquals(List.of(), lvm.list());
+    }
+
+    // A node that died between two steps: the retried call, or the next start, completes or undoes the operation.
+
+    @Test
+    void aCreateCutShortBeforeLvcreateIsUndoneAtTheNextStartAndCanBeMadeAgain() throws Exception {
+        LvmPool pool = pool();
+        lvm.failNext("lvcreate");
+        assertThrows(DeviceException.class, () -> pool.create("pvc-a", GIB, Allocation.SPARSE));
+        assertTrue(Files.exists(dir.resolve("pvc-a" + RecordStore.SUFFIX)), "the intent was recorded first");
+        LvmPool restarted = pool();
+        assertTrue(restarted.get("pvc-a").isEmpty());
+        assertFalse(Files.exists(dir.resolve("pvc-a" + RecordStore.SUFFIX)), "the interrupted create's record is gone");
+        assertEquals(10 * GIB, restarted.status().getAvailableBytes(), "its reservation is free again");
+        restarted.create("pvc-a", GIB, Allocation.SPARSE);
+        assertTrue(lvm.find("pvc-a").isPresent());
+    }
+
+    @Test
+    void aCreateRetriedAfterItsLvcreateIsCompleted() throws Exception {
+        LvmPool pool = pool();
+        // The record says CREATING and the volume is made: as after a crash at CREATE_ALLOCATED.
+        lvm.createThin("pvc-a", GIB);
+        new RecordStore(dir, new Log(new PrintStream(PrintStream.nullOutputStream()), 0)).write(
+                dev.strata.csi.backend.local.records.ImageRecord.newBuilder().setName("pvc-a").setCapacityBytes(GIB)
+                        .setAllocation(dev.strata.csi.backend.local.records.ImageRecord.Allocation.SPARSE)
+                        .setState(dev.strata.csi.backend.local.records.ImageRecord.State.CREATING).build());
+        LvmPool restarted = new LvmPool(dir, lvm, mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
+        Image made = restarted.create("pvc-a", GIB, Allocation.SPARSE);
+        assertEquals(GIB, made.getCapacityBytes());
+        assertTrue(lvm.find("pvc-a").isPresent());
+        assertTrue(restarted.get("pvc-a").isPresent(), "READY now");
+    }
+
+    @Test
+    void anAttachCutShortBeforeActivationIsActivatedAtTheNextStart() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        lvm.failNext("lvchange-activate");
+        assertThrows(DeviceException.class, () -> pool.attach("pvc-a", "node-1"));
+        assertFalse(lvm.find("pvc-a").orElseThrow().active());
+        pool();
+        assertTrue(lvm.find("pvc-a").orElseThrow().active(), "the record says attached: active again");
+    }
+
+    @Test
+    void aDetachCutShortBeforeDeactivationAndAVolumeActiveAfterARebootAreMadeAsTheRecordsSay() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        pool.create("pvc-b", GIB, Allocation.SPARSE);
+        pool.attach("pvc-a", "node-1");
+        pool.attach("pvc-b", "node-1");
+        lvm.failNext("lvchange-deactivate");
+        assertThrows(DeviceException.class, () -> pool.detach("pvc-a", "node-1"));
+        assertTrue(lvm.find("pvc-a").orElseThrow().active());
+        // A reboot: LVM autoactivation may bring every volume up (or none); the records decide.
+        lvm.deactivate("pvc-b");
+        pool();
+        assertFalse(lvm.find("pvc-a").orElseThrow().active(), "detached as recorded");
+        assertTrue(lvm.find("pvc-b").orElseThrow().active(), "attached as recorded");
+    }
+
+    @Test
+    void aDeleteCutShortIsFinishedAtTheNextStart() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        pool.attach("pvc-a", "node-1");
+        lvm.failNext("lvremove");
+        assertThrows(DeviceException.class, () -> pool.delete("pvc-a"));
+        assertTrue(lvm.find("pvc-a").isPresent());
+        assertFalse(lvm.find("pvc-a").orElseThrow().active(), "deactivated before the removal");
+        assertTrue(pool.get("pvc-a").isEmpty(), "DELETING: no longer listed");
+        pool();
+        assertTrue(lvm.find("pvc-a").isEmpty());
+        assertFalse(Files.exists(dir.resolve("pvc-a" + RecordStore.SUFFIX)));
+    }
+
+    @Test
+    void expansionExtendsTheVolumeActiveOrNotAndNeverShrinksIt() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        pool.attach("pvc-a", "node-1");
+        assertEquals(2 * GIB, pool.expand("pvc-a", 2 * GIB).getCapacityBytes());
+        assertEquals(2 * GIB, lvm.find("pvc-a").orElseThrow().sizeBytes());
+        assertTrue(lvm.find("pvc-a").orElseThrow().active(), "grown online");
+        pool.expand("pvc-a", 2 * GIB); // again: nothing to do
+        pool.expand("pvc-a", GIB); // smaller: nothing is shrunk
+        assertEquals(2 * GIB, lvm.find("pvc-a").orElseThrow().sizeBytes());
+        assertEquals(2 * GIB, pool.get("pvc-a").orElseThrow().getCapacityBytes());
+        CsiException over = assertThrows(CsiException.class, () -> pool.expand("pvc-a", 11 * GIB));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, over.code());
+        assertEquals(2 * GIB, lvm.find("pvc-a").orElseThrow().sizeBytes(), "unchanged when refused");
+        assertEquals(8 * GIB, pool.status().getAvailableBytes(), "nor is more reserved");
+        pool.create("pvc-linear", GIB, Allocation.FULL);
+        long free = lvm.groupSpace().freeBytes();
+        pool.expand("pvc-linear", 2 * GIB);
+        assertEquals(free - GIB, lvm.groupSpace().freeBytes(), "a linear volume's new extents come from the group");
+        assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class, () -> pool.expand("pvc-never", GIB)).code());
+    }
+
+    @Test
+    void anExpansionCutShortBeforeLvextendIsFinishedAtTheNextStart() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        lvm.failNext("lvextend");
+        assertThrows(DeviceException.class, () -> pool.expand("pvc-a", 3 * GIB));
+        assertEquals(GIB, lvm.find("pvc-a").orElseThrow().sizeBytes());
+        assertEquals(7 * GIB, pool.status().getAvailableBytes(), "the recorded size reserves already");
+        pool();
+        assertEquals(3 * GIB, lvm.find("pvc-a").orElseThrow().sizeBytes(), "grown to the recorded size");
+    }
+
+    @Test
+    void aSnapshotIsAThinSnapshotKeptAfterItsSourceIsDeletedAndRestoresAreThinSnapshotsOfIt() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        var taken = pool.takeSnapshot("snapshot-1", "pvc-a");
+        assertEquals("pvc-a", taken.getSourceImage());
+        assertEquals(GIB, taken.getCapacityBytes());
+        var volume = lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").orElseThrow();
+        assertTrue(volume.thin());
+        assertFalse(volume.active(), "a snapshot is never active");
+        assertEquals(taken, pool.takeSnapshot("snapshot-1", "pvc-a"), "the same snapshot again");
+        pool.create("pvc-b", GIB, Allocation.SPARSE);
+        assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class, () -> pool.takeSnapshot("snapshot-1", "pvc-b")).code());
+        assertEquals(List.of("snapshot-1"), pool.snapshots().stream().map(s -> s.getName()).toList());
+        assertEquals(7 * GIB, pool.status().getAvailableBytes(), "a snapshot reserves its size in the thin pool: no overcommit");
+
+        pool.delete("pvc-a");
+        assertTrue(lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isPresent(), "kept after its source is deleted");
+        var fromSnapshot = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-1").build();
+        Image restored = pool.create("pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot));
+        assertEquals(2 * GIB, lvm.find("pvc-restored").orElseThrow().sizeBytes(), "extended to the size asked for");
+        assertEquals(restored, pool.create("pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot)));
+        assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class,
+                () -> pool.create("pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.empty())).code());
+        assertEquals(Status.Code.OUT_OF_RANGE, assertThrows(CsiException.class,
+                () -> pool.create("pvc-small", GIB / 2, Allocation.SPARSE, java.util.Optional.of(fromSnapshot))).code());
+        assertEquals(Status.Code.INVALID_ARGUMENT, assertThrows(CsiException.class,
+                () -> pool.create("pvc-linear", GIB, Allocation.FULL, java.util.Optional.of(fromSnapshot))).code());
+        var missing = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-none").build();
+        assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class,
+                () -> pool.create("pvc-c", GIB, Allocation.SPARSE, java.util.Optional.of(missing))).code());
+        assertTrue(lvm.find("pvc-small").isEmpty() && lvm.find("pvc-linear").isEmpty() && lvm.find("pvc-c").isEmpty());
+
+        var fromVolume = dev.strata.csi.agent.api.ContentSource.newBuilder().setImage("pvc-restored").build();
+        pool.create("pvc-clone", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromVolume));
+        assertTrue(lvm.find("pvc-clone").orElseThrow().thin());
+        pool.deleteSnapshot("snapshot-1");
+        pool.deleteSnapshot("snapshot-1");
+        assertTrue(lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isEmpty());
+        assertTrue(lvm.find("pvc-restored").isPresent(), "a restored volume outlives its snapshot");
+        assertEquals(List.of(), pool.snapshots());
+    }
+
+    @Test
+    void aLinearVolumeHasNoSnapshotsAndASnapshotCutShortIsRemovedAtTheNextStart() throws Exception {
+        LvmPool pool = pool();
+        pool.create("pvc-linear", GIB, Allocation.FULL);
+        assertEquals(Status.Code.FAILED_PRECONDITION,
+                assertThrows(CsiException.class, () -> pool.takeSnapshot("snapshot-1", "pvc-linear")).code());
+        assertEquals(List.of(), pool.snapshots());
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        lvm.failNext("lvcreate-snapshot");
+        assertThrows(DeviceException.class, () -> pool.takeSnapshot("snapshot-1", "pvc-a"));
+        assertEquals(List.of(), pool.snapshots(), "CREATING: not listed");
+        pool();
+        assertEquals(9 * GIB, pool.status().getAvailableBytes(), "the interrupted snapshot's reservation is free again");
+        pool.takeSnapshot("snapshot-1", "pvc-a");
+        lvm.failNext("lvremove");
+        assertThrows(DeviceException.class, () -> pool.deleteSnapshot("snapshot-1"));
+        assertEquals(List.of(), pool.snapshots(), "DELETING: not listed");
+        pool();
+        assertTrue(lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isEmpty(), "the interrupted delete finished");
+        assertFalse(logged.toString(StandardCharsets.UTF_8).contains("has no record"), "every snapshot volume is accounted for");
+    }
+
+    @Test
+    void theAdminsOwnVolumesAreNeitherListedNorTouched() throws Exception {
+        lvm.addForeign("root", 4 * GIB);
+        LvmPool pool = pool();
+        pool.create("pvc-a", GIB, Allocation.SPARSE);
+        assertEquals(List.of("pvc-a"), pool.list().stream().map(Image::getName).toList());
+        assertEquals(List.of("pvc-a"), lvm.list().stream().map(LogicalVolumes.LogicalVolume::name).toList());
+    }
+}
