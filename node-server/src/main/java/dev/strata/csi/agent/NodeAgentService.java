@@ -23,6 +23,8 @@ import dev.strata.csi.agent.api.ListImagesRequest;
 import dev.strata.csi.agent.api.ListImagesResponse;
 import dev.strata.csi.agent.api.ListSnapshotsRequest;
 import dev.strata.csi.agent.api.ListSnapshotsResponse;
+import dev.strata.csi.agent.api.ProbeRequest;
+import dev.strata.csi.agent.api.ProbeResponse;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.ReadContentRequest;
 import dev.strata.csi.agent.api.ReceiveImageRequest;
@@ -197,6 +199,12 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     @Override
     public StreamObserver<WriteContentRequest> writeContent(StreamObserver<WriteContentResponse> response) {
         return receiver.receive((ServerCallStreamObserver<WriteContentResponse>) response);
+    }
+
+    /** Answers without touching the pool or its locks: it tells a live agent that is busy from one that is stopped. */
+    @Override
+    public void probe(ProbeRequest request, StreamObserver<ProbeResponse> response) {
+        Rpc.answer(response, ProbeResponse::getDefaultInstance);
     }
 
     /** The lock of a copy's source: the image's name, or the snapshot's key. */
