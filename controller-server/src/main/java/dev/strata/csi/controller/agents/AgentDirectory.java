@@ -60,6 +60,9 @@ public final class AgentDirectory implements AutoCloseable {
     private final AgentMetrics metrics;
     private final Instant settledAt;
     private final Responsiveness responsiveness;
+    private final VolumeIndex index = new VolumeIndex();
+    /** Nodes whose agent process has registered but not yet reported everything. */
+    private final Set<String> unreported = ConcurrentHashMap.newKeySet();
 
     /**
      * @param settleTime how long after start an unknown node may still be an agent on its way back
@@ -86,7 +89,15 @@ public final class AgentDirectory implements AutoCloseable {
         return renewEvery;
     }
 
-    void register(RegisterRequest request) {
+    /** Registers or renews, and applies the report; true when the agent must send its whole inventory. */
+    boolean register(RegisterRequest request) {
+        // The report first: from the moment the node is in the directory, its names are in the index or it is unreported.
+        boolean sendInventory = index.report(request);
+        if (index.complete(request.getNodeId())) {
+            unreported.remove(request.getNodeId());
+        } else {
+            unreported.add(request.getNodeId());
+        }
         Agent agent = new Agent(request.getNodeId(), request.getAddress(), request.getPool(),
                 Map.copyOf(request.getTopologyMap()), clock.instant());
         boolean[] newAgent = {false};
@@ -114,6 +125,30 @@ public final class AgentDirectory implements AutoCloseable {
                     "available_bytes", agent.pool().getAvailableBytes());
         }
         probe(agent.nodeId()); // a stopped agent that was continued renews: it takes calls again once it answers
+        return sendInventory;
+    }
+
+    /** Where every volume and snapshot is, as the agents reported it and this controller's calls made it. */
+    public VolumeIndex index() {
+        return index;
+    }
+
+    /**
+     * Returns when the index holds everything a name could be found on: UNAVAILABLE, naming {@code what},
+     * while this controller has just started (agents may be on their way back) or a node with a
+     * live lease has not reported everything yet. A node whose lease ran out is not waited for.
+     */
+    public void requireReported(String what) {
+        if (settling()) {
+            throw CsiException.unavailable("controller-server started recently; waiting for node agents to report their volumes "
+                    + "before it can tell " + what);
+        }
+        for (String nodeId : unreported) {
+            if (live(nodeId).isPresent()) {
+                throw CsiException.unavailable("the agent of " + nodeId + " has not reported its volumes and snapshots yet; "
+                        + "waiting for it before it can tell " + what);
+            }
+        }
     }
 
     /** Whether calls to the agent of {@code nodeId} are let through: it has not let one pass its deadline since it last answered. */
@@ -132,7 +167,8 @@ public final class AgentDirectory implements AutoCloseable {
         if (entry == null || !responsiveness.startProbe(nodeId)) {
             return;
         }
-        NodeAgentGrpc.newStub(entry.channel())
+        // Forked: the call that starts a probe (a renewal, a CSI call) ends long before it, and would cancel it.
+        io.grpc.Context.current().fork().run(() -> NodeAgentGrpc.newStub(entry.channel())
                 .withCallCredentials(security.credentials())
                 .withDeadlineAfter(callTimeout.toMillis(), TimeUnit.MILLISECONDS)
                 .probe(ProbeRequest.getDefaultInstance(), new StreamObserver<>() {
@@ -142,6 +178,7 @@ public final class AgentDirectory implements AutoCloseable {
                     @Override
                     public void onError(Throwable t) {
                         responsiveness.probeEnded(nodeId, false);
+                        log.info("node agent still does not answer", "node", nodeId, "probe", io.grpc.Status.fromThrowable(t).toString());
                     }
 
                     @Override
@@ -149,7 +186,7 @@ public final class AgentDirectory implements AutoCloseable {
                         responsiveness.probeEnded(nodeId, true);
                         log.info("node agent answers again", "node", nodeId);
                     }
-                });
+                }));
     }
 
     /** The live agent of {@code nodeId}: registered, lease current. */
@@ -207,6 +244,8 @@ public final class AgentDirectory implements AutoCloseable {
             boolean forget = entry.getValue().agent().renewed().isBefore(forgetBefore);
             if (forget) {
                 responsiveness.forget(entry.getKey());
+                index.forget(entry.getKey());
+                unreported.remove(entry.getKey());
                 log.warn("forgetting agent silent for thirty renewals; its node is treated as removed", "node", entry.getKey());
                 entry.getValue().channel().shutdown();
             }
