@@ -9,7 +9,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 mvn_run -q package -DskipTests -pl controller-server -am
-ulimit -n 65536 || true
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true # 5,000 nodes: a listening socket each
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r), $("$JAVA_HOME/bin/java" -version 2>&1 | head -1), load $(cut -d' ' -f1-3 /proc/loadavg)"
 java -Xmx2g -cp "$REPO_ROOT/controller-server/target/lib/*" \
   "$REPO_ROOT/hack/local/ScaleBench.java" "$REPO_ROOT" "${1:-10,100,1000,5000}" "${2:-100}" "${3:-1g}"

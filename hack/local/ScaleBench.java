@@ -96,7 +96,8 @@ public final class ScaleBench {
             List<Double> immediate = new ArrayList<>();
             List<Double> deletes = new ArrayList<>();
             List<String> made = new ArrayList<>();
-            for (int i = 0; i < CREATES; i++) {
+            for (int round = 0; round < CREATES; round++) {
+                int i = round;
                 String node = healthy.get(ThreadLocalRandom.current().nextInt(healthy.size()));
                 timed(wffc, failures, () -> made.add(stub.createVolume(create("pvc-bench-w" + i, Optional.of(node))).getVolume().getVolumeId()));
                 timed(immediate, failures, () -> made.add(stub.createVolume(create("pvc-bench-i" + i, Optional.empty())).getVolume().getVolumeId()));

@@ -25,7 +25,8 @@ import io.grpc.ManagedChannel;
 import io.grpc.Server;
 import io.grpc.Status;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
-import io.grpc.netty.shaded.io.netty.channel.nio.NioEventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.nio.NioIoHandler;
 import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.grpc.stub.StreamObserver;
 import java.io.IOException;
@@ -54,8 +55,8 @@ final class ScaleNodes implements AutoCloseable {
     /** A real pool's call: a record read or written and fsynced, a sparse file made. */
     static final long CALL_DELAY_MICROS = 2_000;
 
-    private final NioEventLoopGroup boss = new NioEventLoopGroup(1);
-    private final NioEventLoopGroup workers = new NioEventLoopGroup(2);
+    private final MultiThreadIoEventLoopGroup boss = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+    private final MultiThreadIoEventLoopGroup workers = new MultiThreadIoEventLoopGroup(2, NioIoHandler.newFactory());
     private final ScheduledExecutorService timers = Executors.newScheduledThreadPool(2);
     private final List<Node> nodes = new ArrayList<>();
     private final ManagedChannel registry;

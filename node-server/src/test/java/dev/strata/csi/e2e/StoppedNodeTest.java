@@ -69,6 +69,19 @@ class StoppedNodeTest {
                 assertEquals(List.of("local/node-a/pvc-on-a", "local/node-a/pvc-restored-on-a", "local/node-b/pvc-on-b"),
                         volumes.getEntriesList().stream().map(entry -> entry.getVolume().getVolumeId()).sorted().toList(),
                         "node-b's volume listed from the index, without asking node-b");
+                List<String> paged = new java.util.ArrayList<>();
+                String token = "";
+                do { // in pages of one, each from the index's order; node-b is not asked
+                    String from = token;
+                    var page = prompt("a page of ListVolumes", () -> cluster.controller().listVolumes(
+                            ListVolumesRequest.newBuilder().setMaxEntries(1).setStartingToken(from).build()));
+                    page.getEntriesList().forEach(entry -> paged.add(entry.getVolume().getVolumeId()));
+                    token = page.getNextToken();
+                } while (!token.isEmpty());
+                assertEquals(volumes.getEntriesList().stream().map(entry -> entry.getVolume().getVolumeId()).sorted().toList(), paged);
+                var notIssued = assertThrows(StatusRuntimeException.class, () -> cluster.controller().listVolumes(
+                        ListVolumesRequest.newBuilder().setMaxEntries(1).setStartingToken("local/node-a/pvc-on-a").build()));
+                assertEquals(Status.Code.ABORTED, notIssued.getStatus().getCode());
                 var snapshots = prompt("ListSnapshots", () -> cluster.controller().listSnapshots(ListSnapshotsRequest.getDefaultInstance()));
                 assertEquals(List.of(snapshot.getSnapshotId()),
                         snapshots.getEntriesList().stream().map(entry -> entry.getSnapshot().getSnapshotId()).toList());

@@ -335,17 +335,36 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         List<ListVolumesResponse.Entry> entries = new ArrayList<>();
         for (AgentDirectory.Agent agent : agents.registered()) {
             for (Image image : agents.index().imagesOf(agent.nodeId())) {
-                entries.add(ListVolumesResponse.Entry.newBuilder()
-                        .setVolume(Volume.newBuilder()
-                                .setVolumeId(new VolumeId(agent.nodeId(), image.getName()).toString())
-                                .setCapacityBytes(image.getCapacityBytes())
-                                .addAccessibleTopology(topology.of(agent.nodeId())))
-                        .setStatus(ListVolumesResponse.VolumeStatus.newBuilder()
-                                .addAllPublishedNodeIds(image.getPublishedNodeIdsList()))
-                        .build());
+                entries.add(entry(agent.nodeId(), image));
             }
         }
         return entries;
+    }
+
+    private ListVolumesResponse.Entry entry(String nodeId, Image image) {
+        return ListVolumesResponse.Entry.newBuilder()
+                .setVolume(Volume.newBuilder()
+                        .setVolumeId(new VolumeId(nodeId, image.getName()).toString())
+                        .setCapacityBytes(image.getCapacityBytes())
+                        .addAccessibleTopology(topology.of(nodeId)))
+                .setStatus(ListVolumesResponse.VolumeStatus.newBuilder()
+                        .addAllPublishedNodeIds(image.getPublishedNodeIdsList()))
+                .build();
+    }
+
+    /** A page of {@link #list()}, from the index's order: it costs the page, not every volume. */
+    @Override
+    public List<ListVolumesResponse.Entry> list(String fromId, int limit) {
+        agents.requireReported("every volume");
+        String from;
+        if (fromId.compareTo(VolumeId.PREFIX) <= 0) {
+            from = "";
+        } else if (fromId.startsWith(VolumeId.PREFIX)) {
+            from = fromId.substring(VolumeId.PREFIX.length());
+        } else {
+            return List.of(); // every local id sorts before it
+        }
+        return agents.index().imagesFrom(from, limit).stream().map(found -> entry(found.nodeId(), found.item())).toList();
     }
 
     /** The pool of the node the topology names; without topology the emptiest node's, since a volume lives on one node. */

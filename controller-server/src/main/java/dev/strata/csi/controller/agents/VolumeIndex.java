@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.function.Function;
 
 /**
@@ -45,6 +46,8 @@ public final class VolumeIndex {
         private final Function<T, String> name;
         /** Name to the nodes whose view holds it: one, unless two replicas raced (docs/scale.md). */
         private final Map<String, Set<String>> holders = new ConcurrentHashMap<>();
+        /** Everything held, by {@code <node>/<name>}: the order of the ids, for pages that cost their own size only. */
+        private final ConcurrentSkipListMap<String, Located<T>> sorted = new ConcurrentSkipListMap<>();
 
         Kind(Function<View, Map<String, Entry<T>>> of, Function<T, String> name) {
             this.of = of;
@@ -113,9 +116,11 @@ public final class VolumeIndex {
                     nodes.remove(nodeId);
                     return nodes.isEmpty() ? null : nodes;
                 });
+                sorted.remove(nodeId + "/" + key);
             } else {
                 entries.put(key, new Entry<>(item, generation));
                 holders.computeIfAbsent(key, ignored -> ConcurrentHashMap.newKeySet()).add(nodeId);
+                sorted.put(nodeId + "/" + key, new Located<>(nodeId, item));
             }
         }
 
@@ -125,10 +130,17 @@ public final class VolumeIndex {
         }
 
         void forget(String nodeId, View view) {
-            of.apply(view).keySet().forEach(key -> holders.computeIfPresent(key, (ignored, nodes) -> {
-                nodes.remove(nodeId);
-                return nodes.isEmpty() ? null : nodes;
-            }));
+            of.apply(view).keySet().forEach(key -> {
+                holders.computeIfPresent(key, (ignored, nodes) -> {
+                    nodes.remove(nodeId);
+                    return nodes.isEmpty() ? null : nodes;
+                });
+                sorted.remove(nodeId + "/" + key);
+            });
+        }
+
+        List<Located<T>> from(String nodeAndName, int limit) {
+            return sorted.tailMap(nodeAndName, true).values().stream().limit(limit).toList();
         }
     }
 
@@ -205,6 +217,11 @@ public final class VolumeIndex {
 
     public List<Located<Snapshot>> snapshots(String name) {
         return snapshots.find(name);
+    }
+
+    /** At most {@code limit} images in the order of {@code <node>/<name>}, from {@code nodeAndName} on. */
+    public List<Located<Image>> imagesFrom(String nodeAndName, int limit) {
+        return images.from(nodeAndName, limit);
     }
 
     public List<Image> imagesOf(String nodeId) {
