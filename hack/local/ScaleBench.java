@@ -56,6 +56,8 @@ public final class ScaleBench {
                 System.out.println(run(repo, nodes, volumes, hung, heap));
             }
         }
+        CLIENT_LOOP.shutdownGracefully(0, 1, TimeUnit.SECONDS).syncUninterruptibly();
+        System.exit(0); // gRPC's and the simulated agents' pools hold non-daemon threads
     }
 
     static String run(Path repo, int count, int volumes, double hungShare, String heap) throws Exception {
@@ -73,6 +75,15 @@ public final class ScaleBench {
                 "--agent-token-file", token.toString(), "--agent-plaintext", "true", "--agent-settle-time", "0s",
                 "--agent-renew-interval", "10s"))
                 .redirectErrorStream(true).redirectOutput(dir.resolve("controller.log").toFile()).start();
+        // The registry listening before the simulated agents take ephemeral ports, one of which could be its own.
+        long listening = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        Path log = dir.resolve("controller.log");
+        while (!Files.readString(log).contains("tcp://127.0.0.1:" + registryPort)) {
+            if (System.nanoTime() > listening || !controller.isAlive()) {
+                throw new IllegalStateException("controller-server is not listening; see " + log);
+            }
+            Thread.sleep(100);
+        }
         AgentSecurity security = new AgentSecurity(AgentToken.fromFile(token), Optional.empty(), Optional.empty(), Optional.empty(),
                 Optional.empty());
         int hungCount = (int) Math.round(count * hungShare);

@@ -90,8 +90,14 @@ final class Placement {
     }
 
     private <E extends Exception> Placed place(VolumeRequest wanted, List<String> allowed, Maker<E> maker) throws E {
-        // A create whose node did not answer may still be made there: its retries go there only.
+        // A create whose node did not answer may still be made there: its retries go there only,
+        // until that node's lease runs out (a node gone for good must not hold the name for ever;
+        // should it come back with the volume, the index shows the name on two nodes: docs/scale.md).
         String unansweredNode = unanswered.get(wanted.name());
+        if (unansweredNode != null && agents.live(unansweredNode).isEmpty()) {
+            unanswered.remove(wanted.name(), unansweredNode);
+            unansweredNode = null;
+        }
         List<String> candidates = unansweredNode == null ? allowed : List.of(unansweredNode);
         if (candidates.isEmpty()) {
             TopologyRequirement requirement = wanted.requirements();
