@@ -37,8 +37,10 @@ public final class ControllerServer {
     static final Flag SETTLE = new Flag("agent-settle-time", "AGENT_SETTLE_TIME", "20s",
             "after a start, how long an unknown node counts as an agent not yet back (UNAVAILABLE) rather than absent "
                     + "(NOT_FOUND); at least two renewal intervals");
-    static final Flag AGENT_TIMEOUT = new Flag("agent-call-timeout", "AGENT_CALL_TIMEOUT", "120s",
-            "deadline for one call to a node agent (creating a fully allocated image takes the longest)");
+    static final Flag AGENT_TIMEOUT = new Flag("agent-call-timeout", "AGENT_CALL_TIMEOUT", "5s",
+            "deadline for one call to a node agent, well inside the sidecars' timeouts (10 s by default); an agent that "
+                    + "lets one pass is probed, and calls that need its node fail UNAVAILABLE at once until it answers. "
+                    + "Copies between nodes stream with no deadline and fail when idle for 2 min");
 
     static final Flag EXPORT_ROOT = new Flag("nfs-export-root", "NFS_EXPORT_ROOT", "/var/lib/strata/exports",
             "where controller-server finds NFS exports: server:/share at <root>/<server>/<share>, mounted there by a person "

@@ -199,7 +199,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
     public void listVolumes(ListVolumesRequest request, StreamObserver<ListVolumesResponse> response) {
         Rpc.answer(response, () -> {
             Pages.checkToken(request.getMaxEntries(), request.getStartingToken());
-            var page = Pages.page(request.getMaxEntries(), request.getStartingToken(), backends.list(),
+            var page = Pages.page(request.getMaxEntries(), request.getStartingToken(), backends::list,
                     entry -> entry.getVolume().getVolumeId());
             return ListVolumesResponse.newBuilder().addAllEntries(page.entries()).setNextToken(page.nextToken()).build();
         });

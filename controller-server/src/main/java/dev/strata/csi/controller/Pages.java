@@ -29,6 +29,25 @@ final class Pages {
         }
     }
 
+    /** Entries in id order from an id on, at most a number of them. */
+    @FunctionalInterface
+    interface Source<T> {
+        List<T> from(String fromId, int limit) throws Exception;
+    }
+
+    /**
+     * The page that {@code maxEntries} (0: no limit) and {@code startingToken} ask for, read from
+     * {@code source} (one entry more than the page, to name the next); call {@link #checkToken} first.
+     */
+    static <T> Page<T> page(int maxEntries, String startingToken, Source<T> source, Function<T, String> id) throws Exception {
+        String from = startingToken.isEmpty() ? "" : startingToken.substring(TOKEN_PREFIX.length());
+        List<T> entries = source.from(from, maxEntries == 0 ? Integer.MAX_VALUE : maxEntries + 1);
+        if (maxEntries == 0 || entries.size() <= maxEntries) {
+            return new Page<>(entries, "");
+        }
+        return new Page<>(entries.subList(0, maxEntries), TOKEN_PREFIX + id.apply(entries.get(maxEntries)));
+    }
+
     /** The page of {@code all} that {@code maxEntries} (0: no limit) and {@code startingToken} ask for; call {@link #checkToken} first. */
     static <T> Page<T> page(int maxEntries, String startingToken, List<T> all, Function<T, String> id) {
         String from = startingToken.isEmpty() ? "" : startingToken.substring(TOKEN_PREFIX.length());

@@ -303,7 +303,7 @@ final class ManifestChecks {
             }
         }
         for (String needed : List.of("strata_pool_available_bytes", "csi_plugin_operations_seconds",
-                "strata_agent_lease_age_seconds", "strata_nfs_export_reachable")) {
+                "strata_agent_lease_age_seconds", "strata_agent_unresponsive", "strata_nfs_export_reachable")) {
             if (!used.contains(needed)) {
                 problems.add("no alert uses " + needed);
             }

@@ -291,7 +291,8 @@ class ManifestsTest {
     void alertRulesAreCompleteAndNameMetricsTheServersExport() throws Exception {
         var exported = ExportedMetrics.fromSources(Manifests.defaultDir());
         assertTrue(exported.containsAll(List.of("csi_plugin_operations_seconds", "strata_pool_capacity_bytes",
-                "strata_agent_lease_age_seconds", "strata_nfs_export_mount_failures_total")), exported.toString());
+                "strata_agent_lease_age_seconds", "strata_agent_unresponsive", "strata_nfs_export_mount_failures_total")),
+                exported.toString());
         assertEquals(List.of(), checks().alertRules(exported));
         List<Map<String, Object>> rules = Tree.maps(Tree.maps(manifests().alertRules(), "groups").getFirst(), "rules");
         assertTrue(rules.size() >= 4, rules.toString());

@@ -11,6 +11,7 @@ import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.metrics.SystemSteps;
 import dev.strata.csi.node.agent.AbandonedCopies;
 import dev.strata.csi.node.agent.ControllerAddresses;
+import dev.strata.csi.node.agent.Inventory;
 import dev.strata.csi.node.agent.NodeAgentService;
 import dev.strata.csi.node.agent.PoolOwnership;
 import dev.strata.csi.node.agent.Registration;
@@ -122,12 +123,13 @@ public final class NodeServer {
                     PoolOwnership ownership = new PoolOwnership(pool);
                     // After the pool's reconcile, before any call: a copy abandoned while the node was down goes at start.
                     AbandonedCopies abandoned = new AbandonedCopies(pool, locks, abandonedCopyExpiry, context.metrics(), log);
+                    Inventory inventory = new Inventory(pool);
                     TcpComponent agent = new TcpComponent(
                             TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
-                            List.of(new NodeAgentService(pool, locks, new ImageContent(files), context.metrics(), crashes, log)),
+                            List.of(new NodeAgentService(pool, locks, new ImageContent(files), inventory, context.metrics(), crashes, log)),
                             security.verifiers(), log);
                     Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), nodeId,
-                            flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, security, log);
+                            flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, inventory, security, log);
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     // The backends, one line each; NodeBackends chooses among them by volume id and context.
                     NodeBackends backends = new NodeBackends(List.of(

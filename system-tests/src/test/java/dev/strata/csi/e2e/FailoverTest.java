@@ -86,6 +86,21 @@ class FailoverTest {
     }
 
     /** Volume id -> nodes it is published to, as a replica lists them. */
+    /**
+     * What {@code controller} lists once it shows {@code expected}, or after 5 s: a replica's index
+     * follows a change another replica made when the agent's report of it arrives, a round trip later.
+     */
+    static Map<String, List<String>> listedOnce(ControllerBlockingStub controller, Map<String, List<String>> expected)
+            throws InterruptedException {
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(5);
+        Map<String, List<String>> volumes = listed(controller);
+        while (!volumes.equals(expected) && System.nanoTime() < deadline) {
+            Thread.sleep(50);
+            volumes = listed(controller);
+        }
+        return volumes;
+    }
+
     static Map<String, List<String>> listed(ControllerBlockingStub controller) {
         Map<String, List<String>> volumes = new TreeMap<>();
         ListVolumesResponse page = controller.listVolumes(ListVolumesRequest.getDefaultInstance());
@@ -136,7 +151,8 @@ class FailoverTest {
             Path oldImage = cluster.node("node-a").pool().resolve("pvc-failover-old.img");
             String oldDevice = first.controllerPublishVolume(attach(old, "node-a")).getPublishContextOrThrow("devicePath");
             assertEquals(List.of(oldDevice), SystemState.loopDevicesOf(oldImage));
-            assertEquals(Map.of(old.getVolumeId(), List.of("node-a")), listed(second), "replica 2 sees what replica 1 did");
+            assertEquals(Map.of(old.getVolumeId(), List.of("node-a")), listedOnce(second, Map.of(old.getVolumeId(), List.of("node-a"))),
+                    "replica 2 sees what replica 1 did");
 
             // Replica 1 dies; replica 2 detaches and deletes that volume at once.
             cluster.killController(0);
@@ -214,14 +230,14 @@ class FailoverTest {
                 assertEquals(List.of(attached.get(0).get("devicePath")), SystemState.loopDevicesOf(madeImage),
                         "one loop device after two attaches at once, round " + round);
             }
-            assertEquals(Map.of(made.getVolumeId(), List.of("node-a")), listed(first));
-            assertEquals(listed(first), listed(second), "both replicas list the same volumes");
+            assertEquals(Map.of(made.getVolumeId(), List.of("node-a")), listedOnce(first, Map.of(made.getVolumeId(), List.of("node-a"))));
+            assertEquals(listed(first), listedOnce(second, listed(first)), "both replicas list the same volumes");
             second.controllerUnpublishVolume(detach(made, "node-a"));
             assertEquals(List.of(), SystemState.loopDevicesOf(madeImage));
             first.deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(made.getVolumeId()).build());
             assertFalse(Files.exists(madeImage));
-            assertEquals(Map.of(), listed(first));
-            assertEquals(Map.of(), listed(second));
+            assertEquals(Map.of(), listed(first), "the replica that deleted it at once");
+            assertEquals(Map.of(), listedOnce(second, Map.of()), "the other once node-a's report arrives");
             String registered = "msg=\"registered with controller\" controller=127.0.0.1:" + cluster.registryPort() + " ";
             String output = cluster.node("node-a").process().output();
             assertEquals(2, output.split(java.util.regex.Pattern.quote(registered), -1).length - 1,

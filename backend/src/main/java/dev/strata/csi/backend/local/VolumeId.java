@@ -12,6 +12,8 @@ import java.util.regex.Pattern;
 public record VolumeId(String nodeId, String name) {
 
     private static final String LOCAL = "local";
+    /** What every local volume id starts with. */
+    public static final String PREFIX = LOCAL + "/";
 
     /** Kubernetes node names are DNS subdomains; anything with a '/' could not round-trip. */
     static final Pattern NODE_ID = Pattern.compile("[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?");

@@ -2,11 +2,23 @@ package dev.strata.csi.controller.agents;
 
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.PoolStatus;
+import dev.strata.csi.agent.api.ProbeRequest;
+import dev.strata.csi.agent.api.ProbeResponse;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
+import io.grpc.CallOptions;
+import io.grpc.Channel;
+import io.grpc.ClientCall;
+import io.grpc.ClientInterceptor;
+import io.grpc.ForwardingClientCall.SimpleForwardingClientCall;
+import io.grpc.ForwardingClientCallListener.SimpleForwardingClientCallListener;
 import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.MethodDescriptor;
+import io.grpc.Status;
+import io.grpc.stub.StreamObserver;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
@@ -14,6 +26,7 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 
@@ -25,6 +38,10 @@ import java.util.concurrent.TimeUnit;
  * was removed. Nothing is persisted: after a controller restart the agents' next renewals rebuild
  * the directory, and until two renewal intervals have passed an unknown node is UNAVAILABLE, not
  * NOT_FOUND, and ListVolumes waits, so nothing is mistaken for gone while agents come back.
+ *
+ * <p>Every call to an agent has a deadline (--agent-call-timeout, well inside the sidecars' 10 s).
+ * A node whose agent lets one pass is marked ({@link Responsiveness}) and probed at once and at
+ * each of its renewals; until it answers, calls that need it fail at once with UNAVAILABLE.
  */
 public final class AgentDirectory implements AutoCloseable {
 
@@ -42,6 +59,10 @@ public final class AgentDirectory implements AutoCloseable {
     private final Log log;
     private final AgentMetrics metrics;
     private final Instant settledAt;
+    private final Responsiveness responsiveness;
+    private final VolumeIndex index = new VolumeIndex();
+    /** Nodes whose agent process has registered but not yet reported everything. */
+    private final Set<String> unreported = ConcurrentHashMap.newKeySet();
 
     /**
      * @param settleTime how long after start an unknown node may still be an agent on its way back
@@ -56,6 +77,7 @@ public final class AgentDirectory implements AutoCloseable {
         this.clock = clock;
         this.log = log;
         this.settledAt = clock.instant().plus(settleTime);
+        this.responsiveness = new Responsiveness(callTimeout, clock);
     }
 
     /** Whether agents may still be on their way back after this controller started. */
@@ -67,7 +89,15 @@ public final class AgentDirectory implements AutoCloseable {
         return renewEvery;
     }
 
-    void register(RegisterRequest request) {
+    /** Registers or renews, and applies the report; true when the agent must send its whole inventory. */
+    boolean register(RegisterRequest request) {
+        // The report first: from the moment the node is in the directory, its names are in the index or it is unreported.
+        boolean sendInventory = index.report(request);
+        if (index.complete(request.getNodeId())) {
+            unreported.remove(request.getNodeId());
+        } else {
+            unreported.add(request.getNodeId());
+        }
         Agent agent = new Agent(request.getNodeId(), request.getAddress(), request.getPool(),
                 Map.copyOf(request.getTopologyMap()), clock.instant());
         boolean[] newAgent = {false};
@@ -90,9 +120,73 @@ public final class AgentDirectory implements AutoCloseable {
             return new Entry(agent, request.getInstance(), security.channel(agent.address()));
         });
         if (newAgent[0]) { // logged once the directory holds it: calls for the node go there from now on
+            responsiveness.forget(agent.nodeId()); // a new agent process: the old one's silence says nothing of it
             log.info("agent registered", "node", agent.nodeId(), "address", agent.address(), "instance", request.getInstance(),
                     "available_bytes", agent.pool().getAvailableBytes());
         }
+        probe(agent.nodeId()); // a stopped agent that was continued renews: it takes calls again once it answers
+        return sendInventory;
+    }
+
+    /** Where every volume and snapshot is, as the agents reported it and this controller's calls made it. */
+    public VolumeIndex index() {
+        return index;
+    }
+
+    /**
+     * Returns when the index holds everything a name could be found on: UNAVAILABLE, naming {@code what},
+     * while this controller has just started (agents may be on their way back) or a node with a
+     * live lease has not reported everything yet. A node whose lease ran out is not waited for.
+     */
+    public void requireReported(String what) {
+        if (settling()) {
+            throw CsiException.unavailable("controller-server started recently; waiting for node agents to report their volumes "
+                    + "before it can tell " + what);
+        }
+        for (String nodeId : unreported) {
+            if (live(nodeId).isPresent()) {
+                throw CsiException.unavailable("the agent of " + nodeId + " has not reported its volumes and snapshots yet; "
+                        + "waiting for it before it can tell " + what);
+            }
+        }
+    }
+
+    /** Whether calls to the agent of {@code nodeId} are let through: it has not let one pass its deadline since it last answered. */
+    public boolean answering(String nodeId) {
+        return !responsiveness.silent(nodeId);
+    }
+
+    /** The nodes whose agents let a call pass its deadline and have not answered since. */
+    public Set<String> notAnswering() {
+        return responsiveness.silent();
+    }
+
+    /** Asks a marked agent whether it answers again; nothing when it is not marked or a probe is in flight. */
+    private void probe(String nodeId) {
+        Entry entry = agents.get(nodeId);
+        if (entry == null || !responsiveness.startProbe(nodeId)) {
+            return;
+        }
+        // Forked: the call that starts a probe (a renewal, a CSI call) ends long before it, and would cancel it.
+        io.grpc.Context.current().fork().run(() -> NodeAgentGrpc.newStub(entry.channel())
+                .withCallCredentials(security.credentials())
+                .withDeadlineAfter(callTimeout.toMillis(), TimeUnit.MILLISECONDS)
+                .probe(ProbeRequest.getDefaultInstance(), new StreamObserver<>() {
+                    @Override
+                    public void onNext(ProbeResponse value) {}
+
+                    @Override
+                    public void onError(Throwable t) {
+                        responsiveness.probeEnded(nodeId, false);
+                        log.info("node agent still does not answer", "node", nodeId, "probe", io.grpc.Status.fromThrowable(t).toString());
+                    }
+
+                    @Override
+                    public void onCompleted() {
+                        responsiveness.probeEnded(nodeId, true);
+                        log.info("node agent answers again", "node", nodeId);
+                    }
+                }));
     }
 
     /** The live agent of {@code nodeId}: registered, lease current. */
@@ -149,6 +243,9 @@ public final class AgentDirectory implements AutoCloseable {
         agents.entrySet().removeIf(entry -> {
             boolean forget = entry.getValue().agent().renewed().isBefore(forgetBefore);
             if (forget) {
+                responsiveness.forget(entry.getKey());
+                index.forget(entry.getKey());
+                unreported.remove(entry.getKey());
                 log.warn("forgetting agent silent for thirty renewals; its node is treated as removed", "node", entry.getKey());
                 entry.getValue().channel().shutdown();
             }
@@ -165,10 +262,14 @@ public final class AgentDirectory implements AutoCloseable {
                 .toList();
     }
 
-    /** A stub for calls to the agent of {@code nodeId}; UNAVAILABLE when it never registered. */
+    /**
+     * A stub for calls to the agent of {@code nodeId}, each with the call deadline; UNAVAILABLE when
+     * it never registered or does not answer. A call that passes its deadline fails UNAVAILABLE,
+     * naming the node, and marks it.
+     */
     public NodeAgentGrpc.NodeAgentBlockingStub stub(String nodeId) {
         return NodeAgentGrpc.newBlockingStub(channel(nodeId))
-                .withInterceptors(metrics.forNode(nodeId))
+                .withInterceptors(metrics.forNode(nodeId), deadlines(nodeId))
                 .withCallCredentials(security.credentials())
                 .withDeadlineAfter(callTimeout.toMillis(), TimeUnit.MILLISECONDS);
     }
@@ -188,7 +289,35 @@ public final class AgentDirectory implements AutoCloseable {
         if (entry == null) {
             throw CsiException.unavailable("the node agent of " + nodeId + " is not registered; is node-server running there?");
         }
+        responsiveness.requireAnswering(nodeId);
         return entry.channel();
+    }
+
+    /** Marks the node of a call that passed its deadline and probes it; the caller gets UNAVAILABLE naming the node. */
+    private ClientInterceptor deadlines(String nodeId) {
+        return new ClientInterceptor() {
+            @Override
+            public <ReqT, RespT> ClientCall<ReqT, RespT> interceptCall(
+                    MethodDescriptor<ReqT, RespT> method, CallOptions options, Channel next) {
+                return new SimpleForwardingClientCall<>(next.newCall(method, options)) {
+                    @Override
+                    public void start(Listener<RespT> listener, Metadata headers) {
+                        super.start(new SimpleForwardingClientCallListener<>(listener) {
+                            @Override
+                            public void onClose(Status status, Metadata trailers) {
+                                if (status.getCode() == Status.Code.DEADLINE_EXCEEDED) {
+                                    status = Status.UNAVAILABLE.withDescription(responsiveness.timedOut(nodeId));
+                                    log.warn("node agent did not answer within the call deadline; calls that need its node fail "
+                                            + "until it answers a probe", "node", nodeId, "method", method.getBareMethodName());
+                                    probe(nodeId);
+                                }
+                                super.onClose(status, trailers);
+                            }
+                        }, headers);
+                    }
+                };
+            }
+        };
     }
 
     private boolean expired(Agent agent) {

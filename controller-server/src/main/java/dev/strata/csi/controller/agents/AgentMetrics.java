@@ -19,7 +19,7 @@ import java.time.Duration;
 
 /**
  * The node agents as the controller sees them: how many are registered (live or with an expired
- * lease), how old each lease is, and how long the calls to each node's agent take and how they end.
+ * lease), how old each lease is, which do not answer calls, and how long the calls to each node's agent take and how they end.
  */
 public final class AgentMetrics {
 
@@ -53,6 +53,13 @@ public final class AgentMetrics {
                 .labelNames("node")
                 .callback(callback -> agents.registered().forEach(agent -> callback.call(
                         Duration.between(agent.renewed(), clock.instant()).toMillis() / 1e3, agent.nodeId())))
+                .register(registry);
+        GaugeWithCallback.builder()
+                .name("strata_agent_unresponsive")
+                .help("1 for each node whose agent let a call pass its deadline and has not answered a probe since: "
+                        + "calls that need the node fail UNAVAILABLE")
+                .labelNames("node")
+                .callback(callback -> agents.notAnswering().forEach(nodeId -> callback.call(1, nodeId)))
                 .register(registry);
     }
 

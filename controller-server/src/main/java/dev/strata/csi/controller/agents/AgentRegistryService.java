@@ -28,8 +28,9 @@ public final class AgentRegistryService extends AgentRegistryGrpc.AgentRegistryI
             }
             identities.requireMayRegister(request.getNodeId());
             checkAddress(request.getAddress());
-            directory.register(request);
-            return RegisterResponse.newBuilder().setRenewSeconds((int) directory.renewEvery().toSeconds()).build();
+            boolean sendInventory = directory.register(request);
+            return RegisterResponse.newBuilder().setRenewSeconds((int) directory.renewEvery().toSeconds())
+                    .setSendInventory(sendInventory).build();
         });
     }
 

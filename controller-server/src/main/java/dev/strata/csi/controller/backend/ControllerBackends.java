@@ -111,13 +111,14 @@ public final class ControllerBackends {
         return all;
     }
 
-    /** Every backend's volumes, for ListVolumes. */
-    public List<ListVolumesResponse.Entry> list() throws Exception {
+    /** At most {@code limit} volumes of all backends with ids at or after {@code fromId}, in id order: a page of ListVolumes. */
+    public List<ListVolumesResponse.Entry> list(String fromId, int limit) throws Exception {
         List<ListVolumesResponse.Entry> entries = new ArrayList<>();
         for (ControllerBackend<?, ?> backend : backends) {
-            entries.addAll(backend.list());
+            entries.addAll(backend.list(fromId, limit));
         }
-        return entries;
+        entries.sort(java.util.Comparator.comparing(entry -> entry.getVolume().getVolumeId()));
+        return entries.size() > limit ? entries.subList(0, limit) : entries;
     }
 
     /** What the Controller service advertises: every capability some backend needs, in the order first named. */

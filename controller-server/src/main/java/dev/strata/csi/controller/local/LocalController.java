@@ -39,9 +39,10 @@ import java.util.Map;
 import java.util.Optional;
 
 /**
- * The local backend on the controller. It keeps no state: a volume's id names the node whose
- * agent holds the volume's image, and the agents' registrations say which nodes exist; every
- * call is a call to that node's agent. Any StorageClass parameters without another backend's
+ * The local backend on the controller. It keeps no state of its own: a volume's id names the node
+ * whose agent holds the volume's image, the agents' registrations say which nodes exist, and their
+ * reports where every volume and snapshot is ({@link dev.strata.csi.controller.agents.VolumeIndex});
+ * a call is a call to the one node it is about (two for a copy between nodes), never to every node. Any StorageClass parameters without another backend's
  * come here (it refuses the ones it does not know).
  */
 public final class LocalController implements ControllerBackend<VolumeId, VolumeRequest> {
@@ -114,7 +115,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         if (wanted.source().isPresent()) {
             return createCopy(wanted, Origin.of(wanted.source().get()));
         }
-        var existing = placement.find(wanted.name(), placement.firstCandidate(wanted.requirements()));
+        var existing = placement.find(wanted.name());
         if (existing.isPresent()) {
             Image image = existing.get().image();
             if (image.getCapacityBytes() != wanted.capacityBytes() || image.getAllocation() != wanted.allocation()) {
@@ -156,8 +157,8 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         if (copying.isPresent()) {
             return volume(copying.get().nodeId(), copying.get().image());
         }
-        // Every node is asked, the source's too: a retry finds the copy made also once its source is gone.
-        var existing = placement.find(asked.name(), Optional.empty());
+        // From the index: a retry finds the copy made also once its source is gone.
+        var existing = placement.find(asked.name());
         if (existing.isPresent()) {
             Image image = existing.get().image();
             boolean sizeDiffers = asked.range().getRequiredBytes() > 0 && image.getCapacityBytes() != asked.capacityBytes();
@@ -197,15 +198,16 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     /** The size of the copy's source; NOT_FOUND when its node never registered or its agent does not have it. */
     private long sourceBytes(Origin origin) {
         agents.requireKnown(origin.nodeId(), origin.description() + " does not exist: node " + origin.nodeId() + " has no agent");
-        var stub = agents.stub(origin.nodeId());
         if (origin.source().hasImage()) {
-            return stub.getImage(GetImageRequest.newBuilder().setName(origin.source().getImage()).build()).getImage().getCapacityBytes();
+            return agents.stub(origin.nodeId()).getImage(GetImageRequest.newBuilder().setName(origin.source().getImage()).build()).getImage().getCapacityBytes();
         }
-        return stub.listSnapshots(ListSnapshotsRequest.getDefaultInstance()).getSnapshotsList().stream()
-                .filter(snapshot -> snapshot.getName().equals(origin.source().getSnapshot()))
-                .findFirst()
-                .orElseThrow(() -> CsiException.notFound(origin.description() + " does not exist"))
-                .getCapacityBytes();
+        String name = origin.source().getSnapshot();
+        var found = agents.index().snapshots(name).stream().filter(snapshot -> snapshot.nodeId().equals(origin.nodeId())).findFirst();
+        if (found.isEmpty()) {
+            agents.requireReported("whether " + origin.description() + " exists");
+            throw CsiException.notFound(origin.description() + " does not exist");
+        }
+        return found.get().item().getCapacityBytes();
     }
 
     @Override
@@ -222,14 +224,20 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         SnapshotId.checkName(name);
         LocalParameters.SNAPSHOT_CLASS.require(parameters);
         agents.requireKnown(source.nodeId(), "source volume " + source + " does not exist: node " + source.nodeId() + " has no agent");
-        Optional<SnapshotId> elsewhere = findSnapshot(name, source.nodeId());
-        if (elsewhere.isPresent()) {
-            throw CsiException.alreadyExists("snapshot " + name + " exists on node " + elsewhere.get().nodeId()
-                    + ", of another volume than " + source);
+        var found = agents.index().snapshots(name);
+        if (found.isEmpty()) {
+            agents.requireReported("whether snapshot " + name + " exists");
+        }
+        for (var elsewhere : found) {
+            if (!elsewhere.nodeId().equals(source.nodeId())) {
+                throw CsiException.alreadyExists("snapshot " + name + " exists on node " + elsewhere.nodeId()
+                        + ", of another volume than " + source);
+            }
         }
         var taken = agents.stub(source.nodeId()).createSnapshot(CreateSnapshotRequest.newBuilder()
-                .setName(name).setSourceImage(source.name()).build()).getSnapshot();
-        return snapshot(source.nodeId(), taken);
+                .setName(name).setSourceImage(source.name()).build());
+        agents.index().snapshot(source.nodeId(), name, taken.getSnapshot(), taken.getGeneration());
+        return snapshot(source.nodeId(), taken.getSnapshot());
     }
 
     /** A node that never registered holds no snapshot: nothing to delete. */
@@ -247,41 +255,24 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
             }
             throw e;
         }
-        agents.stub(id.get().nodeId()).deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(id.get().name()).build());
+        var deleted = agents.stub(id.get().nodeId()).deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(id.get().name()).build());
+        agents.index().snapshot(id.get().nodeId(), id.get().name(), null, deleted.getGeneration());
     }
 
-    /** The snapshots of every node that registered; a node whose agent does not answer fails the call (UNAVAILABLE), as list() does. */
+    /**
+     * The snapshots of every node that registered, from the index: no node is asked. UNAVAILABLE
+     * while a node with a live lease has not reported, rather than a list without its snapshots.
+     */
     @Override
     public List<Snapshot> snapshots() {
-        if (agents.settling()) {
-            throw CsiException.unavailable("controller-server started recently; waiting for node agents to renew before listing snapshots");
-        }
+        agents.requireReported("every snapshot");
         List<Snapshot> all = new ArrayList<>();
         for (AgentDirectory.Agent agent : agents.registered()) {
-            for (var snapshot : agents.stub(agent.nodeId()).listSnapshots(ListSnapshotsRequest.getDefaultInstance()).getSnapshotsList()) {
+            for (var snapshot : agents.index().snapshotsOf(agent.nodeId())) {
                 all.add(snapshot(agent.nodeId(), snapshot));
             }
         }
         return all;
-    }
-
-    /** The snapshot named {@code name} on a registered node other than {@code except}; silent nodes are passed over. */
-    private Optional<SnapshotId> findSnapshot(String name, String except) {
-        if (agents.settling()) {
-            throw CsiException.unavailable("controller-server started recently; waiting for node agents to renew "
-                    + "before it can tell whether snapshot " + name + " exists");
-        }
-        for (AgentDirectory.Agent agent : agents.registered()) {
-            if (agent.nodeId().equals(except) || agents.live(agent.nodeId()).isEmpty()) {
-                continue;
-            }
-            boolean there = agents.stub(agent.nodeId()).listSnapshots(ListSnapshotsRequest.getDefaultInstance()).getSnapshotsList()
-                    .stream().anyMatch(snapshot -> snapshot.getName().equals(name));
-            if (there) {
-                return Optional.of(new SnapshotId(agent.nodeId(), name));
-            }
-        }
-        return Optional.empty();
     }
 
     private static Snapshot snapshot(String nodeId, dev.strata.csi.agent.api.Snapshot snapshot) {
@@ -296,7 +287,8 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
 
     @Override
     public void delete(VolumeId id) {
-        agents.stub(id.nodeId()).deleteImage(DeleteImageRequest.newBuilder().setName(id.name()).build());
+        var deleted = agents.stub(id.nodeId()).deleteImage(DeleteImageRequest.newBuilder().setName(id.name()).build());
+        agents.index().image(id.nodeId(), id.name(), null, deleted.getGeneration());
     }
 
     /** Attaches the image to a loop device on its node: only there, since the data is there. */
@@ -341,29 +333,46 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     }
 
     /**
-     * The volumes of every node that registered. A node whose agent does not answer fails the call
-     * (UNAVAILABLE) rather than leaving its volumes out: the external-attacher reads a missing
-     * volume as a detached one.
+     * The volumes of every node that registered, from the index: no node is asked. A node with a
+     * live lease that has not reported fails the call (UNAVAILABLE) rather than leaving its volumes
+     * out: the external-attacher reads a missing volume as a detached one.
      */
     @Override
     public List<ListVolumesResponse.Entry> list() {
-        if (agents.settling()) {
-            throw CsiException.unavailable("controller-server started recently; waiting for node agents to renew before listing volumes");
-        }
+        agents.requireReported("every volume");
         List<ListVolumesResponse.Entry> entries = new ArrayList<>();
         for (AgentDirectory.Agent agent : agents.registered()) {
-            for (Image image : agents.stub(agent.nodeId()).listImages(ListImagesRequest.getDefaultInstance()).getImagesList()) {
-                entries.add(ListVolumesResponse.Entry.newBuilder()
-                        .setVolume(Volume.newBuilder()
-                                .setVolumeId(new VolumeId(agent.nodeId(), image.getName()).toString())
-                                .setCapacityBytes(image.getCapacityBytes())
-                                .addAccessibleTopology(topology.of(agent.nodeId())))
-                        .setStatus(ListVolumesResponse.VolumeStatus.newBuilder()
-                                .addAllPublishedNodeIds(image.getPublishedNodeIdsList()))
-                        .build());
+            for (Image image : agents.index().imagesOf(agent.nodeId())) {
+                entries.add(entry(agent.nodeId(), image));
             }
         }
         return entries;
+    }
+
+    private ListVolumesResponse.Entry entry(String nodeId, Image image) {
+        return ListVolumesResponse.Entry.newBuilder()
+                .setVolume(Volume.newBuilder()
+                        .setVolumeId(new VolumeId(nodeId, image.getName()).toString())
+                        .setCapacityBytes(image.getCapacityBytes())
+                        .addAccessibleTopology(topology.of(nodeId)))
+                .setStatus(ListVolumesResponse.VolumeStatus.newBuilder()
+                        .addAllPublishedNodeIds(image.getPublishedNodeIdsList()))
+                .build();
+    }
+
+    /** A page of {@link #list()}, from the index's order: it costs the page, not every volume. */
+    @Override
+    public List<ListVolumesResponse.Entry> list(String fromId, int limit) {
+        agents.requireReported("every volume");
+        String from;
+        if (fromId.compareTo(VolumeId.PREFIX) <= 0) {
+            from = "";
+        } else if (fromId.startsWith(VolumeId.PREFIX)) {
+            from = fromId.substring(VolumeId.PREFIX.length());
+        } else {
+            return List.of(); // every local id sorts before it
+        }
+        return agents.index().imagesFrom(from, limit).stream().map(found -> entry(found.nodeId(), found.item())).toList();
     }
 
     /** The pool of the node the topology names; without topology the emptiest node's, since a volume lives on one node. */

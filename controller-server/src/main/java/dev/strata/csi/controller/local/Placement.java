@@ -3,16 +3,19 @@ package dev.strata.csi.controller.local;
 import csi.v1.Csi.TopologyRequirement;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateImageRequest;
-import dev.strata.csi.agent.api.GetImageRequest;
+import dev.strata.csi.agent.api.CreateImageResponse;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.controller.agents.AgentDirectory;
+import dev.strata.csi.controller.agents.VolumeIndex;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.Optional;
 import java.util.Set;
 
@@ -27,6 +30,8 @@ final class Placement {
 
     private final AgentDirectory agents;
     private final Topology topology;
+    /** Volume name to the node a create of it was sent to that did not answer. */
+    private final Map<String, String> unanswered = new ConcurrentHashMap<>();
 
     Placement(AgentDirectory agents, Topology topology) {
         this.agents = agents;
@@ -34,39 +39,16 @@ final class Placement {
     }
 
     /**
-     * The volume named {@code name} on any live node other than {@code except}: names are unique
-     * across the cluster. The node a create goes to first need not be asked, since CreateImage
-     * there returns the existing image itself (or ALREADY_EXISTS).
+     * The volume named {@code name} wherever the index places it, whatever the topology says now;
+     * empty when no node holds it. UNAVAILABLE while a node that could hold it has not reported.
      */
-    Optional<Placed> find(String name, Optional<String> except) {
-        if (agents.settling()) {
-            throw CsiException.unavailable("controller-server started recently; waiting for node agents to renew "
-                    + "before it can tell whether volume " + name + " exists");
+    Optional<Placed> find(String name) {
+        List<VolumeIndex.Located<Image>> found = agents.index().images(name);
+        if (found.isEmpty()) {
+            agents.requireReported("whether volume " + name + " exists");
+            return Optional.empty();
         }
-        for (AgentDirectory.Agent agent : agents.registered()) {
-            if (except.isPresent() && except.get().equals(agent.nodeId())) {
-                continue;
-            }
-            try {
-                Image image = agents.stub(agent.nodeId()).getImage(GetImageRequest.newBuilder().setName(name).build()).getImage();
-                return Optional.of(new Placed(agent.nodeId(), image));
-            } catch (StatusRuntimeException e) {
-                boolean silent = agents.live(agent.nodeId()).isEmpty();
-                if (silent && e.getStatus().getCode() == Status.Code.UNAVAILABLE) {
-                    continue; // a node whose lease ran out long enough to be unreachable takes no new volumes either
-                }
-                if (e.getStatus().getCode() != Status.Code.NOT_FOUND) {
-                    throw CsiException.unavailable("cannot tell whether node " + agent.nodeId() + " holds volume " + name
-                            + ": " + e.getStatus().getCode() + " " + e.getStatus().getDescription());
-                }
-            }
-        }
-        return Optional.empty();
-    }
-
-    /** The node a create for {@code requirement} tries first, if any. */
-    Optional<String> firstCandidate(TopologyRequirement requirement) {
-        return candidates(requirement).stream().findFirst();
+        return Optional.of(new Placed(found.getFirst().nodeId(), found.getFirst().item()));
     }
 
     Placed create(VolumeRequest wanted, TopologyRequirement requirement) {
@@ -90,7 +72,9 @@ final class Placement {
                     .setCapacityBytes(wanted.capacityBytes())
                     .setAllocation(wanted.allocation());
             source.ifPresent(create::setSource);
-            return agents.stub(nodeId).createImage(create.build()).getImage();
+            CreateImageResponse created = agents.stub(nodeId).createImage(create.build());
+            agents.index().image(nodeId, wanted.name(), created.getImage(), created.getGeneration());
+            return created.getImage();
         });
     }
 
@@ -105,31 +89,65 @@ final class Placement {
         return place(wanted, candidates(wanted.requirements()), maker);
     }
 
-    private <E extends Exception> Placed place(VolumeRequest wanted, List<String> candidates, Maker<E> maker) throws E {
+    private <E extends Exception> Placed place(VolumeRequest wanted, List<String> allowed, Maker<E> maker) throws E {
+        // A create whose node did not answer may still be made there: its retries go there only,
+        // until that node's lease runs out (a node gone for good must not hold the name for ever;
+        // should it come back with the volume, the index shows the name on two nodes: docs/scale.md).
+        String unansweredNode = unanswered.get(wanted.name());
+        if (unansweredNode != null && agents.live(unansweredNode).isEmpty()) {
+            unanswered.remove(wanted.name(), unansweredNode);
+            unansweredNode = null;
+        }
+        List<String> candidates = unansweredNode == null ? allowed : List.of(unansweredNode);
         if (candidates.isEmpty()) {
             TopologyRequirement requirement = wanted.requirements();
             throw CsiException.resourceExhausted("no node agent is registered"
                     + (requirement.getRequisiteCount() + requirement.getPreferredCount() > 0 ? " for the requested topology" : ""));
         }
         List<String> refusals = new ArrayList<>();
+        boolean silent = false;
+        boolean full = false;
         for (String nodeId : candidates) {
             var agent = agents.live(nodeId);
             if (agent.isEmpty()) {
                 refusals.add(nodeId + ": no agent registered");
                 continue;
             }
+            if (!agents.answering(nodeId) && unansweredNode == null) {
+                refusals.add(nodeId + ": its agent does not answer");
+                silent = true;
+                continue;
+            }
             if (agent.get().pool().getAvailableBytes() < wanted.capacityBytes()) {
                 refusals.add(nodeId + ": " + agent.get().pool().getAvailableBytes() + " bytes available");
+                full = true;
                 continue;
             }
             try {
-                return new Placed(nodeId, maker.make(nodeId));
+                Placed placed = new Placed(nodeId, maker.make(nodeId));
+                unanswered.remove(wanted.name(), nodeId);
+                return placed;
             } catch (StatusRuntimeException e) {
+                if (e.getStatus().getCode() == Status.Code.UNAVAILABLE) {
+                    unanswered.put(wanted.name(), nodeId);
+                    throw e;
+                }
+                unanswered.remove(wanted.name(), nodeId);
                 if (e.getStatus().getCode() != Status.Code.RESOURCE_EXHAUSTED) {
                     throw e;
                 }
                 refusals.add(nodeId + ": " + e.getStatus().getDescription());
+                full = true;
+            } catch (CsiException e) {
+                if (e.code() == Status.Code.UNAVAILABLE) {
+                    unanswered.put(wanted.name(), nodeId);
+                }
+                throw e;
             }
+        }
+        if (silent && !full) { // no node was found too small: one may have room once it answers
+            throw CsiException.unavailable("no node the request allows can take volume " + wanted.name() + " now: "
+                    + String.join("; ", refusals));
         }
         throw CsiException.resourceExhausted("no node can hold " + wanted.capacityBytes() + " bytes for volume "
                 + wanted.name() + ": " + String.join("; ", refusals));

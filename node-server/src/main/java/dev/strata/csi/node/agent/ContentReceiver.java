@@ -48,13 +48,16 @@ final class ContentReceiver {
     private static final int MAX_CHUNK = 4 * ImageContent.CHUNK;
 
     private final ImagePool pool;
+    private final Inventory inventory;
     private final VolumeLocks locks;
     private final ImageContent content;
     private final TransferMetrics metrics;
     private final Crashes<CrashPoint> crashes;
     private final Log log;
 
-    ContentReceiver(ImagePool pool, VolumeLocks locks, ImageContent content, TransferMetrics metrics, Crashes<CrashPoint> crashes, Log log) {
+    ContentReceiver(ImagePool pool, VolumeLocks locks, ImageContent content, Inventory inventory, TransferMetrics metrics,
+            Crashes<CrashPoint> crashes, Log log) {
+        this.inventory = inventory;
         this.pool = pool;
         this.locks = locks;
         this.content = content;
@@ -144,7 +147,8 @@ final class ContentReceiver {
                         case DATA -> write(record, request.getChunk().getData());
                         case END -> {
                             Image image = finish(request.getChunk().getEnd().getSha256().toByteArray());
-                            out.onNext(WriteContentResponse.newBuilder().setImage(image).setWrittenBytes(written).build());
+                            out.onNext(WriteContentResponse.newBuilder().setImage(image).setWrittenBytes(written)
+                                    .setGeneration(inventory.imageChanged(name)).build());
                             out.onCompleted();
                             metrics.receiveEnded("complete", started);
                             return;

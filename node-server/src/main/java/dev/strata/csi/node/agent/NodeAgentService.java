@@ -23,6 +23,8 @@ import dev.strata.csi.agent.api.ListImagesRequest;
 import dev.strata.csi.agent.api.ListImagesResponse;
 import dev.strata.csi.agent.api.ListSnapshotsRequest;
 import dev.strata.csi.agent.api.ListSnapshotsResponse;
+import dev.strata.csi.agent.api.ProbeRequest;
+import dev.strata.csi.agent.api.ProbeResponse;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.ReadContentRequest;
 import dev.strata.csi.agent.api.ReceiveImageRequest;
@@ -57,15 +59,21 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     private final VolumeLocks locks;
     private final ContentSender sender;
     private final ContentReceiver receiver;
+    private final Inventory inventory;
 
-    /** {@code locks} is shared with the Node service: a volume is never staged while it is detached. */
-    public NodeAgentService(ImagePool pool, VolumeLocks locks, ImageContent content, PrometheusRegistry metrics,
+    /**
+     * {@code locks} is shared with the Node service: a volume is never staged while it is detached.
+     * Every change is counted in {@code inventory} under the name's lock, and the generation that
+     * includes it is in the reply, so the controller can tell a report made before it from one after.
+     */
+    public NodeAgentService(ImagePool pool, VolumeLocks locks, ImageContent content, Inventory inventory, PrometheusRegistry metrics,
             Crashes<CrashPoint> crashes, Log log) {
         this.pool = pool;
         this.locks = locks;
+        this.inventory = inventory;
         TransferMetrics transfers = new TransferMetrics(metrics);
         this.sender = new ContentSender(pool, locks, content, transfers, crashes, log);
-        this.receiver = new ContentReceiver(pool, locks, content, transfers, crashes, log);
+        this.receiver = new ContentReceiver(pool, locks, content, inventory, transfers, crashes, log);
     }
 
     @Override
@@ -75,9 +83,15 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
             Optional<ContentSource> source = request.hasSource() ? Optional.of(request.getSource()) : Optional.empty();
             try (var held = locks.acquire(name(request.getName()));
                     var sourceHeld = source.isPresent() ? locks.acquire(sourceLockKey(source.get())) : null) { // null: nothing to close
-                return CreateImageResponse.newBuilder()
-                        .setImage(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source))
-                        .build();
+                try {
+                    return CreateImageResponse.newBuilder()
+                            .setImage(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source))
+                            .setGeneration(inventory.imageChanged(request.getName()))
+                            .build();
+                } catch (Exception e) {
+                    inventory.imageChanged(request.getName()); // a create cut short may have left or removed something
+                    throw e;
+                }
             }
         });
     }
@@ -86,8 +100,12 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     public void deleteImage(DeleteImageRequest request, StreamObserver<DeleteImageResponse> response) {
         Rpc.answer(response, () -> {
             try (var held = locks.acquire(name(request.getName()))) {
-                pool.delete(request.getName());
-                return DeleteImageResponse.getDefaultInstance();
+                try {
+                    pool.delete(request.getName());
+                } finally {
+                    inventory.imageChanged(request.getName());
+                }
+                return DeleteImageResponse.newBuilder().setGeneration(inventory.generation()).build();
             }
         });
     }
@@ -96,7 +114,11 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     public void attachImage(AttachImageRequest request, StreamObserver<AttachImageResponse> response) {
         Rpc.answer(response, () -> {
             try (var held = locks.acquire(name(request.getName()))) {
-                return AttachImageResponse.newBuilder().setImage(pool.attach(request.getName(), request.getNodeId())).build();
+                try {
+                    return AttachImageResponse.newBuilder().setImage(pool.attach(request.getName(), request.getNodeId())).build();
+                } finally {
+                    inventory.imageChanged(request.getName()); // its published nodes, for ListVolumes
+                }
             }
         });
     }
@@ -105,7 +127,11 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     public void detachImage(DetachImageRequest request, StreamObserver<DetachImageResponse> response) {
         Rpc.answer(response, () -> {
             try (var held = locks.acquire(name(request.getName()))) {
-                pool.detach(request.getName(), request.getNodeId());
+                try {
+                    pool.detach(request.getName(), request.getNodeId());
+                } finally {
+                    inventory.imageChanged(request.getName());
+                }
                 return DetachImageResponse.getDefaultInstance();
             }
         });
@@ -118,7 +144,11 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                 throw CsiException.invalidArgument("capacity_bytes must be positive");
             }
             try (var held = locks.acquire(name(request.getName()))) {
-                return ExpandImageResponse.newBuilder().setImage(pool.expand(request.getName(), request.getCapacityBytes())).build();
+                try {
+                    return ExpandImageResponse.newBuilder().setImage(pool.expand(request.getName(), request.getCapacityBytes())).build();
+                } finally {
+                    inventory.imageChanged(request.getName());
+                }
             }
         });
     }
@@ -149,8 +179,14 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         Rpc.answer(response, () -> {
             try (var source = locks.acquire(name(request.getSourceImage()));
                     var held = locks.acquire(snapshotName(request.getName()))) {
-                return CreateSnapshotResponse.newBuilder()
-                        .setSnapshot(pool.snapshots().take(request.getName(), request.getSourceImage(), request.getTemporary())).build();
+                try {
+                    var taken = pool.snapshots().take(request.getName(), request.getSourceImage(), request.getTemporary());
+                    return CreateSnapshotResponse.newBuilder().setSnapshot(taken)
+                            .setGeneration(inventory.snapshotChanged(request.getName())).build();
+                } catch (Exception e) {
+                    inventory.snapshotChanged(request.getName());
+                    throw e;
+                }
             }
         });
     }
@@ -159,8 +195,12 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     public void deleteSnapshot(DeleteSnapshotRequest request, StreamObserver<DeleteSnapshotResponse> response) {
         Rpc.answer(response, () -> {
             try (var held = locks.acquire(snapshotName(request.getName()))) {
-                pool.snapshots().delete(request.getName());
-                return DeleteSnapshotResponse.getDefaultInstance();
+                try {
+                    pool.snapshots().delete(request.getName());
+                } finally {
+                    inventory.snapshotChanged(request.getName());
+                }
+                return DeleteSnapshotResponse.newBuilder().setGeneration(inventory.generation()).build();
             }
         });
     }
@@ -197,6 +237,12 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     @Override
     public StreamObserver<WriteContentRequest> writeContent(StreamObserver<WriteContentResponse> response) {
         return receiver.receive((ServerCallStreamObserver<WriteContentResponse>) response);
+    }
+
+    /** Answers without touching the pool or its locks: it tells a live agent that is busy from one that is stopped. */
+    @Override
+    public void probe(ProbeRequest request, StreamObserver<ProbeResponse> response) {
+        Rpc.answer(response, ProbeResponse::getDefaultInstance);
     }
 
     /** The lock of a copy's source: the image's name, or the snapshot's key. */

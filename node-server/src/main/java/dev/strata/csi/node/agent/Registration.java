@@ -5,10 +5,12 @@ import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.RegisterResponse;
 import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.log.Log;
+import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.node.local.ImagePool;
 import dev.strata.csi.server.Component;
 import io.grpc.ManagedChannel;
 import io.grpc.StatusRuntimeException;
+import java.io.IOException;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.HexFormat;
@@ -27,6 +29,11 @@ import java.util.function.IntSupplier;
  * its own renewal loop, registering at start and renewing at the interval that controller asks
  * for, with the pool's current capacity. A controller that is down or slow is retried at the same
  * pace without holding up the others, and both sides re-converge without a person.
+ *
+ * <p>Each registration also reports the pool's volumes and snapshots ({@link Inventory}): all of
+ * them the first time and whenever the controller asks, else what changed since the generation it
+ * confirmed. A change is pushed at once, not at the next renewal, so every replica's index follows
+ * the pool within a round trip.
  */
 public final class Registration implements Component {
 
@@ -39,6 +46,7 @@ public final class Registration implements Component {
     private final IntSupplier agentPort;
     private final Map<String, String> topology;
     private final ImagePool pool;
+    private final Inventory inventory;
     private final AgentSecurity security;
     private final Log log;
     private final Map<String, Renewal> renewals = new ConcurrentHashMap<>();
@@ -49,7 +57,9 @@ public final class Registration implements Component {
     private Thread loop;
 
     public Registration(ControllerAddresses controllers, String nodeId, String advertisedHost, IntSupplier agentPort,
-            Map<String, String> topology, ImagePool pool, AgentSecurity security, Log log) {
+            Map<String, String> topology, ImagePool pool, Inventory inventory, AgentSecurity security, Log log) {
+        this.inventory = inventory;
+        inventory.onChange(() -> renewals.values().forEach(Renewal::changed));
         this.controllers = controllers;
         this.nodeId = nodeId;
         this.advertisedHost = advertisedHost;
@@ -101,7 +111,10 @@ public final class Registration implements Component {
         private final String target;
         private final ManagedChannel channel;
         private final Thread thread;
+        private final java.util.concurrent.Semaphore changes = new java.util.concurrent.Semaphore(0);
         private boolean registered;
+        /** The inventory generation this controller confirmed; -1: it has none, or asked for everything. */
+        private long confirmed = -1;
 
         Renewal(String target) {
             this.target = target;
@@ -111,13 +124,26 @@ public final class Registration implements Component {
 
         private void run() {
             while (!Thread.currentThread().isInterrupted()) {
-                Duration next = renew().orElse(interval);
+                Optional<Duration> renewed = renew();
                 try {
-                    Thread.sleep(next);
+                    if (renewed.isPresent() && confirmed < inventory.generation()) {
+                        continue; // behind, or asked for everything: at once
+                    }
+                    // A change wakes a registered renewal early; one that failed keeps its pace.
+                    changes.drainPermits();
+                    if (renewed.isPresent()) {
+                        changes.tryAcquire(renewed.get().toMillis(), TimeUnit.MILLISECONDS);
+                    } else {
+                        Thread.sleep(interval);
+                    }
                 } catch (InterruptedException e) {
                     return;
                 }
             }
+        }
+
+        void changed() {
+            changes.release();
         }
 
         /** One registration; the interval the controller asked for, or empty when it could not be reached. */
@@ -127,16 +153,18 @@ public final class Registration implements Component {
                 channel.resetConnectBackoff();
             }
             try {
+                RegisterRequest.Builder request = RegisterRequest.newBuilder()
+                        .setNodeId(nodeId)
+                        .setAddress(advertisedHost + ":" + agentPort.getAsInt())
+                        .setPool(pool.status())
+                        .putAllTopology(topology)
+                        .setInstance(instance);
+                long reported = inventory.report(confirmed, request);
                 RegisterResponse reply = AgentRegistryGrpc.newBlockingStub(channel)
                         .withCallCredentials(security.credentials())
                         .withDeadlineAfter(CALL_DEADLINE.toMillis(), TimeUnit.MILLISECONDS)
-                        .register(RegisterRequest.newBuilder()
-                                .setNodeId(nodeId)
-                                .setAddress(advertisedHost + ":" + agentPort.getAsInt())
-                                .setPool(pool.status())
-                                .putAllTopology(topology)
-                                .setInstance(instance)
-                                .build());
+                        .register(request.build());
+                confirmed = reply.getSendInventory() ? -1 : reported;
                 if (!registered) {
                     log.info("registered with controller", "controller", target, "node", nodeId, "instance", instance);
                     registered = true;
@@ -155,9 +183,10 @@ public final class Registration implements Component {
                 log.warn("cannot register with controller; retrying", "controller", target,
                         "code", e.getStatus().getCode(), "error", e.getStatus().getDescription());
                 registered = false;
+                confirmed = -1; // a controller restarted meanwhile has nothing: everything at the next registration
                 return Optional.empty();
-            } catch (java.io.IOException e) {
-                log.warn("cannot read pool status; retrying", "error", e.getMessage());
+            } catch (IOException | DeviceException e) {
+                log.warn("cannot read the pool's status or inventory; retrying", "error", e.getMessage());
                 return Optional.empty();
             }
         }

@@ -127,11 +127,20 @@ public final class PoolSnapshots {
     public List<Snapshot> list() throws IOException {
         List<Snapshot> ready = new ArrayList<>();
         for (SnapshotRecord record : store.all()) {
-            if (record.getState() == SnapshotRecord.State.READY && !record.getTemporary()) {
+            if (listed(record)) {
                 ready.add(snapshot(record));
             }
         }
         return ready;
+    }
+
+    /** Snapshot {@code name} when {@link #list} would list it. */
+    public Optional<Snapshot> listed(String name) throws IOException {
+        return store.read(name).filter(PoolSnapshots::listed).map(PoolSnapshots::snapshot);
+    }
+
+    private static boolean listed(SnapshotRecord record) {
+        return record.getState() == SnapshotRecord.State.READY && !record.getTemporary();
     }
 
     /** The lock key of a snapshot's name: apart from every image's, whose names hold no '/'. */

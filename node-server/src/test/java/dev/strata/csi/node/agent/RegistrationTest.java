@@ -131,7 +131,7 @@ class RegistrationTest {
                 new SystemImageFiles(kernel, new SystemFilesystemStats()), new SystemLoopDevices(kernel),
                 new SystemMounter(kernel, new Command(), MountHelpers.system()), new SystemFilesystemFreezer(kernel), Crashes.none(), java.time.Clock.systemUTC(), log);
         Registration registration = new Registration(new ControllerAddresses(ControllerAddresses.parse("controller-address", flag),
-                resolver, log), "node-r", "127.0.0.1", () -> 9870, Map.of("topology.strata.csi.dev/node", "node-r"), pool, security, log);
+                resolver, log), "node-r", "127.0.0.1", () -> 9870, Map.of("topology.strata.csi.dev/node", "node-r"), pool, new Inventory(pool), security, log);
         registration.start();
         closing.add(() -> registration.stop(Duration.ofSeconds(5)));
         return registration;

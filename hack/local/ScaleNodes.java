@@ -1,0 +1,266 @@
+import dev.strata.csi.agent.api.AgentRegistryGrpc;
+import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.AttachImageRequest;
+import dev.strata.csi.agent.api.AttachImageResponse;
+import dev.strata.csi.agent.api.CreateImageRequest;
+import dev.strata.csi.agent.api.CreateImageResponse;
+import dev.strata.csi.agent.api.DeleteImageRequest;
+import dev.strata.csi.agent.api.DeleteImageResponse;
+import dev.strata.csi.agent.api.DetachImageRequest;
+import dev.strata.csi.agent.api.DetachImageResponse;
+import dev.strata.csi.agent.api.GetImageRequest;
+import dev.strata.csi.agent.api.GetImageResponse;
+import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Inventory;
+import dev.strata.csi.agent.api.InventoryChanges;
+import dev.strata.csi.agent.api.NodeAgentGrpc;
+import dev.strata.csi.agent.api.PoolStatus;
+import dev.strata.csi.agent.api.ProbeRequest;
+import dev.strata.csi.agent.api.ProbeResponse;
+import dev.strata.csi.agent.api.RegisterRequest;
+import dev.strata.csi.agent.api.RegisterResponse;
+import dev.strata.csi.agent.api.Snapshot;
+import dev.strata.csi.auth.AgentSecurity;
+import io.grpc.ManagedChannel;
+import io.grpc.Server;
+import io.grpc.Status;
+import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
+import io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.nio.NioIoHandler;
+import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.grpc.stub.StreamObserver;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Collectors;
+
+/**
+ * N node agents in one process, for the scale benchmark: each serves the real agent API
+ * (NodeAgent) on its own port with an in-memory pool, answers after a delay like a real pool's,
+ * and registers and renews its lease with controller-server, reporting its inventory as
+ * node-server does (everything first, then the changes since the generation the controller
+ * confirmed, pushed at once). A hung node accepts calls and never answers them, but renews.
+ */
+final class ScaleNodes implements AutoCloseable {
+
+    static final long POOL_BYTES = 1L << 40;
+    /** A real pool's call: a record read or written and fsynced, a sparse file made. */
+    static final long CALL_DELAY_MICROS = 2_000;
+
+    private final MultiThreadIoEventLoopGroup boss = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+    private final MultiThreadIoEventLoopGroup workers = new MultiThreadIoEventLoopGroup(2, NioIoHandler.newFactory());
+    private final ScheduledExecutorService timers = Executors.newScheduledThreadPool(2);
+    private final List<Node> nodes = new ArrayList<>();
+    private final ManagedChannel registry;
+    private final AgentSecurity security;
+    private final long renewMillis;
+
+    ScaleNodes(AgentSecurity security, String registryAddress, long renewMillis) {
+        this.security = security;
+        this.registry = security.channel(registryAddress);
+        this.renewMillis = renewMillis;
+    }
+
+    /** Starts a node with {@code volumes} volumes and one snapshot; it registers at a random moment within one renewal interval. */
+    Node start(String nodeId, int volumes, boolean hung) throws IOException {
+        Node node = new Node(nodeId, hung);
+        for (int i = 0; i < volumes; i++) {
+            String name = "pvc-" + nodeId + "-" + i;
+            node.images.put(name, Image.newBuilder().setName(name).setCapacityBytes(1L << 30).setAllocation(Allocation.SPARSE).build());
+        }
+        node.snapshots.put("snap-" + nodeId, Snapshot.newBuilder().setName("snap-" + nodeId).setSourceImage("pvc-" + nodeId + "-0")
+                .setCapacityBytes(1L << 30).build());
+        node.server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
+                .bossEventLoopGroup(boss).workerEventLoopGroup(workers).channelType(NioServerSocketChannel.class)
+                .directExecutor()
+                .addService(node.agent())
+                .build().start();
+        nodes.add(node);
+        timers.schedule(node::renew, ThreadLocalRandom.current().nextLong(renewMillis), TimeUnit.MILLISECONDS);
+        return node;
+    }
+
+    List<Node> nodes() {
+        return nodes;
+    }
+
+    /** One simulated node. */
+    final class Node {
+        final String id;
+        final boolean hung;
+        final Map<String, Image> images = new ConcurrentHashMap<>();
+        final Map<String, Snapshot> snapshots = new ConcurrentHashMap<>();
+        private final Map<String, Long> changed = new ConcurrentHashMap<>();
+        private final AtomicLong generation = new AtomicLong();
+        private final String instance = Long.toHexString(ThreadLocalRandom.current().nextLong());
+        private volatile long confirmed = -1;
+        private volatile boolean registered;
+        private final java.util.concurrent.atomic.AtomicBoolean renewing = new java.util.concurrent.atomic.AtomicBoolean();
+        private Server server;
+
+        Node(String id, boolean hung) {
+            this.id = id;
+            this.hung = hung;
+        }
+
+        boolean registered() {
+            return registered;
+        }
+
+        private long change(String name) {
+            long now = generation.incrementAndGet();
+            changed.put(name, now);
+            timers.execute(this::renew); // pushed at once, as node-server does
+            return now;
+        }
+
+        /** Registers (first time: everything), renews, or pushes changes; reschedules itself at the interval. */
+        void renew() {
+            if (!renewing.compareAndSet(false, true)) {
+                return;
+            }
+            long from = confirmed;
+            long now = generation.get();
+            RegisterRequest.Builder request = RegisterRequest.newBuilder().setNodeId(id)
+                    .setAddress("127.0.0.1:" + server.getPort()).setInstance(instance).setGeneration(now)
+                    .setPool(pool()).putTopology("topology.strata.csi.dev/node", id);
+            if (from < 0) {
+                request.setInventory(Inventory.newBuilder().addAllImages(images.values()).addAllSnapshots(snapshots.values()));
+            } else if (from < now) {
+                InventoryChanges.Builder changes = InventoryChanges.newBuilder().setBaseGeneration(from);
+                changed.forEach((name, at) -> {
+                    if (at > from) {
+                        Image image = images.get(name);
+                        if (image != null) {
+                            changes.addImages(image);
+                        } else {
+                            changes.addRemovedImages(name);
+                        }
+                    }
+                });
+                request.setChanges(changes);
+            }
+            AgentRegistryGrpc.newStub(registry).withCallCredentials(security.credentials()).withDeadlineAfter(10, TimeUnit.SECONDS)
+                    .register(request.build(), new StreamObserver<>() {
+                        @Override
+                        public void onNext(RegisterResponse reply) {
+                            confirmed = reply.getSendInventory() ? -1 : now;
+                            registered = true;
+                        }
+
+                        @Override
+                        public void onError(Throwable t) {
+                            confirmed = -1;
+                            done(false);
+                        }
+
+                        @Override
+                        public void onCompleted() {
+                            done(true);
+                        }
+                    });
+        }
+
+        private void done(boolean answered) {
+            renewing.set(false);
+            if (answered && confirmed < generation.get()) {
+                timers.execute(this::renew);
+            } else {
+                timers.schedule(this::renew, renewMillis, TimeUnit.MILLISECONDS);
+            }
+        }
+
+        private PoolStatus pool() {
+            long used = images.values().stream().mapToLong(Image::getCapacityBytes).sum();
+            return PoolStatus.newBuilder().setTotalBytes(POOL_BYTES).setAvailableBytes(POOL_BYTES - used).setImageCount(images.size()).build();
+        }
+
+        /** Answers after the pool's delay; a hung node never answers. */
+        private <T> void answer(StreamObserver<T> out, java.util.function.Supplier<T> reply) {
+            if (hung) {
+                return;
+            }
+            timers.schedule(() -> {
+                try {
+                    out.onNext(reply.get());
+                    out.onCompleted();
+                } catch (io.grpc.StatusRuntimeException e) {
+                    out.onError(e);
+                }
+            }, CALL_DELAY_MICROS, TimeUnit.MICROSECONDS);
+        }
+
+        NodeAgentGrpc.NodeAgentImplBase agent() {
+            return new NodeAgentGrpc.NodeAgentImplBase() {
+                @Override
+                public void createImage(CreateImageRequest request, StreamObserver<CreateImageResponse> out) {
+                    answer(out, () -> {
+                        Image image = images.computeIfAbsent(request.getName(), name -> Image.newBuilder().setName(name)
+                                .setCapacityBytes(request.getCapacityBytes()).setAllocation(request.getAllocation()).build());
+                        if (image.getCapacityBytes() != request.getCapacityBytes()) {
+                            throw Status.ALREADY_EXISTS.withDescription("another size").asRuntimeException();
+                        }
+                        return CreateImageResponse.newBuilder().setImage(image).setGeneration(change(request.getName())).build();
+                    });
+                }
+
+                @Override
+                public void deleteImage(DeleteImageRequest request, StreamObserver<DeleteImageResponse> out) {
+                    answer(out, () -> {
+                        images.remove(request.getName());
+                        return DeleteImageResponse.newBuilder().setGeneration(change(request.getName())).build();
+                    });
+                }
+
+                @Override
+                public void getImage(GetImageRequest request, StreamObserver<GetImageResponse> out) {
+                    answer(out, () -> {
+                        Image image = images.get(request.getName());
+                        if (image == null) {
+                            throw Status.NOT_FOUND.withDescription("no such volume").asRuntimeException();
+                        }
+                        return GetImageResponse.newBuilder().setImage(image).build();
+                    });
+                }
+
+                @Override
+                public void attachImage(AttachImageRequest request, StreamObserver<AttachImageResponse> out) {
+                    answer(out, () -> AttachImageResponse.newBuilder().setImage(images.get(request.getName()).toBuilder()
+                            .setDevicePath("/dev/loop0")).build());
+                }
+
+                @Override
+                public void detachImage(DetachImageRequest request, StreamObserver<DetachImageResponse> out) {
+                    answer(out, DetachImageResponse::getDefaultInstance);
+                }
+
+                @Override
+                public void probe(ProbeRequest request, StreamObserver<ProbeResponse> out) {
+                    answer(out, ProbeResponse::getDefaultInstance);
+                }
+            };
+        }
+    }
+
+    /** Names of the nodes, healthy ones only. */
+    List<String> healthy() {
+        return nodes.stream().filter(node -> !node.hung).map(node -> node.id).collect(Collectors.toList());
+    }
+
+    @Override
+    public void close() {
+        timers.shutdownNow();
+        nodes.forEach(node -> node.server.shutdownNow());
+        registry.shutdownNow();
+        boss.shutdownGracefully();
+        workers.shutdownGracefully();
+    }
+}
