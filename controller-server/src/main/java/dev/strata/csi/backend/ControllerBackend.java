@@ -23,6 +23,12 @@ import java.util.Optional;
  */
 public interface ControllerBackend<V, C> {
 
+    /**
+     * The prefix of the sidecars' own keys among parameters (external-provisioner's
+     * --extra-create-metadata, external-resizer's --extra-modify-metadata): every backend ignores them.
+     */
+    String PROVISIONER_PREFIX = "csi.storage.k8s.io/";
+
     /** Whether StorageClass parameters (CreateVolume, GetCapacity) ask for this backend. */
     boolean wanted(Map<String, String> parameters);
 
@@ -92,6 +98,29 @@ public interface ControllerBackend<V, C> {
      * or empty when they are fine (ValidateVolumeCapabilities).
      */
     Optional<String> validate(V volume, Map<String, String> parameters) throws Exception;
+
+    /**
+     * INVALID_ARGUMENT unless the backend can honour these mutable parameters (CreateVolume's,
+     * ControllerModifyVolume's: a VolumeAttributesClass's). By default a backend takes none; a
+     * request without any is fine. A backend that takes some advertises MODIFY_VOLUME.
+     */
+    default void checkMutableParameters(Map<String, String> parameters) {
+        for (String key : parameters.keySet()) {
+            if (!key.startsWith(PROVISIONER_PREFIX)) {
+                throw CsiException.invalidArgument("mutable parameter (VolumeAttributesClass parameter) '"
+                        + CsiException.printable(key) + "': volumes of this backend take no mutable parameters");
+            }
+        }
+    }
+
+    /**
+     * ControllerModifyVolume: changes what the mutable parameters name, and only that (a key left
+     * out keeps its value); NOT_FOUND when the volume does not exist. Repeating it changes nothing.
+     */
+    default void modify(V volume, Map<String, String> parameters) throws Exception {
+        checkMutableParameters(parameters);
+        validate(volume, Map.of()); // NOT_FOUND for a volume that does not exist
+    }
 
     /** A volume's size after ControllerExpandVolume, and whether NodeExpandVolume must grow its filesystem. */
     record Expansion(long capacityBytes, boolean nodeExpansionRequired) {}

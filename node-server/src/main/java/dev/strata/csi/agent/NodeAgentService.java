@@ -27,6 +27,8 @@ import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.ReadContentRequest;
 import dev.strata.csi.agent.api.ReceiveImageRequest;
 import dev.strata.csi.agent.api.ReceiveImageResponse;
+import dev.strata.csi.agent.api.SetIoLimitsRequest;
+import dev.strata.csi.agent.api.SetIoLimitsResponse;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
 import dev.strata.csi.backend.local.CrashPoint;
@@ -35,6 +37,7 @@ import dev.strata.csi.backend.local.ImagePool;
 import dev.strata.csi.backend.local.PoolSnapshots;
 import dev.strata.csi.backend.local.SnapshotId;
 import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.VolumeIoLimits;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
@@ -57,12 +60,14 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     private final VolumeLocks locks;
     private final ContentSender sender;
     private final ContentReceiver receiver;
+    private final VolumeIoLimits ioLimits;
 
     /** {@code locks} is shared with the Node service: a volume is never staged while it is detached. */
-    public NodeAgentService(ImagePool pool, VolumeLocks locks, ImageContent content, PrometheusRegistry metrics,
+    public NodeAgentService(ImagePool pool, VolumeLocks locks, ImageContent content, VolumeIoLimits ioLimits, PrometheusRegistry metrics,
             Crashes<CrashPoint> crashes, Log log) {
         this.pool = pool;
         this.locks = locks;
+        this.ioLimits = ioLimits;
         TransferMetrics transfers = new TransferMetrics(metrics);
         this.sender = new ContentSender(pool, locks, content, transfers, crashes, log);
         this.receiver = new ContentReceiver(pool, locks, content, transfers, crashes, log);
@@ -197,6 +202,15 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     @Override
     public StreamObserver<WriteContentRequest> writeContent(StreamObserver<WriteContentResponse> response) {
         return receiver.receive((ServerCallStreamObserver<WriteContentResponse>) response);
+    }
+
+    @Override
+    public void setIoLimits(SetIoLimitsRequest request, StreamObserver<SetIoLimitsResponse> response) {
+        Rpc.answer(response, () -> {
+            try (var held = locks.acquire(name(request.getName()))) {
+                return SetIoLimitsResponse.newBuilder().setImage(ioLimits.set(request.getName(), request.getIoLimits())).build();
+            }
+        });
     }
 
     /** The lock of a copy's source: the image's name, or the snapshot's key. */

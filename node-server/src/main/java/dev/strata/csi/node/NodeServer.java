@@ -2,6 +2,7 @@ package dev.strata.csi.node;
 
 import dev.strata.csi.agent.AbandonedCopies;
 import dev.strata.csi.agent.ControllerAddresses;
+import dev.strata.csi.agent.IoLimitsResync;
 import dev.strata.csi.agent.NodeAgentService;
 import dev.strata.csi.agent.PoolOwnership;
 import dev.strata.csi.agent.Registration;
@@ -24,6 +25,8 @@ import dev.strata.csi.backend.local.SystemImageFiles;
 import dev.strata.csi.backend.local.SystemLoopDevices;
 import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.VolumeIoLimits;
+import dev.strata.csi.cgroup.SystemPodCgroups;
 import dev.strata.csi.backend.nfs.NfsMounter;
 import dev.strata.csi.backend.nfs.NfsNodeBackend;
 import dev.strata.csi.backend.nfs.NfsProbe;
@@ -80,11 +83,19 @@ public final class NodeServer {
                     + "progress records a step at least every 64 MiB, and external-provisioner retries CreateVolume at least "
                     + "every 5 minutes by default, each retry a step; 0 keeps them forever");
 
+    static final Flag CGROUP_ROOT = new Flag("cgroup-root", "CGROUP_ROOT", "/sys/fs/cgroup",
+            "where the host's cgroup hierarchies are mounted (v2, or v1 with its blkio hierarchy): volumes' IO limits go "
+                    + "into the cgroups kubelet makes for the pods there");
+    static final Flag IO_LIMITS_RESYNC = new Flag("io-limits-resync", "IO_LIMITS_RESYNC", "30s",
+            "how often every volume's IO limits are applied again to the pods it is published to, besides at start, at "
+                    + "publish and when they change: on cgroup v1 a container started later gets them at the next pass; "
+                    + "0: never");
+
     private NodeServer() {}
 
     private static List<Flag> flags() {
         List<Flag> flags = new java.util.ArrayList<>(List.of(NODE_ID, POOL_DIR, KUBELET_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, MAX_VOLUMES, NFS_TIMEOUT,
-                ABANDONED_COPY_EXPIRY));
+                ABANDONED_COPY_EXPIRY, CGROUP_ROOT, IO_LIMITS_RESYNC));
         flags.addAll(AgentSecurity.flags());
         return flags;
     }
@@ -119,24 +130,27 @@ public final class NodeServer {
                             new MeteredFilesystemFreezer(new SystemFilesystemFreezer(kernel), steps), crashes, Clock.systemUTC(), log);
                     PoolMetrics.register(pool, context.metrics());
                     VolumeLocks locks = new VolumeLocks();
+                    VolumeIoLimits ioLimits = new VolumeIoLimits(pool, mounter, kubeletDir,
+                            new SystemPodCgroups(absolute(CGROUP_ROOT, flags.get(CGROUP_ROOT))), context.metrics(), log);
+                    IoLimitsResync ioLimitsResync = new IoLimitsResync(ioLimits, locks, flags.durationValue(IO_LIMITS_RESYNC), log);
                     PoolOwnership ownership = new PoolOwnership(pool);
                     // After the pool's reconcile, before any call: a copy abandoned while the node was down goes at start.
                     AbandonedCopies abandoned = new AbandonedCopies(pool, locks, abandonedCopyExpiry, context.metrics(), log);
                     TcpComponent agent = new TcpComponent(
                             TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
-                            List.of(new NodeAgentService(pool, locks, new ImageContent(files), context.metrics(), crashes, log)),
+                            List.of(new NodeAgentService(pool, locks, new ImageContent(files), ioLimits, context.metrics(), crashes, log)),
                             security.verifiers(), log);
                     Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, security, log);
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     // The backends, one line each; NodeBackends chooses among them by volume id and context.
                     NodeBackends backends = new NodeBackends(List.of(
-                            new LocalNodeBackend(nodeId, pool, loops, new MeteredFilesystems(SystemFilesystems.preferringLibblkid(commands), steps), mounter, stats, crashes, log),
+                            new LocalNodeBackend(nodeId, pool, loops, new MeteredFilesystems(SystemFilesystems.preferringLibblkid(commands), steps), mounter, stats, ioLimits, crashes, log),
                             new NfsNodeBackend(mounter, new NfsMounter(commands, nfsTimeout, log), new NfsProbe(commands, nfsTimeout), log)));
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),
                                     new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), backends, locks, kubeletDir, poolDir)),
-                            List.of(ownership, abandoned, agent, registration), ownership::ready);
+                            List.of(ownership, abandoned, ioLimitsResync, agent, registration), ownership::ready);
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));
     }
@@ -161,6 +175,14 @@ public final class NodeServer {
             throw new UsageException("flag --kubelet-dir: " + value + " is not a directory here (" + e.getMessage()
                     + "); mount kubelet's directory into the container");
         }
+    }
+
+    private static Path absolute(Flag flag, String value) throws UsageException {
+        Path path = Path.of(value);
+        if (!path.isAbsolute()) {
+            throw new UsageException("flag --" + flag.name() + " must be an absolute path, got '" + value + "'");
+        }
+        return path;
     }
 
     private static Path poolDir(String value) throws UsageException {

@@ -6,6 +6,8 @@ import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.VolumeContentSource;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.IoLimits;
+import dev.strata.csi.backend.ControllerBackend;
 import dev.strata.csi.backend.CreateChecks;
 import dev.strata.csi.rpc.CsiException;
 import java.util.Map;
@@ -13,7 +15,8 @@ import java.util.Optional;
 
 /**
  * What a CreateVolume request asks for once checked: the name, the exact size of the image, how
- * its blocks are allocated, the nodes it may go to, and the content it starts with, if any.
+ * its blocks are allocated, the nodes it may go to, the content it starts with, if any, and its IO
+ * limits (the mutable parameters, {@link IoLimitParameters}).
  *
  * <p>StorageClass parameters: {@code allocation} = {@code sparse} (default: blocks are allocated
  * on first write, capacity is still reserved) or {@code full} (every block allocated at creation).
@@ -21,7 +24,7 @@ import java.util.Optional;
  * key is refused, so a typo in a StorageClass is not silently dropped.
  */
 record VolumeRequest(String name, long capacityBytes, Allocation allocation, TopologyRequirement requirements,
-        Optional<VolumeContentSource> source, CapacityRange range, long minimumBytes) {
+        Optional<VolumeContentSource> source, CapacityRange range, long minimumBytes, IoLimits ioLimits) {
 
     static final long MIB = 1L << 20;
     static final long DEFAULT_BYTES = 1L << 30;
@@ -29,7 +32,6 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
     static final long XFS_MIN_BYTES = 300 * MIB;
 
     static final String ALLOCATION = "allocation";
-    static final String PROVISIONER_PREFIX = "csi.storage.k8s.io/";
 
     static VolumeRequest of(CreateVolumeRequest request) {
         CreateChecks.name(request);
@@ -43,7 +45,7 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
         return new VolumeRequest(request.getName(), size(request.getCapacityRange(), minimum),
                 allocation(request.getParametersMap()), request.getAccessibilityRequirements(),
                 request.hasVolumeContentSource() ? Optional.of(request.getVolumeContentSource()) : Optional.empty(),
-                request.getCapacityRange(), minimum);
+                request.getCapacityRange(), minimum, IoLimitParameters.parse(request.getMutableParamsMap()));
     }
 
     /**
@@ -60,7 +62,7 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
             throw CsiException.outOfRange("capacity_range limit_bytes " + range.getLimitBytes() + " is below the size of the content source ("
                     + size + " bytes)");
         }
-        return new VolumeRequest(name, size, allocation, requirements, source, range, minimumBytes);
+        return new VolumeRequest(name, size, allocation, requirements, source, range, minimumBytes, ioLimits);
     }
 
     /** The size to allocate: the required bytes (or a default) rounded up to whole MiB, at least {@code minimum}. */
@@ -91,7 +93,7 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
         Allocation allocation = Allocation.SPARSE;
         for (Map.Entry<String, String> parameter : parameters.entrySet()) {
             String key = parameter.getKey();
-            if (key.startsWith(PROVISIONER_PREFIX)) {
+            if (key.startsWith(ControllerBackend.PROVISIONER_PREFIX)) {
                 continue;
             }
             if (!key.equals(ALLOCATION)) {
