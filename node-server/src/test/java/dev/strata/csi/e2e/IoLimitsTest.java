@@ -1,0 +1,301 @@
+package dev.strata.csi.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import csi.v1.Csi.ControllerModifyVolumeRequest;
+import csi.v1.Csi.ControllerPublishVolumeRequest;
+import csi.v1.Csi.ControllerUnpublishVolumeRequest;
+import csi.v1.Csi.CreateVolumeRequest;
+import csi.v1.Csi.DeleteVolumeRequest;
+import csi.v1.Csi.NodePublishVolumeRequest;
+import csi.v1.Csi.NodeStageVolumeRequest;
+import csi.v1.Csi.NodeUnpublishVolumeRequest;
+import csi.v1.Csi.NodeUnstageVolumeRequest;
+import csi.v1.Csi.TopologyRequirement;
+import csi.v1.Csi.Volume;
+import csi.v1.Csi.VolumeCapability;
+import dev.strata.csi.testing.Exposition;
+import dev.strata.csi.testing.Root;
+import dev.strata.csi.testing.SystemState;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.opentest4j.TestAbortedException;
+
+/**
+ * IO limits for real, on this machine's cgroup v1 blkio throttling: a controller and a node-server
+ * as processes, a volume created with limits and published at a target path of a pod, the pod's
+ * cgroups made by the test where kubelet (cgroupfs driver, Burstable) makes them, inside a
+ * hierarchy of the test's own in the real blkio hierarchy, so the kernel enforces what node-server
+ * writes. A process in the pod's container cgroup writes and reads the volume with direct IO,
+ * timed against the limit; ControllerModifyVolume changes the limits while the volume is in use;
+ * a restarted node-server applies them again. Needs root.
+ */
+class IoLimitsTest {
+
+    static final long MIB = 1L << 20;
+    static final String POD = "5f0c2a9e-7d41-4e8b-9a63-1b2c3d4e5f60";
+    /** How far a measured rate may be from the limit: the issue asks for 10%. */
+    static final double TOLERANCE = 0.10;
+
+    @TempDir
+    static Path dir;
+
+    static Cluster cluster;
+    static Path blkio;
+    static String nodeHttp;
+
+    @BeforeAll
+    static void startCluster() throws Exception {
+        Root.require();
+        Path realBlkio = Path.of("/sys/fs/cgroup/blkio");
+        if (!Files.exists(realBlkio.resolve("blkio.throttle.write_bps_device"))) {
+            throw new TestAbortedException("this machine has no cgroup v1 blkio throttling (the VM suite tests cgroup v2)");
+        }
+        blkio = Files.createDirectory(realBlkio.resolve("strata-iolimits-test-" + UUID.randomUUID()));
+        // node-server's cgroup root: a v1 layout whose blkio hierarchy is the test's part of the real one.
+        Path cgroupRoot = Files.createDirectories(dir.resolve("cgroup"));
+        Files.createSymbolicLink(cgroupRoot.resolve("blkio"), blkio);
+        nodeHttp = "127.0.0.1:" + Cluster.freePort();
+        cluster = Cluster.start(dir, List.of("--agent-plaintext", "true"), List.of(),
+                Map.of("CGROUP_ROOT", cgroupRoot.toString(), "IO_LIMITS_RESYNC", "1s", "HTTP_ENDPOINT", nodeHttp), "node-a");
+    }
+
+    @AfterAll
+    static void stopCluster() throws Exception {
+        if (cluster != null) {
+            cluster.close();
+        }
+        SystemState.cleanUp(dir);
+        if (blkio != null) {
+            removeCgroups(blkio);
+        }
+    }
+
+    @AfterEach
+    void nothingLeftBehind() throws Exception {
+        assertEquals(List.of(), SystemState.cleanUp(dir), "the test left mounts or loop devices behind");
+    }
+
+    static VolumeCapability mount() {
+        return VolumeCapability.newBuilder()
+                .setMount(VolumeCapability.MountVolume.newBuilder().setFsType("ext4"))
+                .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER))
+                .build();
+    }
+
+    static CreateVolumeRequest.Builder createRequest(String name) {
+        return CreateVolumeRequest.newBuilder()
+                .setName(name)
+                .setCapacityRange(csi.v1.Csi.CapacityRange.newBuilder().setRequiredBytes(64 * MIB))
+                .addVolumeCapabilities(mount())
+                .setAccessibilityRequirements(TopologyRequirement.newBuilder().addRequisite(PipelineTest.on("node-a")));
+    }
+
+    @Test
+    void aProcessInThePodsCgroupIsHeldToTheLimitsAsTheyChangeAndAfterARestart() throws Exception {
+        Volume volume = cluster.controller().createVolume(createRequest("pvc-limits")
+                .putMutableParams("writeBytesPerSecond", "1Mi").build()).getVolume();
+        var device = cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
+                .setVolumeId(volume.getVolumeId()).setNodeId("node-a").setVolumeCapability(mount()).build())
+                .getPublishContextMap();
+        String majorMinor = majorMinor(device.get("devicePath"));
+        Path staging = cluster.kubeletDir("node-a", "staging-limits");
+        cluster.node("node-a").node().nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                .setStagingTargetPath(staging.toString()).setVolumeCapability(mount()).putAllPublishContext(device).build());
+        // kubelet makes the pod's cgroup before it asks for the pod's volumes, and its target's parent.
+        Path podCgroup = Files.createDirectories(blkio.resolve("kubepods/burstable/pod" + POD));
+        Path target = Files.createDirectories(dir.resolve("pods/" + POD + "/volumes/kubernetes.io~csi/pvc-limits")).resolve("mount");
+        NodePublishVolumeRequest publish = NodePublishVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                .setStagingTargetPath(staging.toString()).setTargetPath(target.toString()).setVolumeCapability(mount()).build();
+        try {
+            cluster.node("node-a").node().nodePublishVolume(publish);
+            assertEquals(majorMinor + " 1048576", read(podCgroup, "write_bps_device"), "written into the pod's cgroup at publish");
+
+            // The container runtime makes the container's cgroup after the volumes; on v1 a limit is
+            // the cgroup's own, and the next pass (--io-limits-resync 1s) writes it there too.
+            Path container = Files.createDirectory(podCgroup.resolve("container-1"));
+            awaitLine(container, "write_bps_device", majorMinor + " 1048576");
+            Path data = target.resolve("data");
+            assertRate(1 * MIB, 4 * MIB, dd(container, "if=/dev/zero", "of=" + data, "bs=1M", "count=4", "oflag=direct"));
+
+            // The volume stays in use: same mount, same node-server process; the next writes follow the new limit.
+            long pid = cluster.node("node-a").process().pid();
+            modify(volume, Map.of("writeBytesPerSecond", "4Mi", "readBytesPerSecond", "2Mi"));
+            assertEquals(majorMinor + " 4194304", read(container, "write_bps_device"), "applied by ControllerModifyVolume itself");
+            assertRate(4 * MIB, 8 * MIB, dd(container, "if=/dev/zero", "of=" + data, "bs=1M", "count=8", "oflag=direct"));
+            assertRate(2 * MIB, 4 * MIB, dd(container, "if=" + data, "of=/dev/null", "bs=1M", "count=4", "iflag=direct"));
+            modify(volume, Map.of("writeIOPS", "100"));
+            double seconds = dd(container, "if=/dev/zero", "of=" + data, "bs=4k", "count=200", "oflag=direct", "conv=notrunc");
+            assertTrue(Math.abs(200 / seconds - 100) <= 100 * TOLERANCE, "200 writes at 100 IOPS took " + seconds + " s");
+            System.out.printf("IoLimitsTest: 200 writes of 4 KiB in %.2f s, %.1f per second against a limit of 100%n", seconds, 200 / seconds);
+            assertEquals(pid, cluster.node("node-a").process().pid(), "no restart");
+            assertTrue(SystemState.mountAt(target).isPresent(), "still published");
+
+            Exposition metrics = Exposition.scrape(nodeHttp);
+            assertEquals(4.0 * MIB, metrics.value("strata_volume_io_limit", Map.of("volume", "pvc-limits", "limit", "write_bytes_per_second")));
+            assertEquals(100.0, metrics.value("strata_volume_io_limit", Map.of("volume", "pvc-limits", "limit", "write_iops")));
+            assertEquals(1.0, metrics.value("strata_volume_io_limited_pods", Map.of("volume", "pvc-limits")));
+
+            // node-server restarts with no periodic pass; meanwhile the container restarted, in a new cgroup without limits.
+            cluster.node("node-a").process().close();
+            Files.delete(container);
+            Path restarted = Files.createDirectory(podCgroup.resolve("container-2"));
+            assertEquals("", read(restarted, "write_bps_device"));
+            cluster.restartNode("node-a", Cluster.Launch.HOST.with("IO_LIMITS_RESYNC", "0s"));
+            assertEquals(majorMinor + " 4194304", read(restarted, "write_bps_device"), "applied by the pass at start");
+            assertEquals(majorMinor + " 100", read(restarted, "write_iops_device"));
+            cluster.node("node-a").node().nodePublishVolume(publish); // kubelet publishes again: nothing changes
+            assertRate(2 * MIB, 4 * MIB, dd(restarted, "if=" + data, "of=/dev/null", "bs=1M", "count=4", "iflag=direct"));
+
+            // "max" removes a limit: the rule goes, and the writes are as fast as the device.
+            modify(volume, Map.of("writeBytesPerSecond", "max", "writeIOPS", "max"));
+            assertEquals("", read(restarted, "write_bps_device"));
+            assertTrue(dd(restarted, "if=/dev/zero", "of=" + data, "bs=1M", "count=8", "oflag=direct") < 1.0, "no limit left");
+        } finally {
+            cluster.node("node-a").node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setTargetPath(target.toString()).build());
+            cluster.node("node-a").node().nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setStagingTargetPath(staging.toString()).build());
+            cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setNodeId("node-a").build());
+            cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).build());
+            removeCgroups(podCgroup);
+        }
+    }
+
+    @Test
+    void unknownKeysBadValuesAndBackendsWithoutLimitsAreInvalidArgumentAndChangeNothing() throws Exception {
+        assertCode(Status.Code.INVALID_ARGUMENT, () -> cluster.controller().createVolume(createRequest("pvc-bad-key")
+                .putMutableParams("writeMBps", "5").build()));
+        assertCode(Status.Code.INVALID_ARGUMENT, () -> cluster.controller().createVolume(createRequest("pvc-bad-value")
+                .putMutableParams("writeIOPS", "5Mi").build()));
+        assertCode(Status.Code.INVALID_ARGUMENT, () -> cluster.controller().createVolume(createRequest("pvc-zero")
+                .putMutableParams("readBytesPerSecond", "0").build()));
+        // NFS volumes take no mutable parameters: refused before any NFS work.
+        assertCode(Status.Code.INVALID_ARGUMENT, () -> cluster.controller().createVolume(createRequest("pvc-nfs")
+                .putParameters("server", "nfs.example.com").putParameters("share", "/export")
+                .putMutableParams("writeIOPS", "100").build()));
+        try (var images = Files.list(cluster.node("node-a").pool())) {
+            assertFalse(images.anyMatch(file -> file.getFileName().toString().startsWith("pvc-bad")
+                    || file.getFileName().toString().startsWith("pvc-zero")), "nothing was created");
+        }
+
+        Volume volume = cluster.controller().createVolume(createRequest("pvc-modify-checks")
+                .putMutableParams("readIOPS", "500").build()).getVolume();
+        try {
+            assertCode(Status.Code.INVALID_ARGUMENT, () -> modify(volume, Map.of("readIOPS", "-1")));
+            assertCode(Status.Code.INVALID_ARGUMENT, () -> modify(volume, Map.of("XXX_FakeKey", "XXX_FakeValue")));
+            assertCode(Status.Code.INVALID_ARGUMENT, () -> cluster.controller().controllerModifyVolume(
+                    ControllerModifyVolumeRequest.newBuilder().putMutableParameters("readIOPS", "5").build()));
+            assertCode(Status.Code.NOT_FOUND, () -> modify(Volume.newBuilder().setVolumeId("local/node-a/pvc-never").build(),
+                    Map.of("readIOPS", "5")));
+            assertCode(Status.Code.NOT_FOUND, () -> modify(Volume.newBuilder().setVolumeId("non-existing-volume-id").build(), Map.of()));
+            modify(volume, Map.of()); // nothing to change
+            modify(volume, Map.of("csi.storage.k8s.io/pvc/name", "data")); // external-resizer's --extra-modify-metadata
+            assertEquals("read_iops: 500\n", recordedLimits("pvc-modify-checks"), "the refused calls changed nothing");
+            modify(volume, Map.of("writeBytesPerSecond", "10M"));
+            modify(volume, Map.of("writeBytesPerSecond", "10M"));
+            assertEquals("read_iops: 500\nwrite_bytes_per_second: 10000000\n", recordedLimits("pvc-modify-checks"));
+        } finally {
+            cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).build());
+        }
+    }
+
+    /** The limits in the volume's record on the node, as its text format shows them. */
+    static String recordedLimits(String name) throws IOException {
+        String record = Files.readString(cluster.node("node-a").pool().resolve(name + ".record"));
+        int start = record.indexOf("io_limits {");
+        if (start < 0) {
+            return "";
+        }
+        StringBuilder fields = new StringBuilder();
+        for (String line : record.substring(start, record.indexOf('}', start)).lines().skip(1).toList()) {
+            fields.append(line.strip()).append('\n');
+        }
+        return fields.toString();
+    }
+
+    static void modify(Volume volume, Map<String, String> parameters) {
+        cluster.controller().controllerModifyVolume(ControllerModifyVolumeRequest.newBuilder()
+                .setVolumeId(volume.getVolumeId()).putAllMutableParameters(parameters).build());
+    }
+
+    static void assertCode(Status.Code code, Runnable call) {
+        try {
+            call.run();
+        } catch (StatusRuntimeException e) {
+            assertEquals(code, e.getStatus().getCode(), e.getStatus().toString());
+            assertFalse(e.getStatus().getDescription().contains("Exception"), e.getStatus().toString());
+            return;
+        }
+        throw new AssertionError("expected " + code + ", the call succeeded");
+    }
+
+    /** The measured rate of {@code bytes} in {@code seconds}, within the tolerance of {@code limit} per second. */
+    static void assertRate(long limit, long bytes, double seconds) {
+        double rate = bytes / seconds;
+        assertTrue(Math.abs(rate - limit) <= limit * TOLERANCE, String.format("%d bytes in %.2f s: %.0f bytes/s against a limit of %d",
+                bytes, seconds, rate, limit));
+        System.out.printf("IoLimitsTest: %d bytes in %.2f s, %.0f bytes/s against a limit of %d%n", bytes, seconds, rate, limit);
+    }
+
+    /** dd run as a process in {@code cgroup}; the seconds it took. */
+    static double dd(Path cgroup, String... operands) throws Exception {
+        List<String> command = new ArrayList<>(List.of("sh", "-c", "echo $$ > \"$0\"/cgroup.procs && exec dd \"$@\" status=none",
+                cgroup.toString()));
+        command.addAll(List.of(operands));
+        long start = System.nanoTime();
+        Process dd = new ProcessBuilder(command).redirectErrorStream(true).start();
+        assertTrue(dd.waitFor(60, TimeUnit.SECONDS), "dd did not end");
+        double seconds = (System.nanoTime() - start) / 1e9;
+        String output = new String(dd.getInputStream().readAllBytes());
+        assertEquals(0, dd.exitValue(), output);
+        return seconds;
+    }
+
+    static String majorMinor(String device) throws Exception {
+        return Files.readString(Path.of("/sys/class/block", Path.of(device).getFileName().toString(), "dev")).strip();
+    }
+
+    static String read(Path cgroup, String throttle) throws IOException {
+        return Files.readString(cgroup.resolve("blkio.throttle." + throttle)).strip();
+    }
+
+    static void awaitLine(Path cgroup, String throttle, String line) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!read(cgroup, throttle).equals(line)) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError(cgroup + " holds '" + read(cgroup, throttle) + "', not '" + line + "'");
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    /** Removes the cgroup and those below it, deepest first (a cgroup goes once it is empty of processes and children). */
+    static void removeCgroups(Path cgroup) throws Exception {
+        if (!Files.isDirectory(cgroup)) {
+            return;
+        }
+        try (var children = Files.list(cgroup)) {
+            for (Path child : children.filter(Files::isDirectory).toList()) {
+                removeCgroups(child);
+            }
+        }
+        Files.delete(cgroup);
+    }
+}
