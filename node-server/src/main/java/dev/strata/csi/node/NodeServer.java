@@ -113,6 +113,8 @@ public final class NodeServer {
                     var log = context.log();
                     String nodeId = nodeId(flags.get(NODE_ID));
                     Duration abandonedCopyExpiry = flags.durationValue(ABANDONED_COPY_EXPIRY);
+                    Path cgroupRoot = absolute(CGROUP_ROOT, flags.get(CGROUP_ROOT));
+                    Duration resyncPeriod = flags.durationValue(IO_LIMITS_RESYNC);
                     var controllers = ControllerAddresses.parse(CONTROLLER_ADDRESS.name(), flags.get(CONTROLLER_ADDRESS));
                     AgentSecurity security = AgentSecurity.fromFlags(flags, context.environment(), log);
                     Topology topology = Topology.forDriver(context.plugin().name());
@@ -131,8 +133,8 @@ public final class NodeServer {
                     PoolMetrics.register(pool, context.metrics());
                     VolumeLocks locks = new VolumeLocks();
                     VolumeIoLimits ioLimits = new VolumeIoLimits(pool, mounter, kubeletDir,
-                            new SystemPodCgroups(absolute(CGROUP_ROOT, flags.get(CGROUP_ROOT))), context.metrics(), log);
-                    IoLimitsResync ioLimitsResync = new IoLimitsResync(ioLimits, locks, flags.durationValue(IO_LIMITS_RESYNC), log);
+                            new SystemPodCgroups(cgroupRoot), context.metrics(), log);
+                    IoLimitsResync ioLimitsResync = new IoLimitsResync(ioLimits, locks, resyncPeriod, log);
                     PoolOwnership ownership = new PoolOwnership(pool);
                     // After the pool's reconcile, before any call: a copy abandoned while the node was down goes at start.
                     AbandonedCopies abandoned = new AbandonedCopies(pool, locks, abandonedCopyExpiry, context.metrics(), log);
