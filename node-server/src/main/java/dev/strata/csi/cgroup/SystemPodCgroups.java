@@ -29,7 +29,7 @@ import java.util.Optional;
  * applies to the processes of its own cgroup only, not to those of the cgroups below. So they are
  * written into the pod's cgroup and into each container cgroup under it, and each container has
  * the limits to itself; a container started later gets them at the next pass
- * ({@code IoLimitsResync}).
+ * ({@code VolumeIoLimits#applyAll}, every --io-limits-resync).
  */
 public final class SystemPodCgroups implements PodCgroups {
 

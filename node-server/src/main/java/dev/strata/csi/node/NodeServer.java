@@ -2,7 +2,6 @@ package dev.strata.csi.node;
 
 import dev.strata.csi.agent.AbandonedCopies;
 import dev.strata.csi.agent.ControllerAddresses;
-import dev.strata.csi.agent.IoLimitsResync;
 import dev.strata.csi.agent.NodeAgentService;
 import dev.strata.csi.agent.PoolOwnership;
 import dev.strata.csi.agent.Registration;
@@ -42,6 +41,7 @@ import dev.strata.csi.mount.SystemFilesystemStats;
 import dev.strata.csi.mount.SystemMounter;
 import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.server.DriverProgram;
+import dev.strata.csi.server.Periodic;
 import dev.strata.csi.server.TcpComponent;
 import dev.strata.csi.system.Command;
 import dev.strata.csi.system.Crashes;
@@ -134,7 +134,8 @@ public final class NodeServer {
                     VolumeLocks locks = new VolumeLocks();
                     VolumeIoLimits ioLimits = new VolumeIoLimits(pool, mounter, kubeletDir,
                             new SystemPodCgroups(cgroupRoot), context.metrics(), log);
-                    IoLimitsResync ioLimitsResync = new IoLimitsResync(ioLimits, locks, resyncPeriod, log);
+                    // At start, once the pool is reconciled and before any call; then every --io-limits-resync.
+                    Periodic ioLimitsResync = new Periodic("io-limits-resync", resyncPeriod, () -> ioLimits.applyAll(locks));
                     PoolOwnership ownership = new PoolOwnership(pool);
                     // After the pool's reconcile, before any call: a copy abandoned while the node was down goes at start.
                     AbandonedCopies abandoned = new AbandonedCopies(pool, locks, abandonedCopyExpiry, context.metrics(), log);

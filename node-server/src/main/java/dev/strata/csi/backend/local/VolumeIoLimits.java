@@ -141,7 +141,13 @@ public final class VolumeIoLimits {
         }
     }
 
-    /** The limits of every attached volume applied again: at start, and from time to time ({@code IoLimitsResync}). */
+    /**
+     * The limits of every attached volume applied again: at start (node-server restarted: the pods
+     * keep their cgroups, and a limit changed while it was down is applied), then every
+     * --io-limits-resync, which brings a container started after its pod's volume was published
+     * under the limits on cgroup v1 (each container's cgroup holds its own there), and a pod whose
+     * cgroup was not there yet. Each volume under its lock; one that is busy waits for the next pass.
+     */
     public void applyAll(VolumeLocks locks) {
         try {
             for (Image image : pool.list()) {
