@@ -131,18 +131,16 @@ class IoLimitsTest {
             Path container = Files.createDirectory(podCgroup.resolve("container-1"));
             awaitLine(container, "write_bps_device", majorMinor + " 1048576");
             Path data = target.resolve("data");
-            assertRate(1 * MIB, 4 * MIB, dd(container, "if=/dev/zero", "of=" + data, "bs=1M", "count=4", "oflag=direct"));
+            assertRate(1 * MIB, 4 * MIB, () -> dd(container, "if=/dev/zero", "of=" + data, "bs=1M", "count=4", "oflag=direct"));
 
             // The volume stays in use: same mount, same node-server process; the next writes follow the new limit.
             long pid = cluster.node("node-a").process().pid();
             modify(volume, Map.of("writeBytesPerSecond", "4Mi", "readBytesPerSecond", "2Mi"));
             assertEquals(majorMinor + " 4194304", read(container, "write_bps_device"), "applied by ControllerModifyVolume itself");
-            assertRate(4 * MIB, 8 * MIB, dd(container, "if=/dev/zero", "of=" + data, "bs=1M", "count=8", "oflag=direct"));
-            assertRate(2 * MIB, 4 * MIB, dd(container, "if=" + data, "of=/dev/null", "bs=1M", "count=4", "iflag=direct"));
+            assertRate(4 * MIB, 8 * MIB, () -> dd(container, "if=/dev/zero", "of=" + data, "bs=1M", "count=8", "oflag=direct"));
+            assertRate(2 * MIB, 4 * MIB, () -> dd(container, "if=" + data, "of=/dev/null", "bs=1M", "count=4", "iflag=direct"));
             modify(volume, Map.of("writeIOPS", "100"));
-            double seconds = dd(container, "if=/dev/zero", "of=" + data, "bs=4k", "count=200", "oflag=direct", "conv=notrunc");
-            assertTrue(Math.abs(200 / seconds - 100) <= 100 * TOLERANCE, "200 writes at 100 IOPS took " + seconds + " s");
-            System.out.printf("IoLimitsTest: 200 writes of 4 KiB in %.2f s, %.1f per second against a limit of 100%n", seconds, 200 / seconds);
+            assertRate(100, 200, "writes of 4 KiB", () -> dd(container, "if=/dev/zero", "of=" + data, "bs=4k", "count=200", "oflag=direct", "conv=notrunc"));
             assertEquals(pid, cluster.node("node-a").process().pid(), "no restart");
             assertTrue(SystemState.mountAt(target).isPresent(), "still published");
 
@@ -160,12 +158,48 @@ class IoLimitsTest {
             assertEquals(majorMinor + " 4194304", read(restarted, "write_bps_device"), "applied by the pass at start");
             assertEquals(majorMinor + " 100", read(restarted, "write_iops_device"));
             cluster.node("node-a").node().nodePublishVolume(publish); // kubelet publishes again: nothing changes
-            assertRate(2 * MIB, 4 * MIB, dd(restarted, "if=" + data, "of=/dev/null", "bs=1M", "count=4", "iflag=direct"));
+            assertRate(2 * MIB, 4 * MIB, () -> dd(restarted, "if=" + data, "of=/dev/null", "bs=1M", "count=4", "iflag=direct"));
 
             // "max" removes a limit: the rule goes, and the writes are as fast as the device.
             modify(volume, Map.of("writeBytesPerSecond", "max", "writeIOPS", "max"));
             assertEquals("", read(restarted, "write_bps_device"));
-            assertTrue(dd(restarted, "if=/dev/zero", "of=" + data, "bs=1M", "count=8", "oflag=direct") < 1.0, "no limit left");
+            assertTrue(dd(restarted, "if=/dev/zero", "of=" + data, "bs=1M", "count=8", "oflag=direct") < 1.5, "no limit left: faster than the 4 MiB/s there was");
+        } finally {
+            cluster.node("node-a").node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setTargetPath(target.toString()).build());
+            cluster.node("node-a").node().nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setStagingTargetPath(staging.toString()).build());
+            cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
+                    .setVolumeId(volume.getVolumeId()).setNodeId("node-a").build());
+            cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).build());
+            removeCgroups(podCgroup);
+        }
+    }
+
+    /** A raw block volume of a Guaranteed pod, its cgroups laid out as kubelet's systemd driver makes them. */
+    @Test
+    void aRawBlockVolumeOfAGuaranteedPodUnderTheSystemdDriverIsHeldToItsLimit() throws Exception {
+        String pod = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+        VolumeCapability block = VolumeCapability.newBuilder().setBlock(VolumeCapability.BlockVolume.getDefaultInstance())
+                .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER))
+                .build();
+        Volume volume = cluster.controller().createVolume(createRequest("pvc-block-limits").clearVolumeCapabilities()
+                .addVolumeCapabilities(block).putMutableParams("writeBytesPerSecond", "2Mi").build()).getVolume();
+        var device = cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
+                .setVolumeId(volume.getVolumeId()).setNodeId("node-a").setVolumeCapability(block).build()).getPublishContextMap();
+        String majorMinor = majorMinor(device.get("devicePath"));
+        Path staging = cluster.kubeletDir("node-a", "staging-block-limits");
+        cluster.node("node-a").node().nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                .setStagingTargetPath(staging.toString()).setVolumeCapability(block).putAllPublishContext(device).build());
+        Path podCgroup = Files.createDirectories(blkio.resolve("kubepods.slice/kubepods-pod" + pod.replace('-', '_') + ".slice"));
+        Path target = Files.createDirectories(dir.resolve("plugins/kubernetes.io/csi/volumeDevices/publish/pvc-block-limits")).resolve(pod);
+        try {
+            cluster.node("node-a").node().nodePublishVolume(NodePublishVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                    .setStagingTargetPath(staging.toString()).setTargetPath(target.toString()).setVolumeCapability(block).build());
+            assertEquals(majorMinor + " 2097152", read(podCgroup, "write_bps_device"));
+            Path container = Files.createDirectory(podCgroup.resolve("cri-containerd-0123abcd.scope"));
+            awaitLine(container, "write_bps_device", majorMinor + " 2097152");
+            assertRate(2 * MIB, 4 * MIB, () -> dd(container, "if=/dev/zero", "of=" + target, "bs=1M", "count=4", "oflag=direct", "conv=notrunc"));
         } finally {
             cluster.node("node-a").node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder()
                     .setVolumeId(volume.getVolumeId()).setTargetPath(target.toString()).build());
@@ -246,12 +280,34 @@ class IoLimitsTest {
         throw new AssertionError("expected " + code + ", the call succeeded");
     }
 
-    /** The measured rate of {@code bytes} in {@code seconds}, within the tolerance of {@code limit} per second. */
-    static void assertRate(long limit, long bytes, double seconds) {
-        double rate = bytes / seconds;
-        assertTrue(Math.abs(rate - limit) <= limit * TOLERANCE, String.format("%d bytes in %.2f s: %.0f bytes/s against a limit of %d",
-                bytes, seconds, rate, limit));
-        System.out.printf("IoLimitsTest: %d bytes in %.2f s, %.0f bytes/s against a limit of %d%n", bytes, seconds, rate, limit);
+    /** A run of dd, repeatable (it writes or reads the same bytes again); the seconds it took. */
+    interface Run {
+        double seconds() throws Exception;
+    }
+
+    /**
+     * {@code bytes} (or operations) moved within the tolerance of {@code limit} per second. Faster fails at once:
+     * the limit did not hold. Slower is the shared disk being busy (other tests write to it too),
+     * not the limit: the run is repeated, up to three times.
+     */
+    static void assertRate(long limit, long bytes, Run run) throws Exception {
+        assertRate(limit, bytes, "bytes", run);
+    }
+
+    static void assertRate(long limit, long bytes, String unit, Run run) throws Exception {
+        List<String> runs = new ArrayList<>();
+        for (int attempt = 1; attempt <= 3; attempt++) {
+            double seconds = run.seconds();
+            double rate = bytes / seconds;
+            String measured = String.format("%d %s in %.2f s, %.0f per second against a limit of %d", bytes, unit, seconds, rate, limit);
+            System.out.println("IoLimitsTest: " + measured);
+            assertTrue(rate <= limit * (1 + TOLERANCE), "faster than the limit: " + measured);
+            if (rate >= limit * (1 - TOLERANCE)) {
+                return;
+            }
+            runs.add(measured);
+        }
+        throw new AssertionError("slower than the limit three times (is the disk that busy?): " + runs);
     }
 
     /** dd run as a process in {@code cgroup}; the seconds it took. */
