@@ -12,7 +12,8 @@ public interface PodCgroups {
 
     /**
      * Sets the limits of {@code device} for the pod's processes ({@link DeviceLimits#NONE} removes
-     * them); the same limits again change nothing. Returns false when the pod has no cgroup on
+     * them; where the pod's cgroup cannot hold limits there is nothing to remove); the same limits
+     * again change nothing. Returns false when the pod has no cgroup on
      * this node (not made yet, or removed with the pod): there is nothing to limit.
      */
     boolean limit(PodUid pod, DeviceNumber device, DeviceLimits limits) throws IOException;

@@ -49,6 +49,9 @@ public final class SystemPodCgroups implements PodCgroups {
                 return false;
             }
             Path ioMax = cgroup.get().resolve(IO_MAX);
+            if (!Files.exists(ioMax) && limits.none()) {
+                return true; // without the io controller the pod has no limit: nothing to remove
+            }
             if (!Files.exists(ioMax)) {
                 throw new IOException("pod cgroup " + cgroup.get() + " has no " + IO_MAX
                         + ": the io controller is not enabled for kubelet's pod cgroups");

@@ -95,6 +95,8 @@ class SystemPodCgroupsTest {
         Files.createDirectories(root.resolve(POD_CGROUPS.get(1)));
         IOException noIo = assertThrows(IOException.class, () -> new SystemPodCgroups(root).limit(POD, LOOP, LIMITS));
         assertTrue(noIo.getMessage().contains("io controller is not enabled"), noIo.getMessage());
+        assertTrue(new SystemPodCgroups(root).limit(POD, LOOP, DeviceLimits.NONE), "no limit to remove where there can be none");
+        assertFalse(Files.exists(root.resolve(POD_CGROUPS.get(1)).resolve("io.max")), "and no file is made");
     }
 
     /** The kernel's own files: it takes the lines, shows them back, and removes a rule for 0. */

@@ -37,13 +37,14 @@ import org.junit.jupiter.api.io.TempDir;
 import org.opentest4j.TestAbortedException;
 
 /**
- * IO limits for real, on this machine's cgroup v1 blkio throttling: a controller and a node-server
- * as processes, a volume created with limits and published at a target path of a pod, the pod's
- * cgroups made by the test where kubelet (cgroupfs driver, Burstable) makes them, inside a
- * hierarchy of the test's own in the real blkio hierarchy, so the kernel enforces what node-server
- * writes. A process in the pod's container cgroup writes and reads the volume with direct IO,
- * timed against the limit; ControllerModifyVolume changes the limits while the volume is in use;
- * a restarted node-server applies them again. Needs root.
+ * IO limits for real, on this machine's cgroup v1 blkio throttling, or with
+ * {@code STRATA_TEST_CGROUP2} (a cgroup v2 mount with the io controller: hack/iolimits-vm.sh) on
+ * cgroup v2's io.max: a controller and a node-server as processes, a volume created with limits
+ * and published at a target path of a pod, the pod's cgroups made by the test where kubelet
+ * (cgroupfs driver, Burstable) makes them, inside a hierarchy of the test's own in the real one,
+ * so the kernel enforces what node-server writes. A process in the pod's container cgroup writes
+ * and reads the volume with direct IO, timed against the limit; ControllerModifyVolume changes the
+ * limits while the volume is in use; a restarted node-server applies them again. Needs root.
  */
 class IoLimitsTest {
 
@@ -56,20 +57,34 @@ class IoLimitsTest {
     static Path dir;
 
     static Cluster cluster;
+    /** The test's own part of the real hierarchy: v1's blkio, or a cgroup of the v2 mount. */
     static Path blkio;
+    static boolean v2;
     static String nodeHttp;
 
     @BeforeAll
     static void startCluster() throws Exception {
         Root.require();
-        Path realBlkio = Path.of("/sys/fs/cgroup/blkio");
-        if (!Files.exists(realBlkio.resolve("blkio.throttle.write_bps_device"))) {
-            throw new TestAbortedException("this machine has no cgroup v1 blkio throttling (the VM suite tests cgroup v2)");
+        String cgroup2 = System.getenv("STRATA_TEST_CGROUP2");
+        Path cgroupRoot;
+        if (cgroup2 != null) {
+            v2 = true;
+            if (!Files.readString(Path.of(cgroup2, "cgroup.subtree_control")).contains("io")) {
+                throw new AssertionError("STRATA_TEST_CGROUP2 " + cgroup2 + " does not enable the io controller below it");
+            }
+            blkio = Files.createDirectory(Path.of(cgroup2).resolve("strata-iolimits-test-" + UUID.randomUUID()));
+            enableIo(blkio);
+            cgroupRoot = blkio; // a cgroup has cgroup.controllers as the root has: a v2 root for node-server
+        } else {
+            Path realBlkio = Path.of("/sys/fs/cgroup/blkio");
+            if (!Files.exists(realBlkio.resolve("blkio.throttle.write_bps_device"))) {
+                throw new TestAbortedException("this machine has no cgroup v1 blkio throttling (hack/iolimits-vm.sh tests cgroup v2)");
+            }
+            blkio = Files.createDirectory(realBlkio.resolve("strata-iolimits-test-" + UUID.randomUUID()));
+            // node-server's cgroup root: a v1 layout whose blkio hierarchy is the test's part of the real one.
+            cgroupRoot = Files.createDirectories(dir.resolve("cgroup"));
+            Files.createSymbolicLink(cgroupRoot.resolve("blkio"), blkio);
         }
-        blkio = Files.createDirectory(realBlkio.resolve("strata-iolimits-test-" + UUID.randomUUID()));
-        // node-server's cgroup root: a v1 layout whose blkio hierarchy is the test's part of the real one.
-        Path cgroupRoot = Files.createDirectories(dir.resolve("cgroup"));
-        Files.createSymbolicLink(cgroupRoot.resolve("blkio"), blkio);
         nodeHttp = "127.0.0.1:" + Cluster.freePort();
         cluster = Cluster.start(dir, List.of("--agent-plaintext", "true"), List.of(),
                 Map.of("CGROUP_ROOT", cgroupRoot.toString(), "IO_LIMITS_RESYNC", "1s", "HTTP_ENDPOINT", nodeHttp), "node-a");
@@ -118,25 +133,25 @@ class IoLimitsTest {
         cluster.node("node-a").node().nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
                 .setStagingTargetPath(staging.toString()).setVolumeCapability(mount()).putAllPublishContext(device).build());
         // kubelet makes the pod's cgroup before it asks for the pod's volumes, and its target's parent.
-        Path podCgroup = Files.createDirectories(blkio.resolve("kubepods/burstable/pod" + POD));
+        Path podCgroup = cgroup("kubepods/burstable/pod" + POD);
         Path target = Files.createDirectories(dir.resolve("pods/" + POD + "/volumes/kubernetes.io~csi/pvc-limits")).resolve("mount");
         NodePublishVolumeRequest publish = NodePublishVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
                 .setStagingTargetPath(staging.toString()).setTargetPath(target.toString()).setVolumeCapability(mount()).build();
         try {
             cluster.node("node-a").node().nodePublishVolume(publish);
-            assertEquals(majorMinor + " 1048576", read(podCgroup, "write_bps_device"), "written into the pod's cgroup at publish");
+            assertEquals("1048576", limit(podCgroup, majorMinor, "wbps"), "written into the pod's cgroup at publish");
 
             // The container runtime makes the container's cgroup after the volumes; on v1 a limit is
             // the cgroup's own, and the next pass (--io-limits-resync 1s) writes it there too.
             Path container = Files.createDirectory(podCgroup.resolve("container-1"));
-            awaitLine(container, "write_bps_device", majorMinor + " 1048576");
+            awaitLimit(holding(podCgroup, container), majorMinor, "wbps", "1048576");
             Path data = target.resolve("data");
             assertRate(1 * MIB, 4 * MIB, () -> dd(container, "if=/dev/zero", "of=" + data, "bs=1M", "count=4", "oflag=direct"));
 
             // The volume stays in use: same mount, same node-server process; the next writes follow the new limit.
             long pid = cluster.node("node-a").process().pid();
             modify(volume, Map.of("writeBytesPerSecond", "4Mi", "readBytesPerSecond", "2Mi"));
-            assertEquals(majorMinor + " 4194304", read(container, "write_bps_device"), "applied by ControllerModifyVolume itself");
+            assertEquals("4194304", limit(holding(podCgroup, container), majorMinor, "wbps"), "applied by ControllerModifyVolume itself");
             assertRate(4 * MIB, 8 * MIB, () -> dd(container, "if=/dev/zero", "of=" + data, "bs=1M", "count=8", "oflag=direct"));
             assertRate(2 * MIB, 4 * MIB, () -> dd(container, "if=" + data, "of=/dev/null", "bs=1M", "count=4", "iflag=direct"));
             modify(volume, Map.of("writeIOPS", "100"));
@@ -149,20 +164,22 @@ class IoLimitsTest {
             assertEquals(100.0, metrics.value("strata_volume_io_limit", Map.of("volume", "pvc-limits", "limit", "write_iops")));
             assertEquals(1.0, metrics.value("strata_volume_io_limited_pods", Map.of("volume", "pvc-limits")));
 
-            // node-server restarts with no periodic pass; meanwhile the container restarted, in a new cgroup without limits.
+            // node-server restarts with no periodic pass; meanwhile the pod's cgroup lost its limits (as
+            // one kubelet makes anew) and the container restarted, in a new cgroup without limits.
             cluster.node("node-a").process().close();
             Files.delete(container);
+            clearLimits(podCgroup, majorMinor);
             Path restarted = Files.createDirectory(podCgroup.resolve("container-2"));
-            assertEquals("", read(restarted, "write_bps_device"));
+            assertEquals("max", limit(holding(podCgroup, restarted), majorMinor, "wbps"));
             cluster.restartNode("node-a", Cluster.Launch.HOST.with("IO_LIMITS_RESYNC", "0s"));
-            assertEquals(majorMinor + " 4194304", read(restarted, "write_bps_device"), "applied by the pass at start");
-            assertEquals(majorMinor + " 100", read(restarted, "write_iops_device"));
+            assertEquals("4194304", limit(holding(podCgroup, restarted), majorMinor, "wbps"), "applied by the pass at start");
+            assertEquals("100", limit(holding(podCgroup, restarted), majorMinor, "wiops"));
             cluster.node("node-a").node().nodePublishVolume(publish); // kubelet publishes again: nothing changes
             assertRate(2 * MIB, 4 * MIB, () -> dd(restarted, "if=" + data, "of=/dev/null", "bs=1M", "count=4", "iflag=direct"));
 
             // "max" removes a limit: the rule goes, and the writes are as fast as the device.
             modify(volume, Map.of("writeBytesPerSecond", "max", "writeIOPS", "max"));
-            assertEquals("", read(restarted, "write_bps_device"));
+            assertEquals("max", limit(holding(podCgroup, restarted), majorMinor, "wbps"));
             assertTrue(dd(restarted, "if=/dev/zero", "of=" + data, "bs=1M", "count=8", "oflag=direct") < 1.5, "no limit left: faster than the 4 MiB/s there was");
         } finally {
             cluster.node("node-a").node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder()
@@ -191,14 +208,14 @@ class IoLimitsTest {
         Path staging = cluster.kubeletDir("node-a", "staging-block-limits");
         cluster.node("node-a").node().nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
                 .setStagingTargetPath(staging.toString()).setVolumeCapability(block).putAllPublishContext(device).build());
-        Path podCgroup = Files.createDirectories(blkio.resolve("kubepods.slice/kubepods-pod" + pod.replace('-', '_') + ".slice"));
+        Path podCgroup = cgroup("kubepods.slice/kubepods-pod" + pod.replace('-', '_') + ".slice");
         Path target = Files.createDirectories(dir.resolve("plugins/kubernetes.io/csi/volumeDevices/publish/pvc-block-limits")).resolve(pod);
         try {
             cluster.node("node-a").node().nodePublishVolume(NodePublishVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
                     .setStagingTargetPath(staging.toString()).setTargetPath(target.toString()).setVolumeCapability(block).build());
-            assertEquals(majorMinor + " 2097152", read(podCgroup, "write_bps_device"));
+            assertEquals("2097152", limit(podCgroup, majorMinor, "wbps"));
             Path container = Files.createDirectory(podCgroup.resolve("cri-containerd-0123abcd.scope"));
-            awaitLine(container, "write_bps_device", majorMinor + " 2097152");
+            awaitLimit(holding(podCgroup, container), majorMinor, "wbps", "2097152");
             assertRate(2 * MIB, 4 * MIB, () -> dd(container, "if=/dev/zero", "of=" + target, "bs=1M", "count=4", "oflag=direct", "conv=notrunc"));
         } finally {
             cluster.node("node-a").node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder()
@@ -328,15 +345,75 @@ class IoLimitsTest {
         return Files.readString(Path.of("/sys/class/block", Path.of(device).getFileName().toString(), "dev")).strip();
     }
 
-    static String read(Path cgroup, String throttle) throws IOException {
-        return Files.readString(cgroup.resolve("blkio.throttle." + throttle)).strip();
+    /** v1's throttle file for each of io.max's keys. */
+    static final Map<String, String> V1_FILES = Map.of("rbps", "blkio.throttle.read_bps_device", "wbps", "blkio.throttle.write_bps_device",
+            "riops", "blkio.throttle.read_iops_device", "wiops", "blkio.throttle.write_iops_device");
+
+    /** A cgroup below the test's hierarchy, made as kubelet makes it (on v2 with the io controller enabled down to it). */
+    static Path cgroup(String relative) throws IOException {
+        Path cgroup = blkio;
+        for (Path name : Path.of(relative)) {
+            if (v2) {
+                enableIo(cgroup);
+            }
+            cgroup = cgroup.resolve(name.toString());
+            if (!Files.isDirectory(cgroup)) {
+                Files.createDirectory(cgroup);
+            }
+        }
+        return cgroup;
     }
 
-    static void awaitLine(Path cgroup, String throttle, String line) throws Exception {
+    static void enableIo(Path cgroup) throws IOException {
+        if (!Files.readString(cgroup.resolve("cgroup.subtree_control")).contains("io")) {
+            Files.writeString(cgroup.resolve("cgroup.subtree_control"), "+io\n", java.nio.file.StandardOpenOption.WRITE);
+        }
+    }
+
+    /** The cgroup whose limits hold the container's processes: on v1 its own (flat), on v2 the pod's (hierarchical). */
+    static Path holding(Path pod, Path container) {
+        return v2 ? pod : container;
+    }
+
+    /** The cgroup's limit on the device, as io.max names it (rbps, wbps, riops, wiops): a number, or "max" for none. */
+    static String limit(Path cgroup, String majorMinor, String key) throws IOException {
+        if (v2) {
+            for (String line : Files.readAllLines(cgroup.resolve("io.max"))) {
+                if (line.startsWith(majorMinor + " ")) {
+                    for (String field : line.substring(majorMinor.length() + 1).split(" ")) {
+                        if (field.startsWith(key + "=")) {
+                            return field.substring(key.length() + 1);
+                        }
+                    }
+                }
+            }
+            return "max";
+        }
+        for (String line : Files.readAllLines(cgroup.resolve(V1_FILES.get(key)))) {
+            if (line.startsWith(majorMinor + " ")) {
+                return line.substring(majorMinor.length() + 1).strip();
+            }
+        }
+        return "max";
+    }
+
+    /** Takes every limit on the device out of the cgroup, as a cgroup made anew has none. */
+    static void clearLimits(Path cgroup, String majorMinor) throws IOException {
+        if (v2) {
+            Files.writeString(cgroup.resolve("io.max"), majorMinor + " rbps=max wbps=max riops=max wiops=max\n",
+                    java.nio.file.StandardOpenOption.WRITE);
+            return;
+        }
+        for (String file : V1_FILES.values()) {
+            Files.writeString(cgroup.resolve(file), majorMinor + " 0\n", java.nio.file.StandardOpenOption.WRITE);
+        }
+    }
+
+    static void awaitLimit(Path cgroup, String majorMinor, String key, String value) throws Exception {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (!read(cgroup, throttle).equals(line)) {
+        while (!limit(cgroup, majorMinor, key).equals(value)) {
             if (System.nanoTime() > deadline) {
-                throw new AssertionError(cgroup + " holds '" + read(cgroup, throttle) + "', not '" + line + "'");
+                throw new AssertionError(cgroup + " holds " + key + "=" + limit(cgroup, majorMinor, key) + ", not " + value);
             }
             Thread.sleep(100);
         }

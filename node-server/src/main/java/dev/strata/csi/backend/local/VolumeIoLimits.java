@@ -82,11 +82,15 @@ public final class VolumeIoLimits {
         return pool.get(name).orElseThrow(() -> CsiException.notFound("volume " + name + " does not exist on this node"));
     }
 
-    /** The volume's limits applied to every pod it is published to on this node; nothing to do while it is not attached. */
+    /**
+     * The volume's limits applied to every pod it is published to on this node; nothing to do while
+     * it is not attached, or for a volume that never had limits (no rule of the driver's to keep or
+     * to remove).
+     */
     public void apply(String name) throws Exception {
-        DeviceLimits limits = limits(pool.content(name).getIoLimits());
+        Optional<DeviceLimits> limits = recorded(name);
         Optional<LoopDevice> device = pool.device(name);
-        if (device.isEmpty()) {
+        if (limits.isEmpty() || device.isEmpty()) {
             applied.remove(name);
             return;
         }
@@ -96,13 +100,13 @@ public final class VolumeIoLimits {
                 PodUid.ofTargetPath(kubeletDir, mount.mountPoint()).ifPresent(pods::add);
             }
         }
-        Set<PodUid> limited = new LinkedHashSet<>();
+        Set<PodUid> limited = ConcurrentHashMap.newKeySet();
         for (PodUid pod : pods) {
-            if (limitPod(name, pod, device.get(), limits)) {
+            if (limitPod(name, pod, device.get(), limits.get())) {
                 limited.add(pod);
             }
         }
-        if (limited.isEmpty()) {
+        if (limited.isEmpty() || limits.get().none()) {
             applied.remove(name);
         } else {
             applied.put(name, limited);
@@ -116,11 +120,12 @@ public final class VolumeIoLimits {
      */
     public void applyAt(String name, Path target) throws Exception {
         Optional<PodUid> pod = PodUid.ofTargetPath(kubeletDir, target);
+        Optional<DeviceLimits> limits = recorded(name);
         Optional<LoopDevice> device = pool.device(name);
-        if (pod.isEmpty() || device.isEmpty()) {
+        if (pod.isEmpty() || limits.isEmpty() || device.isEmpty()) {
             return;
         }
-        if (limitPod(name, pod.get(), device.get(), limits(pool.content(name).getIoLimits()))) {
+        if (limitPod(name, pod.get(), device.get(), limits.get()) && !limits.get().none()) {
             applied.computeIfAbsent(name, volume -> ConcurrentHashMap.newKeySet()).add(pod.get());
         }
     }
@@ -193,6 +198,12 @@ public final class VolumeIoLimits {
             throw CsiException.invalidArgument("an IO limit must not be negative, got " + limit);
         }
         return limit;
+    }
+
+    /** The volume's recorded limits; empty when it never had any. */
+    private Optional<DeviceLimits> recorded(String name) throws IOException {
+        ImageRecord record = pool.content(name);
+        return record.hasIoLimits() ? Optional.of(limits(record.getIoLimits())) : Optional.empty();
     }
 
     static DeviceLimits limits(IoLimits recorded) {

@@ -129,6 +129,15 @@ class VolumeIoLimitsTest {
         limits.set("pvc-a", IoLimits.newBuilder().setReadIops(0).build());
         assertEquals(DeviceLimits.NONE, cgroups.of(BLOCK_POD, device), "no limit left: no rule left");
         assertEquals(IoLimits.getDefaultInstance(), pool.get("pvc-a").orElseThrow().getIoLimits());
+        assertEquals(Map.of(), limitedPods(), "no pod is limited any more");
+    }
+
+    @Test
+    void aVolumeThatNeverHadLimitsTouchesNoCgroup() throws Exception {
+        limits.applyAt("pvc-a", target(POD_A));
+        limits.applyAll(new VolumeLocks());
+        assertEquals(0, cgroups.writes());
+        assertEquals(Map.of(), limitedPods());
     }
 
     @Test
