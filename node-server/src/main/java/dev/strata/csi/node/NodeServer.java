@@ -135,7 +135,7 @@ public final class NodeServer {
                     VolumeIoLimits ioLimits = new VolumeIoLimits(pool, mounter, kubeletDir,
                             new SystemPodCgroups(cgroupRoot), context.metrics(), log);
                     // At start, once the pool is reconciled and before any call; then every --io-limits-resync.
-                    Periodic ioLimitsResync = new Periodic("io-limits-resync", resyncPeriod, () -> ioLimits.applyAll(locks));
+                    Periodic ioLimitsResync = new Periodic("io-limits-resync", resyncPeriod, ioLimits::applyAll);
                     PoolOwnership ownership = new PoolOwnership(pool);
                     // After the pool's reconcile, before any call: a copy abandoned while the node was down goes at start.
                     AbandonedCopies abandoned = new AbandonedCopies(pool, locks, abandonedCopyExpiry, context.metrics(), log);

@@ -121,17 +121,39 @@ class IoLimitsTest {
                 .setAccessibilityRequirements(TopologyRequirement.newBuilder().addRequisite(PipelineTest.on("node-a")));
     }
 
+    /** A volume created with limits, attached and staged on node-a: what kubelet publishes to a pod. */
+    record Staged(Volume volume, String majorMinor, Path staging) {}
+
+    static Staged stage(String name, VolumeCapability capability, Map<String, String> mutableParameters) throws Exception {
+        Volume volume = cluster.controller().createVolume(createRequest(name).clearVolumeCapabilities()
+                .addVolumeCapabilities(capability).putAllMutableParams(mutableParameters).build()).getVolume();
+        var device = cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
+                .setVolumeId(volume.getVolumeId()).setNodeId("node-a").setVolumeCapability(capability).build()).getPublishContextMap();
+        Path staging = cluster.kubeletDir("node-a", "staging-" + name);
+        cluster.node("node-a").node().nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                .setStagingTargetPath(staging.toString()).setVolumeCapability(capability).putAllPublishContext(device).build());
+        return new Staged(volume, majorMinor(device.get("devicePath")), staging);
+    }
+
+    /** Every phase undone, the volume deleted, and the pod's cgroups removed (as kubelet does once the pod is gone). */
+    static void tearDown(Staged staged, Path target, Path podCgroup) throws Exception {
+        String id = staged.volume().getVolumeId();
+        cluster.node("node-a").node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder()
+                .setVolumeId(id).setTargetPath(target.toString()).build());
+        cluster.node("node-a").node().nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder()
+                .setVolumeId(id).setStagingTargetPath(staged.staging().toString()).build());
+        cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
+                .setVolumeId(id).setNodeId("node-a").build());
+        cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(id).build());
+        removeCgroups(podCgroup);
+    }
+
     @Test
     void aProcessInThePodsCgroupIsHeldToTheLimitsAsTheyChangeAndAfterARestart() throws Exception {
-        Volume volume = cluster.controller().createVolume(createRequest("pvc-limits")
-                .putMutableParams("writeBytesPerSecond", "1Mi").build()).getVolume();
-        var device = cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
-                .setVolumeId(volume.getVolumeId()).setNodeId("node-a").setVolumeCapability(mount()).build())
-                .getPublishContextMap();
-        String majorMinor = majorMinor(device.get("devicePath"));
-        Path staging = cluster.kubeletDir("node-a", "staging-limits");
-        cluster.node("node-a").node().nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
-                .setStagingTargetPath(staging.toString()).setVolumeCapability(mount()).putAllPublishContext(device).build());
+        Staged staged = stage("pvc-limits", mount(), Map.of("writeBytesPerSecond", "1Mi"));
+        Volume volume = staged.volume();
+        String majorMinor = staged.majorMinor();
+        Path staging = staged.staging();
         // kubelet makes the pod's cgroup before it asks for the pod's volumes, and its target's parent.
         Path podCgroup = cgroup("kubepods/burstable/pod" + POD);
         Path target = Files.createDirectories(dir.resolve("pods/" + POD + "/volumes/kubernetes.io~csi/pvc-limits")).resolve("mount");
@@ -182,14 +204,7 @@ class IoLimitsTest {
             assertEquals("max", limit(holding(podCgroup, restarted), majorMinor, "wbps"));
             assertTrue(dd(restarted, "if=/dev/zero", "of=" + data, "bs=1M", "count=8", "oflag=direct") < 1.5, "no limit left: faster than the 4 MiB/s there was");
         } finally {
-            cluster.node("node-a").node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder()
-                    .setVolumeId(volume.getVolumeId()).setTargetPath(target.toString()).build());
-            cluster.node("node-a").node().nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder()
-                    .setVolumeId(volume.getVolumeId()).setStagingTargetPath(staging.toString()).build());
-            cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
-                    .setVolumeId(volume.getVolumeId()).setNodeId("node-a").build());
-            cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).build());
-            removeCgroups(podCgroup);
+            tearDown(staged, target, podCgroup);
         }
     }
 
@@ -200,14 +215,10 @@ class IoLimitsTest {
         VolumeCapability block = VolumeCapability.newBuilder().setBlock(VolumeCapability.BlockVolume.getDefaultInstance())
                 .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER))
                 .build();
-        Volume volume = cluster.controller().createVolume(createRequest("pvc-block-limits").clearVolumeCapabilities()
-                .addVolumeCapabilities(block).putMutableParams("writeBytesPerSecond", "2Mi").build()).getVolume();
-        var device = cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
-                .setVolumeId(volume.getVolumeId()).setNodeId("node-a").setVolumeCapability(block).build()).getPublishContextMap();
-        String majorMinor = majorMinor(device.get("devicePath"));
-        Path staging = cluster.kubeletDir("node-a", "staging-block-limits");
-        cluster.node("node-a").node().nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
-                .setStagingTargetPath(staging.toString()).setVolumeCapability(block).putAllPublishContext(device).build());
+        Staged staged = stage("pvc-block-limits", block, Map.of("writeBytesPerSecond", "2Mi"));
+        Volume volume = staged.volume();
+        String majorMinor = staged.majorMinor();
+        Path staging = staged.staging();
         Path podCgroup = cgroup("kubepods.slice/kubepods-pod" + pod.replace('-', '_') + ".slice");
         Path target = Files.createDirectories(dir.resolve("plugins/kubernetes.io/csi/volumeDevices/publish/pvc-block-limits")).resolve(pod);
         try {
@@ -218,14 +229,7 @@ class IoLimitsTest {
             awaitLimit(holding(podCgroup, container), majorMinor, "wbps", "2097152");
             assertRate(2 * MIB, 4 * MIB, () -> dd(container, "if=/dev/zero", "of=" + target, "bs=1M", "count=4", "oflag=direct", "conv=notrunc"));
         } finally {
-            cluster.node("node-a").node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder()
-                    .setVolumeId(volume.getVolumeId()).setTargetPath(target.toString()).build());
-            cluster.node("node-a").node().nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder()
-                    .setVolumeId(volume.getVolumeId()).setStagingTargetPath(staging.toString()).build());
-            cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
-                    .setVolumeId(volume.getVolumeId()).setNodeId("node-a").build());
-            cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).build());
-            removeCgroups(podCgroup);
+            tearDown(staged, target, podCgroup);
         }
     }
 

@@ -10,7 +10,6 @@ import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.rpc.CsiException;
-import dev.strata.csi.rpc.VolumeLocks;
 import io.grpc.Status;
 import io.prometheus.metrics.core.metrics.Counter;
 import io.prometheus.metrics.core.metrics.GaugeWithCallback;
@@ -34,7 +33,10 @@ import java.util.concurrent.ConcurrentHashMap;
  * <p>Nothing is removed at unpublish: the limits are on the pod's own cgroup, which kubelet
  * removes with the pod, and a pod whose volume is unpublished does no more IO on it.
  *
- * <p>Callers hold the volume's lock, as every operation on an image does.
+ * <p>The record is written under the volume's lock, as every change of an image is. Applying
+ * reads it and writes the cgroups one volume at a time on this node (synchronized): whichever
+ * application runs last has read the latest record. So the periodic pass takes no volume lock,
+ * and never makes a CSI call or an agent call on the volume fail ABORTED.
  */
 public final class VolumeIoLimits {
 
@@ -87,7 +89,7 @@ public final class VolumeIoLimits {
      * it is not attached, or for a volume that never had limits (no rule of the driver's to keep or
      * to remove).
      */
-    public void apply(String name) throws Exception {
+    public synchronized void apply(String name) throws Exception {
         Optional<DeviceLimits> limits = recorded(name);
         Optional<LoopDevice> device = pool.device(name);
         if (limits.isEmpty() || device.isEmpty()) {
@@ -118,7 +120,7 @@ public final class VolumeIoLimits {
      * kubelet repeats for volumes in use after node-server restarts): kubelet makes the pod's
      * cgroup before it asks for the pod's volumes. A target that is no pod's changes nothing.
      */
-    public void applyAt(String name, Path target) throws Exception {
+    public synchronized void applyAt(String name, Path target) throws Exception {
         Optional<PodUid> pod = PodUid.ofTargetPath(kubeletDir, target);
         Optional<DeviceLimits> limits = recorded(name);
         Optional<LoopDevice> device = pool.device(name);
@@ -151,19 +153,19 @@ public final class VolumeIoLimits {
      * keep their cgroups, and a limit changed while it was down is applied), then every
      * --io-limits-resync, which brings a container started after its pod's volume was published
      * under the limits on cgroup v1 (each container's cgroup holds its own there), and a pod whose
-     * cgroup was not there yet. Each volume under its lock; one that is busy waits for the next pass.
+     * cgroup was not there yet.
      */
-    public void applyAll(VolumeLocks locks) {
+    public void applyAll() {
         try {
             for (Image image : pool.list()) {
                 if (image.getDevicePath().isEmpty()) {
                     applied.remove(image.getName());
                     continue;
                 }
-                try (var held = locks.acquire(image.getName())) {
+                try {
                     apply(image.getName());
                 } catch (CsiException e) {
-                    if (e.code() != Status.Code.ABORTED) { // ABORTED: a call on the volume is in flight; the next pass does it
+                    if (e.code() != Status.Code.NOT_FOUND) { // NOT_FOUND: deleted since the listing
                         log.error("cannot apply a volume's IO limits", "volume", image.getName(), "error", e.getMessage());
                     }
                 } catch (Exception e) {

@@ -15,7 +15,6 @@ import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.mount.MountHelpers;
 import dev.strata.csi.mount.Mounter;
 import dev.strata.csi.mount.SystemMounter;
-import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.system.Command;
 import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Root;
@@ -135,7 +134,7 @@ class VolumeIoLimitsTest {
     @Test
     void aVolumeThatNeverHadLimitsTouchesNoCgroup() throws Exception {
         limits.applyAt("pvc-a", target(POD_A));
-        limits.applyAll(new VolumeLocks());
+        limits.applyAll();
         assertEquals(0, cgroups.writes());
         assertEquals(Map.of(), limitedPods());
     }
@@ -161,7 +160,7 @@ class VolumeIoLimitsTest {
         // The pod's cgroup is made again (a pod restarted on the node, a container on cgroup v1): the pass brings it back.
         cgroups.removePod(POD_B);
         cgroups.addPod(POD_B);
-        limits.applyAll(new VolumeLocks());
+        limits.applyAll();
         assertEquals(new DeviceLimits(0, 0, 2 * MIB, 0), cgroups.of(POD_B, device));
     }
 
