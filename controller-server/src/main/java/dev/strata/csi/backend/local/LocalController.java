@@ -223,7 +223,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     public Snapshot createSnapshot(VolumeId source, String name, Map<String, String> parameters) {
         SnapshotId.checkName(name);
         for (String key : parameters.keySet()) {
-            if (!key.startsWith(ControllerBackend.PROVISIONER_PREFIX)) {
+            if (!key.startsWith(VolumeRequest.PROVISIONER_PREFIX)) {
                 throw CsiException.invalidArgument("unknown VolumeSnapshotClass parameter '" + CsiException.printable(key)
                         + "'; local snapshots take none");
             }

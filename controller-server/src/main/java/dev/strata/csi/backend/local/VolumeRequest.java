@@ -7,7 +7,6 @@ import csi.v1.Csi.VolumeContentSource;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.IoLimits;
-import dev.strata.csi.backend.ControllerBackend;
 import dev.strata.csi.backend.CreateChecks;
 import dev.strata.csi.rpc.CsiException;
 import java.util.Map;
@@ -32,6 +31,7 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
     static final long XFS_MIN_BYTES = 300 * MIB;
 
     static final String ALLOCATION = "allocation";
+    static final String PROVISIONER_PREFIX = "csi.storage.k8s.io/";
 
     static VolumeRequest of(CreateVolumeRequest request) {
         CreateChecks.name(request);
@@ -93,7 +93,7 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
         Allocation allocation = Allocation.SPARSE;
         for (Map.Entry<String, String> parameter : parameters.entrySet()) {
             String key = parameter.getKey();
-            if (key.startsWith(ControllerBackend.PROVISIONER_PREFIX)) {
+            if (key.startsWith(PROVISIONER_PREFIX)) {
                 continue;
             }
             if (!key.equals(ALLOCATION)) {

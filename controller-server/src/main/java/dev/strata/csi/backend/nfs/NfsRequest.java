@@ -4,7 +4,6 @@ import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
-import dev.strata.csi.backend.ControllerBackend;
 import dev.strata.csi.backend.CreateChecks;
 import dev.strata.csi.rpc.CsiException;
 import java.util.ArrayList;
@@ -58,6 +57,7 @@ record NfsRequest(String name, NfsVolume volume, OnDelete onDelete, Optional<Int
     static final String MOUNT_PERMISSIONS = FileMode.PARAMETER;
     private static final Set<String> KEYS = Set.of(NfsVolume.SERVER, NfsVolume.SHARE, NfsVolume.SUB_DIR,
             OnDelete.PARAMETER, MOUNT_PERMISSIONS);
+    private static final String PROVISIONER_PREFIX = "csi.storage.k8s.io/";
     private static final long MIB = 1L << 20;
 
     /** Template variables and the provisioner's parameters (--extra-create-metadata) that fill them. */
@@ -77,7 +77,7 @@ record NfsRequest(String name, NfsVolume volume, OnDelete onDelete, Optional<Int
         new NfsCapabilities().require(request.getVolumeCapabilitiesList(), "volume_capabilities");
         Map<String, String> parameters = request.getParametersMap();
         for (String key : parameters.keySet()) {
-            if (!KEYS.contains(key) && !key.startsWith(ControllerBackend.PROVISIONER_PREFIX)) {
+            if (!KEYS.contains(key) && !key.startsWith(PROVISIONER_PREFIX)) {
                 throw CsiException.invalidArgument("unknown StorageClass parameter '" + CsiException.printable(key)
                         + "' for an NFS volume; this driver takes: " + String.join(", ", KEYS.stream().sorted().toList()));
             }
