@@ -36,6 +36,11 @@ elif [ "$access" = nfs ]; then
   sanity_flags=(--csi.testvolumeaccesstype mount --csi.testvolumeparameters "$work/nfs-parameters.yaml"
     --ginkgo.focus "Controller Server")
 fi
+if [ "$access" != nfs ]; then
+  # The specs with a volume attribute class: a mutable parameter local volumes take (docs/attributes.md).
+  printf 'writeIOPS: "1000"\n' > "$work/mutable-parameters.yaml"
+  sanity_flags+=(--csi.testvolumemutableparameters "$work/mutable-parameters.yaml")
+fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 java @"$REPO_ROOT/deploy/jvm.options" -jar "$REPO_ROOT/controller-server/target/controller-server.jar" \
   --endpoint "unix://$work/controller.sock" --agent-token-file "$work/token" \

@@ -61,7 +61,13 @@ public final class KubernetesKeys {
                 PREFIX + "ephemeral", Secrets.SERVICE_ACCOUNT_TOKENS)),
         /** CreateSnapshotRequest.parameters: a VolumeSnapshotClass's parameters, as csi-snapshotter passes them on. */
         CREATE_SNAPSHOT("VolumeSnapshotClass parameter", Set.of(PREFIX + "volumesnapshot/name",
-                PREFIX + "volumesnapshot/namespace", PREFIX + "volumesnapshotcontent/name"));
+                PREFIX + "volumesnapshot/namespace", PREFIX + "volumesnapshotcontent/name")),
+        /**
+         * CreateVolumeRequest.mutable_parameters and ControllerModifyVolumeRequest.mutable_parameters:
+         * a VolumeAttributesClass's parameters, as external-provisioner and external-resizer pass
+         * them on, the latter with its --extra-modify-metadata keys.
+         */
+        MODIFY_VOLUME("VolumeAttributesClass parameter", Set.of(PVC_NAME, PVC_NAMESPACE, PV_NAME));
 
         private final String described;
         private final Set<String> sent;

@@ -6,6 +6,8 @@ import csi.v1.Csi.ControllerExpandVolumeRequest;
 import csi.v1.Csi.ControllerExpandVolumeResponse;
 import csi.v1.Csi.ControllerGetCapabilitiesRequest;
 import csi.v1.Csi.ControllerGetCapabilitiesResponse;
+import csi.v1.Csi.ControllerModifyVolumeRequest;
+import csi.v1.Csi.ControllerModifyVolumeResponse;
 import csi.v1.Csi.ControllerPublishVolumeRequest;
 import csi.v1.Csi.ControllerPublishVolumeResponse;
 import csi.v1.Csi.ControllerUnpublishVolumeRequest;
@@ -115,6 +117,27 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
                 }
                 return ControllerExpandVolumeResponse.newBuilder().setCapacityBytes(expansion.capacityBytes())
                         .setNodeExpansionRequired(expansion.nodeExpansionRequired()).build();
+            }
+        });
+    }
+
+    /**
+     * Changes what the mutable parameters (a VolumeAttributesClass's) name, for a volume that may be
+     * in use; INVALID_ARGUMENT for a parameter the volume's backend does not take (external-resizer
+     * marks the claim's modification infeasible).
+     */
+    @Override
+    public void controllerModifyVolume(ControllerModifyVolumeRequest request, StreamObserver<ControllerModifyVolumeResponse> response) {
+        Rpc.answer(response, () -> {
+            if (request.getVolumeId().isEmpty()) {
+                throw CsiException.missing("volume_id");
+            }
+            var volume = backends.forDelete(request.getVolumeId()).orElseThrow(() -> CsiException.notFound(
+                    "volume " + CsiException.printable(request.getVolumeId()) + " does not exist"));
+            volume.backend().checkMutableParameters(request.getMutableParametersMap());
+            try (var held = locks.acquire(volume.lockKey())) {
+                volume.modify(request.getMutableParametersMap());
+                return ControllerModifyVolumeResponse.getDefaultInstance();
             }
         });
     }

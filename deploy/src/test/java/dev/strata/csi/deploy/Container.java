@@ -13,7 +13,7 @@ record Container(Map<String, Object> body) {
     record Arg(String name, String value) {}
 
     /** A volume mount. */
-    record Mount(String volume, String path, String propagation) {}
+    record Mount(String volume, String path, String propagation, boolean readOnly) {}
 
     /** A probe's target: the port as written (a name or a number) and the kind of probe. */
     record ProbePort(String probe, Object port) {}
@@ -72,7 +72,7 @@ record Container(Map<String, Object> body) {
     List<Mount> mounts() {
         return Tree.maps(body, "volumeMounts").stream()
                 .map(mount -> new Mount(Tree.string(mount, "name"), Tree.string(mount, "mountPath"),
-                        Tree.string(mount, "mountPropagation")))
+                        Tree.string(mount, "mountPropagation"), Boolean.TRUE.equals(mount.get("readOnly"))))
                 .toList();
     }
 

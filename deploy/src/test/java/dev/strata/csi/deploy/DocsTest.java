@@ -88,6 +88,14 @@ class DocsTest {
         }
     }
 
+    @Test
+    void parametersListEveryVolumeAttributesClassKeyAndNoOther() throws Exception {
+        Set<String> documented = new TreeSet<>(firstColumnCodes(section("## VolumeAttributesClass")));
+        documented.removeIf(key -> key.startsWith("csi.storage.k8s.io/"));
+        assertEquals(new TreeSet<>(LocalParameters.ATTRIBUTES_CLASS.administrator()), documented,
+                "VolumeAttributesClass keys in docs/parameters.md (local volumes take them, NFS none)");
+    }
+
     /** The flags of each program's table rows: "both" counts for both servers. */
     private static Map<String, Set<String>> documentedFlags() throws IOException {
         Map<String, Set<String>> flags = new LinkedHashMap<>();

@@ -131,6 +131,12 @@ final class ManifestChecks {
                 problems.add(snapshotClass.describe() + " names driver " + named + ", not " + driver);
             }
         }
+        for (KubeObject attributesClass : manifests.ofKind("VolumeAttributesClass")) {
+            String named = Tree.string(attributesClass.body(), "driverName");
+            if (!driver.equals(named)) { // external-provisioner refuses a claim whose class is another driver's
+                problems.add(attributesClass.describe() + " names driver " + named + ", not " + driver);
+            }
+        }
         for (PodTemplate pod : manifests.pods()) {
             Container server = pod.driver();
             // Stated, not left to the default, so that renaming the driver cannot miss a server.
@@ -868,7 +874,8 @@ final class ManifestChecks {
 
     /**
      * The node plugin can do its work: privileged, kubelet's directory with Bidirectional
-     * propagation at the same path, /dev, and the pool on a host path at --pool-dir.
+     * propagation at the same path, /dev, the pool on a host path at --pool-dir, and the host's
+     * /sys/fs/cgroup at --cgroup-root (the pods' cgroups, for volumes' IO limits).
      */
     List<String> nodePlugin() {
         List<String> problems = new ArrayList<>();
@@ -889,6 +896,13 @@ final class ManifestChecks {
         String poolDir = server.flagValue("pool-dir").orElse("/var/lib/strata/pool");
         if (pod.resolve(server, poolDir).flatMap(pod::hostPath).isEmpty()) {
             problems.add(where + "--pool-dir " + poolDir + " is not on a host path: volumes would go with the pod");
+        }
+        String cgroupRoot = server.flagValue("cgroup-root").orElse("/sys/fs/cgroup");
+        boolean hostCgroups = pod.resolve(server, cgroupRoot).flatMap(pod::hostPath).filter("/sys/fs/cgroup"::equals).isPresent()
+                && server.mounts().stream().filter(mount -> cgroupRoot.equals(mount.path())).noneMatch(Container.Mount::readOnly);
+        if (!hostCgroups) {
+            problems.add(where + "--cgroup-root " + cgroupRoot + " must be the host's /sys/fs/cgroup, writable: the pods' "
+                    + "cgroups take the volumes' IO limits");
         }
         Map<String, String> env = server.env();
         boolean idIsNodeName = "fieldRef:spec.nodeName".equals(env.get("NODE_ID"))

@@ -89,6 +89,8 @@ class ManifestsTest {
         assertEquals(List.of(), checks.driverNameAgrees());
         assertFalse(broken(m -> m.one("StorageClass", "strata-local-xfs").body().put("provisioner", "strata.example.com"))
                 .driverNameAgrees().isEmpty());
+        assertFalse(broken(m -> m.one("VolumeAttributesClass", "strata-io-fast").body().put("driverName", "strata.example.com"))
+                .driverNameAgrees().isEmpty());
         assertFalse(broken(m -> replaceArg(m, "Deployment", "strata-controller", "controller-server", "--driver-name",
                 "--driver-name=strata.example.com")).driverNameAgrees().isEmpty());
         assertFalse(broken(m -> replaceArg(m, "DaemonSet", "strata-node", "node-driver-registrar", "--kubelet-registration-path",
@@ -238,6 +240,13 @@ class ManifestsTest {
         assertFalse(broken(m -> Tree.maps(m.pod("DaemonSet", "strata-node").driver().body(), "volumeMounts").stream()
                 .filter(mount -> "/var/lib/kubelet".equals(mount.get("mountPath")))
                 .forEach(mount -> mount.put("mountPropagation", "HostToContainer")))
+                .nodePlugin().isEmpty());
+        // The container's own /sys/fs/cgroup: on cgroup v2 its namespace hides the pods' cgroups.
+        assertFalse(broken(m -> replaceArg(m, "DaemonSet", "strata-node", "node-server", "--cgroup-root",
+                "--cgroup-root=/sys/fs/cgroup")).nodePlugin().isEmpty());
+        assertFalse(broken(m -> Tree.maps(m.pod("DaemonSet", "strata-node").driver().body(), "volumeMounts").stream()
+                .filter(mount -> "/host/sys/fs/cgroup".equals(mount.get("mountPath")))
+                .forEach(mount -> mount.put("readOnly", true)))
                 .nodePlugin().isEmpty());
     }
 

@@ -48,7 +48,10 @@ record Sidecar(String image, String version, Set<String> knownFlags, Set<String>
                             "snapshot.storage.k8s.io/volumesnapshotcontents", "get list",
                             "storage.k8s.io/csinodes", "get list watch",
                             "/nodes", "get list watch",
-                            "storage.k8s.io/volumeattachments", "get list watch"),
+                            "storage.k8s.io/volumeattachments", "get list watch",
+                            // A claim with a VolumeAttributesClass: pkg/controller/controller.go gets the class
+                            // (upstream's rbac.yaml of v6.3.0 lacks this rule).
+                            "storage.k8s.io/volumeattributesclasses", "get"),
                             Map.of(
                             "coordination.k8s.io/leases", "get watch list delete update create",
                             "storage.k8s.io/csistoragecapacities", "get list watch create update patch delete",

@@ -16,6 +16,7 @@ import dev.strata.csi.node.agent.NodeAgentService;
 import dev.strata.csi.node.agent.PoolOwnership;
 import dev.strata.csi.node.agent.Registration;
 import dev.strata.csi.node.backend.NodeBackends;
+import dev.strata.csi.node.cgroup.SystemPodCgroups;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.node.local.ImageContent;
 import dev.strata.csi.node.local.ImageFiles;
@@ -31,6 +32,7 @@ import dev.strata.csi.node.local.SystemFilesystemFreezer;
 import dev.strata.csi.node.local.SystemFilesystems;
 import dev.strata.csi.node.local.SystemImageFiles;
 import dev.strata.csi.node.local.SystemLoopDevices;
+import dev.strata.csi.node.local.VolumeIoLimits;
 import dev.strata.csi.node.mount.MeteredMounter;
 import dev.strata.csi.node.mount.MountHelpers;
 import dev.strata.csi.node.mount.Mounter;
@@ -40,6 +42,7 @@ import dev.strata.csi.node.nfs.NfsNodeBackend;
 import dev.strata.csi.node.nfs.NfsProbe;
 import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.server.DriverProgram;
+import dev.strata.csi.server.Periodic;
 import dev.strata.csi.server.TcpComponent;
 import dev.strata.csi.system.Command;
 import dev.strata.csi.system.Crashes;
@@ -81,11 +84,19 @@ public final class NodeServer {
                     + "progress records a step at least every 64 MiB, and external-provisioner retries CreateVolume at least "
                     + "every 5 minutes by default, each retry a step; 0 keeps them forever");
 
+    static final Flag CGROUP_ROOT = new Flag("cgroup-root", "CGROUP_ROOT", "/sys/fs/cgroup",
+            "where the host's cgroup hierarchies are mounted (v2, or v1 with its blkio hierarchy): volumes' IO limits go "
+                    + "into the cgroups kubelet makes for the pods there");
+    static final Flag IO_LIMITS_RESYNC = new Flag("io-limits-resync", "IO_LIMITS_RESYNC", "30s",
+            "how often every volume's IO limits are applied again to the pods it is published to, besides at start, at "
+                    + "publish and when they change: on cgroup v1 a container started later gets them at the next pass; "
+                    + "0: never");
+
     private NodeServer() {}
 
     private static List<Flag> flags() {
         List<Flag> flags = new java.util.ArrayList<>(List.of(NODE_ID, POOL_DIR, KUBELET_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, MAX_VOLUMES, NFS_TIMEOUT,
-                ABANDONED_COPY_EXPIRY));
+                ABANDONED_COPY_EXPIRY, CGROUP_ROOT, IO_LIMITS_RESYNC));
         flags.addAll(AgentSecurity.flags());
         return flags;
     }
@@ -103,6 +114,8 @@ public final class NodeServer {
                     var log = context.log();
                     String nodeId = nodeId(flags.get(NODE_ID));
                     Duration abandonedCopyExpiry = flags.durationValue(ABANDONED_COPY_EXPIRY);
+                    Path cgroupRoot = absolute(CGROUP_ROOT, flags.get(CGROUP_ROOT));
+                    Duration resyncPeriod = flags.durationValue(IO_LIMITS_RESYNC);
                     var controllers = ControllerAddresses.parse(CONTROLLER_ADDRESS.name(), flags.get(CONTROLLER_ADDRESS));
                     AgentSecurity security = AgentSecurity.fromFlags(flags, context.environment(), log);
                     Topology topology = Topology.forDriver(context.plugin().name());
@@ -120,25 +133,29 @@ public final class NodeServer {
                             new MeteredFilesystemFreezer(new SystemFilesystemFreezer(kernel), steps), crashes, Clock.systemUTC(), log);
                     PoolMetrics.register(pool, context.metrics());
                     VolumeLocks locks = new VolumeLocks();
+                    VolumeIoLimits ioLimits = new VolumeIoLimits(pool, mounter, kubeletDir,
+                            new SystemPodCgroups(cgroupRoot), context.metrics(), log);
+                    // At start, once the pool is reconciled and before any call; then every --io-limits-resync.
+                    Periodic ioLimitsResync = new Periodic("io-limits-resync", resyncPeriod, ioLimits::applyAll);
                     PoolOwnership ownership = new PoolOwnership(pool);
                     // After the pool's reconcile, before any call: a copy abandoned while the node was down goes at start.
                     AbandonedCopies abandoned = new AbandonedCopies(pool, locks, abandonedCopyExpiry, context.metrics(), log);
                     Inventory inventory = new Inventory(pool);
                     TcpComponent agent = new TcpComponent(
                             TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
-                            List.of(new NodeAgentService(pool, locks, new ImageContent(files), inventory, context.metrics(), crashes, log)),
+                            List.of(new NodeAgentService(pool, locks, new ImageContent(files), inventory, ioLimits, context.metrics(), crashes, log)),
                             security.verifiers(), log);
                     Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, inventory, security, log);
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     // The backends, one line each; NodeBackends chooses among them by volume id and context.
                     NodeBackends backends = new NodeBackends(List.of(
-                            new LocalNodeBackend(nodeId, pool, loops, new MeteredFilesystems(SystemFilesystems.preferringLibblkid(commands), steps), mounter, stats, crashes, log),
+                            new LocalNodeBackend(nodeId, pool, loops, new MeteredFilesystems(SystemFilesystems.preferringLibblkid(commands), steps), mounter, stats, ioLimits, crashes, log),
                             new NfsNodeBackend(mounter, new NfsMounter(commands, nfsTimeout, log), new NfsProbe(commands, nfsTimeout), log)));
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),
                                     new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), backends, locks, kubeletDir, poolDir)),
-                            List.of(ownership, abandoned, agent, registration), ownership::ready);
+                            List.of(ownership, abandoned, ioLimitsResync, agent, registration), ownership::ready);
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));
     }
@@ -163,6 +180,14 @@ public final class NodeServer {
             throw new UsageException("flag --kubelet-dir: " + value + " is not a directory here (" + e.getMessage()
                     + "); mount kubelet's directory into the container");
         }
+    }
+
+    private static Path absolute(Flag flag, String value) throws UsageException {
+        Path path = Path.of(value);
+        if (!path.isAbsolute()) {
+            throw new UsageException("flag --" + flag.name() + " must be an absolute path, got '" + value + "'");
+        }
+        return path;
     }
 
     private static Path poolDir(String value) throws UsageException {

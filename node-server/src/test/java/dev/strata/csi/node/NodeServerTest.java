@@ -110,6 +110,27 @@ class NodeServerTest {
     }
 
     @Test
+    void theCgroupRootIsAnAbsolutePathAndTheResyncADuration() throws Exception {
+        try (ServerProcess help = ServerProcess.start(NodeServer.class, "--help")) {
+            assertEquals(0, help.exitCode());
+            assertTrue(help.output().contains("env CGROUP_ROOT; default \"/sys/fs/cgroup\"")
+                    && help.output().contains("env IO_LIMITS_RESYNC; default \"30s\""), help.output());
+        }
+        try (ServerProcess relative = ServerProcess.start(NodeServer.class, "--endpoint", "unix://" + dir.resolve("x.sock"),
+                "--node-id", "worker-1", "--cgroup-root", "sys/fs/cgroup", "--pool-dir", dir.resolve("pool").toString(),
+                "--kubelet-dir", dir.toString(), "--controller-address", "127.0.0.1:1", "--agent-token-file", "/nonexistent")) {
+            assertEquals(2, relative.exitCode());
+            assertTrue(relative.output().contains("flag --cgroup-root must be an absolute path, got 'sys/fs/cgroup'"), relative.output());
+        }
+        try (ServerProcess often = ServerProcess.start(NodeServer.class, "--endpoint", "unix://" + dir.resolve("x.sock"),
+                "--node-id", "worker-1", "--io-limits-resync", "often",
+                "--controller-address", "127.0.0.1:1", "--agent-token-file", "/nonexistent")) {
+            assertEquals(2, often.exitCode());
+            assertTrue(often.output().contains("flag --io-limits-resync takes a duration such as 1m30s"), often.output());
+        }
+    }
+
+    @Test
     void aCrashPointThatIsNoneIsAUsageError() throws Exception {
         Map<String, String> env = Map.of("STRATA_TEST_CRASH_AT", "NO_SUCH_POINT", "AGENT_PLAINTEXT", "true",
                 "AGENT_TOKEN_FILE", java.nio.file.Files.writeString(dir.resolve("token"), "node-test-token-0042").toString());

@@ -71,6 +71,7 @@ final class ConformanceTarget implements AutoCloseable {
             ControllerServiceCapability.RPC.Type.PUBLISH_UNPUBLISH_VOLUME,
             ControllerServiceCapability.RPC.Type.LIST_VOLUMES,
             ControllerServiceCapability.RPC.Type.GET_CAPACITY,
+            ControllerServiceCapability.RPC.Type.MODIFY_VOLUME,
             NodeServiceCapability.RPC.Type.STAGE_UNSTAGE_VOLUME,
             NodeServiceCapability.RPC.Type.GET_VOLUME_STATS);
 

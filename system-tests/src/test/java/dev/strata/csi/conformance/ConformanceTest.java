@@ -3,6 +3,7 @@ package dev.strata.csi.conformance;
 import static csi.v1.Csi.ControllerServiceCapability.RPC.Type.CREATE_DELETE_VOLUME;
 import static csi.v1.Csi.ControllerServiceCapability.RPC.Type.GET_CAPACITY;
 import static csi.v1.Csi.ControllerServiceCapability.RPC.Type.LIST_VOLUMES;
+import static csi.v1.Csi.ControllerServiceCapability.RPC.Type.MODIFY_VOLUME;
 import static csi.v1.Csi.ControllerServiceCapability.RPC.Type.PUBLISH_UNPUBLISH_VOLUME;
 import static csi.v1.Csi.NodeServiceCapability.RPC.Type.GET_VOLUME_STATS;
 import static csi.v1.Csi.NodeServiceCapability.RPC.Type.STAGE_UNSTAGE_VOLUME;
@@ -27,6 +28,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 import com.google.protobuf.ProtocolMessageEnum;
 import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.ControllerGetCapabilitiesRequest;
+import csi.v1.Csi.ControllerModifyVolumeRequest;
 import csi.v1.Csi.ControllerPublishVolumeRequest;
 import csi.v1.Csi.ControllerServiceCapability;
 import csi.v1.Csi.ControllerUnpublishVolumeRequest;
@@ -593,6 +595,76 @@ class ConformanceTest {
                     .addVolumeCapabilities(target.accessType().capability()).setAccessibleTopology(node).build());
             // The suite creates its volumes there, so there must be room.
             assertTrue(response.getAvailableCapacity() > 0, "no capacity in the node's topology " + node);
+        }
+    }
+
+    /**
+     * csi-sanity's "ModifyVolume [Controller Server]" specs and its two CreateVolume specs with a
+     * volume attribute class. Its TestVolumeMutableParameters (a file it is given) are, against our
+     * driver, an IO limit; against another driver none, csi-sanity's default.
+     */
+    @Nested
+    class ModifyVolume {
+
+        Map<String, String> mutableParameters() {
+            return ConformanceTarget.external() ? Map.of() : Map.of("writeIOPS", "1000");
+        }
+
+        static final Map<String, String> FAKE = Map.of("XXX_FakeKey", "XXX_FakeValue");
+
+        ControllerModifyVolumeRequest modify(String volumeId, Map<String, String> parameters) {
+            return ControllerModifyVolumeRequest.newBuilder().setVolumeId(volumeId).putAllMutableParameters(parameters).build();
+        }
+
+        @Test
+        void createVolumeWithAVolumeAttributeClass() {
+            target.assume(MODIFY_VOLUME);
+            create(newVolumeRequest("with-mutable-parameters", target.accessType()).toBuilder()
+                    .putAllMutableParams(mutableParameters()).build());
+        }
+
+        @Test
+        void createVolumeWithAnInvalidVolumeAttributeClassIsInvalidArgument() {
+            target.assume(MODIFY_VOLUME);
+            CreateVolumeRequest request = newVolumeRequest("with-fake-mutable-parameters", target.accessType()).toBuilder()
+                    .putAllMutableParams(FAKE).build();
+            assertCode(INVALID_ARGUMENT, "CreateVolume with an unknown mutable parameter", () -> {
+                var volume = target.controller().createVolume(request).getVolume();
+                cleanup.add(Requests.deleteVolume(volume));
+            });
+        }
+
+        @Test
+        void modifyWithoutVolumeIdIsInvalidArgumentAndOfAVolumeNobodyKnowsNotFound() {
+            target.assume(MODIFY_VOLUME);
+            assertCode(INVALID_ARGUMENT, "ControllerModifyVolume without volume_id",
+                    () -> target.controller().controllerModifyVolume(modify("", mutableParameters())));
+            assertCode(NOT_FOUND, "ControllerModifyVolume of a volume that does not exist",
+                    () -> target.controller().controllerModifyVolume(modify("non-existing-volume-id", mutableParameters())));
+        }
+
+        @Test
+        void modifyAVolumeCreatedWithoutAndWithAVolumeAttributeClass() {
+            target.assume(MODIFY_VOLUME);
+            Volume without = createVolume("modify", target.accessType());
+            target.controller().controllerModifyVolume(modify(without.getVolumeId(), mutableParameters()));
+            Volume with = create(newVolumeRequest("modify-with-vac", target.accessType()).toBuilder()
+                    .putAllMutableParams(mutableParameters()).build());
+            for (int i = 1; i <= REPEATS; i++) {
+                target.controller().controllerModifyVolume(modify(with.getVolumeId(), mutableParameters()));
+            }
+        }
+
+        @Test
+        void modifyWithMutableParametersTheVolumeDoesNotSupportIsInvalidArgument() {
+            target.assume(MODIFY_VOLUME);
+            Volume without = createVolume("modify-unsupported", target.accessType());
+            assertCode(INVALID_ARGUMENT, "ControllerModifyVolume with an unknown mutable parameter",
+                    () -> target.controller().controllerModifyVolume(modify(without.getVolumeId(), FAKE)));
+            Volume with = create(newVolumeRequest("modify-with-vac-unsupported", target.accessType()).toBuilder()
+                    .putAllMutableParams(mutableParameters()).build());
+            assertCode(INVALID_ARGUMENT, "ControllerModifyVolume of a volume made with a class, with an unknown mutable parameter",
+                    () -> target.controller().controllerModifyVolume(modify(with.getVolumeId(), FAKE)));
         }
     }
 

@@ -8,11 +8,13 @@ import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.backend.Capabilities;
+import dev.strata.csi.backend.KubernetesKeys;
 import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.rpc.CsiException;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 
 /**
  * One backend's work on the controller: what ControllerService delegates to once it has checked
@@ -97,6 +99,24 @@ public interface ControllerBackend<V, C> {
      * or empty when they are fine (ValidateVolumeCapabilities).
      */
     Optional<String> validate(V volume, Map<String, String> parameters) throws Exception;
+
+    /**
+     * INVALID_ARGUMENT unless the backend can honour these mutable parameters (CreateVolume's,
+     * ControllerModifyVolume's: a VolumeAttributesClass's). By default a backend takes none; a
+     * request without any is fine. A backend that takes some advertises MODIFY_VOLUME.
+     */
+    default void checkMutableParameters(Map<String, String> parameters) {
+        new ParameterKeys(KubernetesKeys.Request.MODIFY_VOLUME, "volumes of this backend", Set.of(), Set.of()).require(parameters);
+    }
+
+    /**
+     * ControllerModifyVolume: changes what the mutable parameters name, and only that (a key left
+     * out keeps its value); NOT_FOUND when the volume does not exist. Repeating it changes nothing.
+     */
+    default void modify(V volume, Map<String, String> parameters) throws Exception {
+        checkMutableParameters(parameters);
+        validate(volume, Map.of()); // NOT_FOUND for a volume that does not exist
+    }
 
     /** A volume's size after ControllerExpandVolume, and whether NodeExpandVolume must grow its filesystem. */
     record Expansion(long capacityBytes, boolean nodeExpansionRequired) {}

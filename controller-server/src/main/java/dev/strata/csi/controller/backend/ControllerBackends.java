@@ -43,6 +43,7 @@ public final class ControllerBackends {
      */
     public Creation<?> forCreate(CreateVolumeRequest request) {
         ControllerBackend<?, ?> backend = forParameters(request.getParametersMap());
+        backend.checkMutableParameters(request.getMutableParamsMap());
         if (request.hasVolumeContentSource()) {
             requireOwnSource(backend, request.getVolumeContentSource());
         }
@@ -192,6 +193,10 @@ public final class ControllerBackends {
 
         public ControllerBackend.Expansion expand(long bytes, Optional<VolumeCapability> capability) throws Exception {
             return backend.expand(volume, bytes, capability);
+        }
+
+        public void modify(Map<String, String> mutableParameters) throws Exception {
+            backend.modify(volume, mutableParameters);
         }
 
         public void unpublish(String nodeId) throws Exception {

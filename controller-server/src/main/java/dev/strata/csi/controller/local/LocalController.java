@@ -17,9 +17,11 @@ import dev.strata.csi.agent.api.DetachImageRequest;
 import dev.strata.csi.agent.api.ExpandImageRequest;
 import dev.strata.csi.agent.api.GetImageRequest;
 import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.IoLimits;
 import dev.strata.csi.agent.api.ListImagesRequest;
 import dev.strata.csi.agent.api.ListSnapshotsRequest;
 import dev.strata.csi.agent.api.PoolStatus;
+import dev.strata.csi.agent.api.SetIoLimitsRequest;
 import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.backend.local.LocalCapabilities;
@@ -99,22 +101,33 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         return request.name();
     }
 
-    /** What every backend does, and snapshots, restore and clone. */
+    /** What every backend does, and snapshots, restore and clone, and IO limits as mutable parameters. */
     @Override
     public List<ControllerServiceCapability.RPC.Type> rpcCapabilities() {
         List<ControllerServiceCapability.RPC.Type> types = new ArrayList<>(ControllerBackend.super.rpcCapabilities());
         types.addAll(List.of(
                 ControllerServiceCapability.RPC.Type.CREATE_DELETE_SNAPSHOT,
                 ControllerServiceCapability.RPC.Type.LIST_SNAPSHOTS,
-                ControllerServiceCapability.RPC.Type.CLONE_VOLUME));
+                ControllerServiceCapability.RPC.Type.CLONE_VOLUME,
+                ControllerServiceCapability.RPC.Type.MODIFY_VOLUME));
         return types;
     }
 
+    /**
+     * The volume made (or found, for a repeated call), then its IO limits recorded by its node's
+     * agent: a call cut short between the two is repeated by external-provisioner, which sets them.
+     */
     @Override
     public Volume create(VolumeRequest wanted) throws Exception {
-        if (wanted.source().isPresent()) {
-            return createCopy(wanted, Origin.of(wanted.source().get()));
+        Volume volume = wanted.source().isPresent() ? createCopy(wanted, Origin.of(wanted.source().get())) : createEmpty(wanted);
+        if (IoLimitParameters.any(wanted.ioLimits())) {
+            VolumeId id = VolumeId.parse(volume.getVolumeId()).orElseThrow();
+            setIoLimits(id, wanted.ioLimits());
         }
+        return volume;
+    }
+
+    private Volume createEmpty(VolumeRequest wanted) throws Exception {
         var existing = placement.find(wanted.name());
         if (existing.isPresent()) {
             Image image = existing.get().image();
@@ -324,6 +337,27 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
                 .setName(id.name()).setCapacityBytes(size).build()).getImage();
         boolean block = capability.map(LocalCapabilities::isBlock).orElse(false);
         return new Expansion(image.getCapacityBytes(), !block);
+    }
+
+    @Override
+    public void checkMutableParameters(Map<String, String> parameters) {
+        IoLimitParameters.parse(parameters);
+    }
+
+    /**
+     * Records the IO limits the parameters name with the volume, through its node's agent, which
+     * applies them at once to the pods the volume is published to. No limit named: the agent still
+     * says whether the volume exists (NOT_FOUND).
+     */
+    @Override
+    public void modify(VolumeId id, Map<String, String> parameters) {
+        var limits = IoLimitParameters.parse(parameters);
+        agents.requireKnown(id.nodeId(), "volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
+        setIoLimits(id, limits);
+    }
+
+    private void setIoLimits(VolumeId id, IoLimits limits) {
+        agents.stub(id.nodeId()).setIoLimits(SetIoLimitsRequest.newBuilder().setName(id.name()).setIoLimits(limits).build());
     }
 
     @Override

@@ -6,6 +6,7 @@ import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.IoLimits;
 import dev.strata.csi.backend.KubernetesKeys;
 import dev.strata.csi.backend.local.LocalCapabilities;
 import dev.strata.csi.backend.local.LocalParameters;
@@ -18,7 +19,8 @@ import java.util.TreeSet;
 
 /**
  * What a CreateVolume request asks for once checked: the name, the exact size of the image, how
- * its blocks are allocated, the nodes it may go to, and the content it starts with, if any.
+ * its blocks are allocated, the nodes it may go to, the content it starts with, if any, and its IO
+ * limits (the mutable parameters, {@link IoLimitParameters}).
  *
  * <p>StorageClass parameters: {@code allocation} = {@code sparse} (default: blocks are allocated
  * on first write, capacity is still reserved) or {@code full} (every block allocated at creation).
@@ -27,7 +29,7 @@ import java.util.TreeSet;
  * deprecated {@code fsType}, which the provisioner passes through) must agree with it.
  */
 record VolumeRequest(String name, long capacityBytes, Allocation allocation, TopologyRequirement requirements,
-        Optional<VolumeContentSource> source, CapacityRange range, long minimumBytes) {
+        Optional<VolumeContentSource> source, CapacityRange range, long minimumBytes, IoLimits ioLimits) {
 
     static final long MIB = 1L << 20;
     static final long DEFAULT_BYTES = 1L << 30;
@@ -47,7 +49,7 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
         return new VolumeRequest(request.getName(), size(request.getCapacityRange(), minimum),
                 allocation(request.getParametersMap()), request.getAccessibilityRequirements(),
                 request.hasVolumeContentSource() ? Optional.of(request.getVolumeContentSource()) : Optional.empty(),
-                request.getCapacityRange(), minimum);
+                request.getCapacityRange(), minimum, IoLimitParameters.parse(request.getMutableParamsMap()));
     }
 
     /**
@@ -64,7 +66,7 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
             throw CsiException.outOfRange("capacity_range limit_bytes " + range.getLimitBytes() + " is below the size of the content source ("
                     + size + " bytes)");
         }
-        return new VolumeRequest(name, size, allocation, requirements, source, range, minimumBytes);
+        return new VolumeRequest(name, size, allocation, requirements, source, range, minimumBytes, ioLimits);
     }
 
     /** The size to allocate: the required bytes (or a default) rounded up to whole MiB, at least {@code minimum}. */

@@ -5,6 +5,7 @@ import dev.strata.csi.node.local.ImagePool;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.server.Component;
+import dev.strata.csi.server.Periodic;
 import io.grpc.Status;
 import io.prometheus.metrics.core.metrics.Counter;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
@@ -27,7 +28,7 @@ public final class AbandonedCopies implements Component {
     private final Duration expiry;
     private final Counter removed;
     private final Log log;
-    private Thread loop;
+    private Periodic rounds;
 
     /** {@code expiry} of zero: nothing is ever removed. */
     public AbandonedCopies(ImagePool pool, VolumeLocks locks, Duration expiry, PrometheusRegistry metrics, Log log) {
@@ -47,18 +48,8 @@ public final class AbandonedCopies implements Component {
             log.info("abandoned copies are kept: --abandoned-copy-expiry is 0");
             return;
         }
-        removeAbandoned();
-        Duration period = period(expiry);
-        loop = Thread.ofPlatform().daemon(true).name("abandoned-copies").start(() -> {
-            try {
-                while (true) {
-                    Thread.sleep(period);
-                    removeAbandoned();
-                }
-            } catch (InterruptedException e) {
-                // stopped
-            }
-        });
+        rounds = new Periodic("abandoned-copies", period(expiry), this::removeAbandoned);
+        rounds.start();
     }
 
     /** A quarter of the expiry, so an image goes at most a quarter late; at most {@link #LONGEST_PERIOD}. */
@@ -90,13 +81,8 @@ public final class AbandonedCopies implements Component {
 
     @Override
     public void stop(Duration grace) {
-        if (loop != null) {
-            loop.interrupt();
-            try {
-                loop.join(grace.toMillis() + 1);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
+        if (rounds != null) {
+            rounds.stop(grace);
         }
     }
 }

@@ -23,12 +23,14 @@ import dev.strata.csi.agent.api.ListImagesRequest;
 import dev.strata.csi.agent.api.ListImagesResponse;
 import dev.strata.csi.agent.api.ListSnapshotsRequest;
 import dev.strata.csi.agent.api.ListSnapshotsResponse;
+import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.ProbeRequest;
 import dev.strata.csi.agent.api.ProbeResponse;
-import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.ReadContentRequest;
 import dev.strata.csi.agent.api.ReceiveImageRequest;
 import dev.strata.csi.agent.api.ReceiveImageResponse;
+import dev.strata.csi.agent.api.SetIoLimitsRequest;
+import dev.strata.csi.agent.api.SetIoLimitsResponse;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
 import dev.strata.csi.backend.local.SnapshotId;
@@ -39,6 +41,7 @@ import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.node.local.ImageContent;
 import dev.strata.csi.node.local.ImagePool;
 import dev.strata.csi.node.local.PoolSnapshots;
+import dev.strata.csi.node.local.VolumeIoLimits;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
 import dev.strata.csi.rpc.VolumeLocks;
@@ -60,17 +63,19 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     private final ContentSender sender;
     private final ContentReceiver receiver;
     private final Inventory inventory;
+    private final VolumeIoLimits ioLimits;
 
     /**
      * {@code locks} is shared with the Node service: a volume is never staged while it is detached.
      * Every change is counted in {@code inventory} under the name's lock, and the generation that
      * includes it is in the reply, so the controller can tell a report made before it from one after.
      */
-    public NodeAgentService(ImagePool pool, VolumeLocks locks, ImageContent content, Inventory inventory, PrometheusRegistry metrics,
-            Crashes<CrashPoint> crashes, Log log) {
+    public NodeAgentService(ImagePool pool, VolumeLocks locks, ImageContent content, Inventory inventory, VolumeIoLimits ioLimits,
+            PrometheusRegistry metrics, Crashes<CrashPoint> crashes, Log log) {
         this.pool = pool;
         this.locks = locks;
         this.inventory = inventory;
+        this.ioLimits = ioLimits;
         TransferMetrics transfers = new TransferMetrics(metrics);
         this.sender = new ContentSender(pool, locks, content, transfers, crashes, log);
         this.receiver = new ContentReceiver(pool, locks, content, inventory, transfers, crashes, log);
@@ -243,6 +248,19 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     @Override
     public void probe(ProbeRequest request, StreamObserver<ProbeResponse> response) {
         Rpc.answer(response, ProbeResponse::getDefaultInstance);
+    }
+
+    @Override
+    public void setIoLimits(SetIoLimitsRequest request, StreamObserver<SetIoLimitsResponse> response) {
+        Rpc.answer(response, () -> {
+            try (var held = locks.acquire(name(request.getName()))) {
+                try {
+                    return SetIoLimitsResponse.newBuilder().setImage(ioLimits.set(request.getName(), request.getIoLimits())).build();
+                } finally {
+                    inventory.imageChanged(request.getName()); // the limits are in the image the controller lists
+                }
+            }
+        });
     }
 
     /** The lock of a copy's source: the image's name, or the snapshot's key. */

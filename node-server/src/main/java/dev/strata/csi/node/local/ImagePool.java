@@ -8,6 +8,7 @@ import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.backend.local.SnapshotId;
 import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
+import dev.strata.csi.backend.local.records.IoLimits;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.backend.local.records.Source;
 import dev.strata.csi.linux.FileIdentity;
@@ -487,6 +488,14 @@ public final class ImagePool {
         }
     }
 
+    /** Remembers the image's IO limits ({@link VolumeIoLimits}): the desired state a pass after a restart applies again. */
+    public void recordIoLimits(String name, IoLimits limits) throws IOException {
+        ImageRecord record = records.ready(name);
+        if (!record.getIoLimits().equals(limits)) {
+            records.write(record.toBuilder().setIoLimits(limits).build());
+        }
+    }
+
     /** Capacity a new image can safely get ({@link PoolCapacity#status()}). */
     public PoolStatus status() throws IOException {
         return capacity.status();
@@ -747,7 +756,26 @@ public final class ImagePool {
                 .setAllocation(allocation(record))
                 .setDevicePath(devicePath)
                 .addAllPublishedNodeIds(record.getPublishedNodeIdsList())
+                .setIoLimits(ioLimits(record.getIoLimits()))
                 .build();
+    }
+
+    /** The recorded limits as the agent API reports them: only the limits there are. */
+    private static dev.strata.csi.agent.api.IoLimits ioLimits(IoLimits recorded) {
+        var limits = dev.strata.csi.agent.api.IoLimits.newBuilder();
+        if (recorded.getReadIops() > 0) {
+            limits.setReadIops(recorded.getReadIops());
+        }
+        if (recorded.getWriteIops() > 0) {
+            limits.setWriteIops(recorded.getWriteIops());
+        }
+        if (recorded.getReadBytesPerSecond() > 0) {
+            limits.setReadBytesPerSecond(recorded.getReadBytesPerSecond());
+        }
+        if (recorded.getWriteBytesPerSecond() > 0) {
+            limits.setWriteBytesPerSecond(recorded.getWriteBytesPerSecond());
+        }
+        return limits.build();
     }
 
     /** A record's time stamp. */

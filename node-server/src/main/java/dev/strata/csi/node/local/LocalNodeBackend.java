@@ -42,12 +42,14 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
     private final Filesystems filesystems;
     private final Mounter mounter;
     private final FilesystemStats stats;
+    private final VolumeIoLimits ioLimits;
     private final Crashes<CrashPoint> crashes;
     private final Log log;
 
     public LocalNodeBackend(String nodeId, ImagePool pool, LoopDevices loops, Filesystems filesystems, Mounter mounter,
-            FilesystemStats stats, Crashes<CrashPoint> crashes, Log log) {
+            FilesystemStats stats, VolumeIoLimits ioLimits, Crashes<CrashPoint> crashes, Log log) {
         this.nodeId = nodeId;
+        this.ioLimits = ioLimits;
         this.crashes = crashes;
         this.pool = pool;
         this.loops = loops;
@@ -190,6 +192,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
         Optional<MountPoint> present = table.at(target);
         if (present.isPresent()) {
             if (device.backs(present.get()) && present.get().readOnly() == readOnly) {
+                ioLimits.applyAt(id.name(), target); // kubelet publishes again after a restart of node-server
                 return;
             }
             throw CsiException.alreadyExists("target_path " + target + " is already published with other arguments");
@@ -207,6 +210,8 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
         crashes.reach(CrashPoint.PUBLISH_TARGET_MADE);
         mounter.bindMount(block ? device.device() : staging, target, readOnly);
         crashes.reach(CrashPoint.PUBLISH_MOUNTED);
+        // After the mount: a call cut short before the limits is repeated by kubelet, and finds the mount.
+        ioLimits.applyAt(id.name(), target);
     }
 
     @Override

@@ -1,6 +1,7 @@
 package dev.strata.csi.node.local;
 
 import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.IoLimits;
 import dev.strata.csi.agent.api.PoolStatus;
 import io.prometheus.metrics.core.metrics.GaugeWithCallback;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
@@ -38,6 +39,32 @@ public final class PoolMetrics {
                 .help("Loop devices attached for the pool's volumes")
                 .callback(callback -> images(pool).ifPresent(images ->
                         callback.call(images.stream().filter(image -> !image.getDevicePath().isEmpty()).count())))
+                .register(registry);
+        ioLimits(pool, registry);
+    }
+
+    /** The IO limits recorded for each volume, one series per limit it has; a volume without limits has none. */
+    private static void ioLimits(ImagePool pool, PrometheusRegistry registry) {
+        GaugeWithCallback.builder()
+                .name("strata_volume_io_limit")
+                .help("A volume's IO limit (mutable parameter): per second, operations (read_iops, write_iops) or bytes "
+                        + "(read_bytes_per_second, write_bytes_per_second)")
+                .labelNames("volume", "limit")
+                .callback(callback -> images(pool).ifPresent(images -> images.forEach(image -> {
+                    IoLimits limits = image.getIoLimits();
+                    if (limits.getReadIops() > 0) {
+                        callback.call(limits.getReadIops(), image.getName(), "read_iops");
+                    }
+                    if (limits.getWriteIops() > 0) {
+                        callback.call(limits.getWriteIops(), image.getName(), "write_iops");
+                    }
+                    if (limits.getReadBytesPerSecond() > 0) {
+                        callback.call(limits.getReadBytesPerSecond(), image.getName(), "read_bytes_per_second");
+                    }
+                    if (limits.getWriteBytesPerSecond() > 0) {
+                        callback.call(limits.getWriteBytesPerSecond(), image.getName(), "write_bytes_per_second");
+                    }
+                })))
                 .register(registry);
     }
 

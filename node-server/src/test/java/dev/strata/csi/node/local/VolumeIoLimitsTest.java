@@ -1,0 +1,190 @@
+package dev.strata.csi.node.local;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.IoLimits;
+import dev.strata.csi.linux.Kernel;
+import dev.strata.csi.log.Log;
+import dev.strata.csi.mount.DeviceNumber;
+import dev.strata.csi.node.cgroup.DeviceLimits;
+import dev.strata.csi.node.cgroup.InMemoryPodCgroups;
+import dev.strata.csi.node.cgroup.PodUid;
+import dev.strata.csi.node.mount.MountHelpers;
+import dev.strata.csi.node.mount.Mounter;
+import dev.strata.csi.node.mount.SystemFilesystemStats;
+import dev.strata.csi.node.mount.SystemMounter;
+import dev.strata.csi.system.Command;
+import dev.strata.csi.system.Crashes;
+import dev.strata.csi.testing.Root;
+import dev.strata.csi.testing.SystemState;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import io.prometheus.metrics.model.snapshots.CounterSnapshot;
+import io.prometheus.metrics.model.snapshots.GaugeSnapshot;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Clock;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.TreeMap;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Which pods a volume's IO limits reach, and what a change does to them: a real pool, loop device
+ * and mounts (a staging mount, pods' filesystem targets, a raw block target), the pods' cgroups
+ * in memory ({@link InMemoryPodCgroups}). Needs root.
+ */
+class VolumeIoLimitsTest {
+
+    static final long MIB = 1L << 20;
+    static final PodUid POD_A = new PodUid("aaaaaaaa-0000-4000-8000-000000000001");
+    static final PodUid POD_B = new PodUid("bbbbbbbb-0000-4000-8000-000000000002");
+    static final PodUid BLOCK_POD = new PodUid("cccccccc-0000-4000-8000-000000000003");
+    static final PodUid LATER_POD = new PodUid("dddddddd-0000-4000-8000-000000000004");
+    static final PodUid NO_CGROUP_POD = new PodUid("eeeeeeee-0000-4000-8000-000000000005");
+
+    @TempDir
+    Path dir;
+
+    final Kernel kernel = new Kernel();
+    final LoopDevices loops = new SystemLoopDevices(kernel);
+    final Mounter mounter = new SystemMounter(kernel, new Command(), MountHelpers.none());
+    final ByteArrayOutputStream logged = new ByteArrayOutputStream();
+    final Log log = new Log(new PrintStream(logged, true), 0);
+    final InMemoryPodCgroups cgroups = new InMemoryPodCgroups();
+    final PrometheusRegistry metrics = new PrometheusRegistry();
+
+    Path kubelet;
+    ImagePool pool;
+    VolumeIoLimits limits;
+    DeviceNumber device;
+
+    @BeforeEach
+    void publishedToPods() throws Exception {
+        Root.require();
+        kubelet = Files.createDirectories(dir.resolve("kubelet")).toRealPath();
+        pool = new ImagePool(Files.createDirectories(dir.resolve("pool")), new SystemImageFiles(kernel, new SystemFilesystemStats()),
+                loops, mounter, new SystemFilesystemFreezer(kernel), Crashes.none(), Clock.systemUTC(), log);
+        limits = new VolumeIoLimits(pool, mounter, kubelet, cgroups, metrics, log);
+        pool.create("pvc-a", 16 * MIB, Allocation.SPARSE, Optional.empty());
+        pool.attach("pvc-a", "node-a");
+        LoopDevice loop = loops.find(pool.imagePath("pvc-a")).orElseThrow();
+        device = loop.number();
+        new SystemFilesystems(new Command()).formatIfBlank(loop.device(), "ext4");
+        Path staging = Files.createDirectories(kubelet.resolve("plugins/kubernetes.io/csi/strata.csi.dev/0a1b/globalmount"));
+        mounter.mount(loop.device().toString(), staging, "ext4", List.of());
+        for (PodUid pod : List.of(POD_A, POD_B, NO_CGROUP_POD)) {
+            mounter.bindMount(staging, Files.createDirectories(target(pod)), false);
+        }
+        Path blockTarget = kubelet.resolve("plugins/kubernetes.io/csi/volumeDevices/publish/pvc-a/" + BLOCK_POD);
+        Files.createDirectories(blockTarget.getParent());
+        Files.createFile(blockTarget);
+        mounter.bindMount(loop.device(), blockTarget, false);
+        for (PodUid pod : List.of(POD_A, POD_B, BLOCK_POD, LATER_POD)) {
+            cgroups.addPod(pod);
+        }
+    }
+
+    Path target(PodUid pod) {
+        return kubelet.resolve("pods/" + pod + "/volumes/kubernetes.io~csi/pvc-a/mount");
+    }
+
+    @AfterEach
+    void cleanUp() throws Exception {
+        SystemState.cleanUp(dir);
+    }
+
+    @Test
+    void aLimitReachesEveryPodTheVolumeIsPublishedToAndOnlyThose() throws Exception {
+        Image image = limits.set("pvc-a", IoLimits.newBuilder().setWriteBytesPerSecond(MIB).build());
+        assertEquals(IoLimits.newBuilder().setWriteBytesPerSecond(MIB).build(), image.getIoLimits());
+        DeviceLimits wanted = new DeviceLimits(0, 0, 0, MIB);
+        for (PodUid pod : List.of(POD_A, POD_B, BLOCK_POD)) {
+            assertEquals(wanted, cgroups.of(pod, device), pod.toString());
+        }
+        assertEquals(DeviceLimits.NONE, cgroups.of(LATER_POD, device), "not published to that pod");
+        assertEquals(3, cgroups.writes(), "the staging mount and the pod without a cgroup are no pods to limit");
+        assertEquals(Map.of("pvc-a", 3.0), limitedPods());
+        // The record keeps them: a pool that reads the records afresh (a restart) has them.
+        ImagePool again = new ImagePool(pool.dir(), new SystemImageFiles(kernel, new SystemFilesystemStats()), loops,
+                mounter, new SystemFilesystemFreezer(kernel), Crashes.none(), Clock.systemUTC(), log);
+        assertEquals(MIB, again.content("pvc-a").getIoLimits().getWriteBytesPerSecond());
+    }
+
+    @Test
+    void aChangeKeepsTheLimitsItDoesNotNameAndZeroRemovesOne() throws Exception {
+        limits.set("pvc-a", IoLimits.newBuilder().setWriteBytesPerSecond(MIB).setReadIops(100).build());
+        limits.set("pvc-a", IoLimits.newBuilder().setReadIops(50).build());
+        assertEquals(new DeviceLimits(50, 0, 0, MIB), cgroups.of(POD_A, device));
+        Image image = limits.set("pvc-a", IoLimits.newBuilder().setWriteBytesPerSecond(0).build());
+        assertEquals(IoLimits.newBuilder().setReadIops(50).build(), image.getIoLimits());
+        assertEquals(new DeviceLimits(50, 0, 0, 0), cgroups.of(POD_A, device));
+        limits.set("pvc-a", IoLimits.newBuilder().setReadIops(0).build());
+        assertEquals(DeviceLimits.NONE, cgroups.of(BLOCK_POD, device), "no limit left: no rule left");
+        assertEquals(IoLimits.getDefaultInstance(), pool.get("pvc-a").orElseThrow().getIoLimits());
+        assertEquals(Map.of(), limitedPods(), "no pod is limited any more");
+    }
+
+    @Test
+    void aVolumeThatNeverHadLimitsTouchesNoCgroup() throws Exception {
+        limits.applyAt("pvc-a", target(POD_A));
+        limits.applyAll();
+        assertEquals(0, cgroups.writes());
+        assertEquals(Map.of(), limitedPods());
+    }
+
+    @Test
+    void theSameChangeAgainLeavesTheSameState() throws Exception {
+        IoLimits change = IoLimits.newBuilder().setWriteIops(200).build();
+        Image first = limits.set("pvc-a", change);
+        Image second = limits.set("pvc-a", change);
+        assertEquals(first, second);
+        assertEquals(new DeviceLimits(0, 200, 0, 0), cgroups.of(POD_B, device));
+    }
+
+    @Test
+    void aPodPublishedLaterGetsTheLimitsAtItsPublishAndAtTheNextPass() throws Exception {
+        limits.set("pvc-a", IoLimits.newBuilder().setReadBytesPerSecond(2 * MIB).build());
+        Path later = Files.createDirectories(target(LATER_POD));
+        mounter.bindMount(kubelet.resolve("pods/" + POD_A + "/volumes/kubernetes.io~csi/pvc-a/mount"), later, false);
+        limits.applyAt("pvc-a", later);
+        assertEquals(new DeviceLimits(0, 0, 2 * MIB, 0), cgroups.of(LATER_POD, device));
+        assertEquals(Map.of("pvc-a", 4.0), limitedPods());
+
+        // The pod's cgroup is made again (a pod restarted on the node, a container on cgroup v1): the pass brings it back.
+        cgroups.removePod(POD_B);
+        cgroups.addPod(POD_B);
+        limits.applyAll();
+        assertEquals(new DeviceLimits(0, 0, 2 * MIB, 0), cgroups.of(POD_B, device));
+    }
+
+    @Test
+    void aPodWhoseCgroupRefusesIsLoggedAndCountedAndTheOthersAreLimited() throws Exception {
+        cgroups.failFor(POD_B);
+        limits.set("pvc-a", IoLimits.newBuilder().setWriteIops(10).build());
+        assertEquals(new DeviceLimits(0, 10, 0, 0), cgroups.of(POD_A, device));
+        assertEquals(new DeviceLimits(0, 10, 0, 0), cgroups.of(BLOCK_POD, device));
+        assertEquals(1.0, ((CounterSnapshot) snapshot("strata_io_limit_failures")).getDataPoints().getFirst().getValue());
+        assertTrue(logged.toString().contains("io controller is not enabled"), logged.toString());
+        assertEquals(Map.of("pvc-a", 2.0), limitedPods());
+    }
+
+    private Map<String, Double> limitedPods() {
+        Map<String, Double> pods = new TreeMap<>();
+        ((GaugeSnapshot) snapshot("strata_volume_io_limited_pods")).getDataPoints()
+                .forEach(point -> pods.put(point.getLabels().get("volume"), point.getValue()));
+        return pods;
+    }
+
+    private io.prometheus.metrics.model.snapshots.MetricSnapshot snapshot(String name) {
+        return metrics.scrape().stream().filter(s -> s.getMetadata().getName().equals(name)).findFirst().orElseThrow();
+    }
+}
