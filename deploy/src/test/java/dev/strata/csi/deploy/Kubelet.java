@@ -90,8 +90,11 @@ public final class Kubelet implements AutoCloseable {
     /** The token of the automounted volume: the apiserver's audience, 3607 s as the admission plugin asks. */
     private static final long AUTOMOUNT_SECONDS = 3607;
     private static final String KUBELET_DIR = "var/lib/kubelet";
-    /** hostPaths that are this machine's own: devices cannot be imitated in a directory. */
-    private static final List<String> REAL_HOST_PATHS = List.of("/dev");
+    /**
+     * hostPaths that are this machine's own: devices and the cgroup hierarchies (where node-server
+     * writes volumes' IO limits) cannot be imitated in a directory.
+     */
+    private static final List<String> REAL_HOST_PATHS = List.of("/dev", "/sys/fs/cgroup");
 
     private static final Set<String> POD_FIELDS = Set.of("serviceAccountName", "automountServiceAccountToken", "hostNetwork",
             "dnsPolicy", "containers", "volumes", "securityContext",

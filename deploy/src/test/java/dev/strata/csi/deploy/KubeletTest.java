@@ -90,6 +90,7 @@ class KubeletTest {
         assertTrue(SystemState.run("findmnt", "--noheadings", "--output", "PROPAGATION", "--mountpoint", kubeletDir.getPath())
                 .contains("shared"), "kubelet's directory is a shared mount, so mounts reach the host");
         assertEquals("/dev", bindAt(node, "/dev").getPath(), "the host's devices");
+        assertEquals("/sys/fs/cgroup", bindAt(node, "/host/sys/fs/cgroup").getPath(), "the host's cgroup hierarchies");
         assertEquals(dir.resolve("node/var/lib/strata/pool"), node.onHost(node.flag("pool-dir").orElseThrow()));
         assertTrue(Files.isDirectory(node.onHost("/var/lib/strata/pool")), "DirectoryOrCreate");
 
