@@ -41,7 +41,8 @@ final class Pages {
      */
     static <T> Page<T> page(int maxEntries, String startingToken, Source<T> source, Function<T, String> id) throws Exception {
         String from = startingToken.isEmpty() ? "" : startingToken.substring(TOKEN_PREFIX.length());
-        List<T> entries = source.from(from, maxEntries == 0 ? Integer.MAX_VALUE : maxEntries + 1);
+        // One more than the page, to name the next; max_entries may be Integer.MAX_VALUE itself.
+        List<T> entries = source.from(from, maxEntries == 0 ? Integer.MAX_VALUE : (int) Math.min(maxEntries + 1L, Integer.MAX_VALUE));
         if (maxEntries == 0 || entries.size() <= maxEntries) {
             return new Page<>(entries, "");
         }

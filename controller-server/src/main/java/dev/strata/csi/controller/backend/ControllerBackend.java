@@ -11,6 +11,7 @@ import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.KubernetesKeys;
 import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.rpc.CsiException;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -171,7 +172,7 @@ public interface ControllerBackend<V, C> {
     default List<ListVolumesResponse.Entry> list(String fromId, int limit) throws Exception {
         return list().stream()
                 .filter(entry -> entry.getVolume().getVolumeId().compareTo(fromId) >= 0)
-                .sorted(java.util.Comparator.comparing(entry -> entry.getVolume().getVolumeId()))
+                .sorted(Comparator.comparing(entry -> entry.getVolume().getVolumeId()))
                 .limit(limit)
                 .toList();
     }
