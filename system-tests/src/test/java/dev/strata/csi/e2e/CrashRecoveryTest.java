@@ -101,7 +101,7 @@ class CrashRecoveryTest {
                     // A line per operation's batch of points (a few seconds each): the suite runs for minutes.
                     int next = points.indexOf(point) + 1;
                     if (next == points.size() || !batch(points.get(next)).equals(batch(point))) {
-                        Progress.line("crash suite: %s crash points%s recovered; %d of %d scenarios, %.0f s",
+                        Progress.line("crash suite progress: %s crash points%s recovered; %d of %d scenarios, %.0f s",
                                 batch(point), where(launch), scenarios, total, seconds());
                     }
                 })));
