@@ -77,11 +77,6 @@ public final class LvmPool {
         this.log = log;
     }
 
-    /** Creates the logical volume, empty, or returns it when it exists with the same size and allocation. */
-    public Image create(String name, long capacityBytes, Allocation allocation) throws IOException, DeviceException, MountException {
-        return create(name, capacityBytes, allocation, Optional.empty());
-    }
-
     /**
      * Creates the logical volume, empty or as a thin snapshot of {@code source} (a snapshot:
      * restore; another volume: clone) extended to {@code capacityBytes}, or returns it when it

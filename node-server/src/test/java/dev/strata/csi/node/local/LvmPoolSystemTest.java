@@ -19,6 +19,7 @@ import io.grpc.Status;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Optional;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
@@ -82,7 +83,7 @@ class LvmPoolSystemTest {
     @Test
     void aThinVolumeLivesThroughCreateAttachMountDetachAndDelete() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-thin", 64 * MIB, Allocation.SPARSE);
+        pool.create("pvc-thin", 64 * MIB, Allocation.SPARSE, Optional.empty());
         assertTrue(volumes.find("pvc-thin").orElseThrow().thin());
         assertFalse(volumes.find("pvc-thin").orElseThrow().active(), "made inactive");
 
@@ -132,7 +133,7 @@ class LvmPoolSystemTest {
     void aLinearVolumeTakesTheGroupsExtentsAndCapacityComesFromLvm() throws Exception {
         LvmPool pool = pool();
         long free = volumes.groupSpace().freeBytes();
-        pool.create("pvc-linear", 32 * MIB, Allocation.FULL);
+        pool.create("pvc-linear", 32 * MIB, Allocation.FULL, Optional.empty());
         assertFalse(volumes.find("pvc-linear").orElseThrow().thin());
         assertEquals(free - 32 * MIB, volumes.groupSpace().freeBytes());
         assertEquals(512 * MIB, pool.status().getTotalBytes(), "the thin pool's size");
@@ -143,7 +144,7 @@ class LvmPoolSystemTest {
         assertFalse(Files.exists(device));
         pool.delete("pvc-linear");
         assertEquals(free, volumes.groupSpace().freeBytes());
-        CsiException tooLarge = assertThrows(CsiException.class, () -> pool.create("pvc-huge", 600 * MIB, Allocation.SPARSE));
+        CsiException tooLarge = assertThrows(CsiException.class, () -> pool.create("pvc-huge", 600 * MIB, Allocation.SPARSE, Optional.empty()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, tooLarge.code());
         assertTrue(volumes.find("pvc-huge").isEmpty());
     }
@@ -152,7 +153,7 @@ class LvmPoolSystemTest {
     @Test
     void aMountedThinVolumeGrowsOnline() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-grow", 64 * MIB, Allocation.SPARSE);
+        pool.create("pvc-grow", 64 * MIB, Allocation.SPARSE, Optional.empty());
         Path device = Path.of(pool.attach("pvc-grow", "node-1").getDevicePath());
         Path mountPoint = Files.createDirectory(dir.resolve("grown"));
         Programs.run("mkfs.ext4", "-q", device.toString());
@@ -179,7 +180,7 @@ class LvmPoolSystemTest {
     @Test
     void aSnapshotIsInstantIndependentAndRestoredAsAThinSnapshot() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-source", 64 * MIB, Allocation.SPARSE);
+        pool.create("pvc-source", 64 * MIB, Allocation.SPARSE, Optional.empty());
         Path device = Path.of(pool.attach("pvc-source", "node-1").getDevicePath());
         Path mountPoint = Files.createDirectory(dir.resolve("source"));
         Programs.run("mkfs.ext4", "-q", device.toString());
