@@ -28,6 +28,10 @@ import java.util.Set;
  */
 public interface ControllerBackend<V, C> {
 
+    /** A VolumeAttributesClass for a backend that takes none: only Kubernetes' own keys pass. */
+    ParameterKeys NO_MUTABLE_PARAMETERS = new ParameterKeys(KubernetesKeys.Request.MODIFY_VOLUME, "volumes of this backend",
+            Set.of(), Set.of());
+
     /** Whether StorageClass parameters (CreateVolume, GetCapacity) ask for this backend. */
     boolean wanted(Map<String, String> parameters);
 
@@ -107,7 +111,7 @@ public interface ControllerBackend<V, C> {
      * request without any is fine. A backend that takes some advertises MODIFY_VOLUME.
      */
     default void checkMutableParameters(Map<String, String> parameters) {
-        new ParameterKeys(KubernetesKeys.Request.MODIFY_VOLUME, "volumes of this backend", Set.of(), Set.of()).require(parameters);
+        NO_MUTABLE_PARAMETERS.require(parameters);
     }
 
     /**
