@@ -79,7 +79,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             if (request.getVolumeId().isEmpty()) {
                 throw CsiException.missing("volume_id");
             }
-            var volume = backends.forDelete(request.getVolumeId());
+            var volume = backends.provisioned(request.getVolumeId());
             if (volume.isPresent()) { // an id this driver never handed out names nothing to delete
                 try (var held = locks.acquire(volume.get().lockKey())) {
                     volume.get().delete();
@@ -104,7 +104,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             if (bytes == 0) {
                 throw CsiException.invalidArgument("capacity_range gives neither required_bytes nor limit_bytes");
             }
-            var volume = backends.forDelete(request.getVolumeId()).orElseThrow(() -> CsiException.notFound(
+            var volume = backends.provisioned(request.getVolumeId()).orElseThrow(() -> CsiException.notFound(
                     "volume " + CsiException.printable(request.getVolumeId()) + " does not exist"));
             Optional<VolumeCapability> capability = request.hasVolumeCapability()
                     ? Optional.of(request.getVolumeCapability()) : Optional.empty();
@@ -132,7 +132,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             if (request.getVolumeId().isEmpty()) {
                 throw CsiException.missing("volume_id");
             }
-            var volume = backends.forDelete(request.getVolumeId()).orElseThrow(() -> CsiException.notFound(
+            var volume = backends.provisioned(request.getVolumeId()).orElseThrow(() -> CsiException.notFound(
                     "volume " + CsiException.printable(request.getVolumeId()) + " does not exist"));
             volume.backend().checkMutableParameters(request.getMutableParametersMap());
             try (var held = locks.acquire(volume.lockKey())) {
@@ -155,7 +155,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             if (!request.hasVolumeCapability()) {
                 throw CsiException.missing("volume_capability");
             }
-            var volume = backends.forContext(request.getVolumeId(), request.getVolumeContextMap());
+            var volume = backends.withContext(request.getVolumeId(), request.getVolumeContextMap());
             volume.requireKnownContext(request.getVolumeContextMap());
             volume.capabilities().require(List.of(request.getVolumeCapability()), "volume_capability");
             agents.requireKnown(request.getNodeId(),
@@ -175,7 +175,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             if (request.getVolumeId().isEmpty()) {
                 throw CsiException.missing("volume_id");
             }
-            var volume = backends.forUnpublish(request.getVolumeId());
+            var volume = backends.withoutContext(request.getVolumeId());
             if (volume.isPresent()) { // unknown volume: it is not published anywhere
                 try (var held = locks.acquire(volume.get().lockKey())) {
                     volume.get().unpublish(request.getNodeId());
@@ -195,7 +195,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             if (request.getVolumeCapabilitiesCount() == 0) {
                 throw CsiException.missing("volume_capabilities");
             }
-            var volume = backends.forContext(request.getVolumeId(), request.getVolumeContextMap());
+            var volume = backends.withContext(request.getVolumeId(), request.getVolumeContextMap());
             var problem = volume.validate(request.getParametersMap()); // NOT_FOUND first
             if (problem.isEmpty()) {
                 problem = volume.backend().volumeContextKeys().problem(request.getVolumeContextMap());
@@ -260,7 +260,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
             if (request.getSourceVolumeId().isEmpty()) {
                 throw CsiException.missing("source_volume_id");
             }
-            var source = backends.forDelete(request.getSourceVolumeId()).orElseThrow(() -> CsiException.notFound(
+            var source = backends.provisioned(request.getSourceVolumeId()).orElseThrow(() -> CsiException.notFound(
                     "source volume " + CsiException.printable(request.getSourceVolumeId()) + " does not exist"));
             try (var held = locks.acquire(snapshotLockKey(request.getName()))) {
                 return CreateSnapshotResponse.newBuilder()

@@ -63,7 +63,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
             if (!request.hasVolumeCapability()) {
                 throw CsiException.missing("volume_capability");
             }
-            var volume = backends.forStaging(request.getVolumeId(), request.getVolumeContextMap());
+            var volume = backends.withContext(request.getVolumeId(), request.getVolumeContextMap());
             volume.requireKnownContext(request.getVolumeContextMap());
             volume.capabilities().require(List.of(request.getVolumeCapability()), "volume_capability");
             checkMountFlags(request.getVolumeCapability());
@@ -79,7 +79,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
         Rpc.answer(response, () -> {
             requireVolumeId(request.getVolumeId());
             Path staging = paths.require("staging_target_path", request.getStagingTargetPath());
-            var volume = backends.forTeardown(request.getVolumeId());
+            var volume = backends.withoutContext(request.getVolumeId());
             try (var held = locks.acquire(volume.lockKey())) {
                 volume.unstage(staging);
                 return NodeUnstageVolumeResponse.getDefaultInstance();
@@ -96,7 +96,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
             if (!request.hasVolumeCapability()) {
                 throw CsiException.missing("volume_capability");
             }
-            var volume = backends.forStaging(request.getVolumeId(), request.getVolumeContextMap());
+            var volume = backends.withContext(request.getVolumeId(), request.getVolumeContextMap());
             volume.requireKnownContext(request.getVolumeContextMap());
             volume.capabilities().require(List.of(request.getVolumeCapability()), "volume_capability");
             boolean readOnly = request.getReadonly() || volume.capabilities().readOnly(request.getVolumeCapability());
@@ -112,7 +112,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
         Rpc.answer(response, () -> {
             requireVolumeId(request.getVolumeId());
             Path target = paths.require("target_path", request.getTargetPath());
-            var volume = backends.forTeardown(request.getVolumeId());
+            var volume = backends.withoutContext(request.getVolumeId());
             try (var held = locks.acquire(volume.lockKey())) {
                 volume.unpublish(target);
                 return NodeUnpublishVolumeResponse.getDefaultInstance();
@@ -129,7 +129,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
                     && request.getCapacityRange().getRequiredBytes() > request.getCapacityRange().getLimitBytes()) {
                 throw CsiException.outOfRange("capacity_range required_bytes exceeds limit_bytes");
             }
-            var volume = backends.forTeardown(request.getVolumeId());
+            var volume = backends.withoutContext(request.getVolumeId());
             Optional<VolumeCapability> capability = request.hasVolumeCapability()
                     ? Optional.of(request.getVolumeCapability()) : Optional.empty();
             capability.ifPresent(given -> volume.capabilities().require(List.of(given), "volume_capability"));
@@ -144,7 +144,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
         Rpc.answer(response, () -> {
             requireVolumeId(request.getVolumeId());
             Path path = volumePath(request.getVolumeId(), request.getVolumePath());
-            return backends.forTeardown(request.getVolumeId()).stats(path);
+            return backends.withoutContext(request.getVolumeId()).stats(path);
         });
     }
 

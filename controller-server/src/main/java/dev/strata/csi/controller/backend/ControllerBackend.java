@@ -50,7 +50,7 @@ public interface ControllerBackend<V, C> {
      * A volume whose id no scheme claims, in a call without volume context
      * (ControllerUnpublishVolume): a static volume. Empty when this backend has none.
      */
-    default Optional<V> byIdOnly(String volumeId) {
+    default Optional<V> byStaticId(String volumeId) {
         return Optional.empty();
     }
 

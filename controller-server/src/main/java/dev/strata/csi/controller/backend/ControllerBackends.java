@@ -75,21 +75,32 @@ public final class ControllerBackends {
         return backends.stream().filter(backend -> backend.wanted(parameters)).findFirst().orElse(backends.getLast());
     }
 
-    /** For the calls that carry a volume context (ControllerPublishVolume, ValidateVolumeCapabilities); NOT_FOUND for a volume no backend knows. */
-    public Chosen<?> forContext(String volumeId, Map<String, String> context) {
+    /**
+     * For the calls that carry a volume context (ControllerPublishVolume,
+     * ValidateVolumeCapabilities): by id, else a static volume by its context; NOT_FOUND for a
+     * volume no backend knows. NodeBackends' {@code withContext} decides the same way.
+     */
+    public Chosen<?> withContext(String volumeId, Map<String, String> context) {
         return first(backend -> byId(backend, volumeId))
                 .or(() -> first(backend -> byContext(backend, volumeId, context)))
                 .orElseThrow(() -> CsiException.notFound("volume " + CsiException.printable(volumeId) + " does not exist"));
     }
 
-    /** For DeleteVolume: only an id this driver handed out names something to delete. */
-    public Optional<Chosen<?>> forDelete(String volumeId) {
+    /**
+     * A volume this driver provisioned, by its id alone (DeleteVolume, ControllerExpandVolume,
+     * ControllerModifyVolume, CreateSnapshot): only an id it handed out names one; a static volume
+     * is not the driver's to delete, grow, change or snapshot.
+     */
+    public Optional<Chosen<?>> provisioned(String volumeId) {
         return first(backend -> byId(backend, volumeId));
     }
 
-    /** For ControllerUnpublishVolume, which carries no context; empty: a volume nobody knows, not published anywhere. */
-    public Optional<Chosen<?>> forUnpublish(String volumeId) {
-        return first(backend -> byId(backend, volumeId)).or(() -> first(backend -> byIdOnly(backend, volumeId)));
+    /**
+     * For the call that carries no volume context (ControllerUnpublishVolume): by id, else a static
+     * volume by its id alone; empty: a volume nobody knows, not published anywhere.
+     */
+    public Optional<Chosen<?>> withoutContext(String volumeId) {
+        return first(backend -> byId(backend, volumeId)).or(() -> first(backend -> byStaticId(backend, volumeId)));
     }
 
     /** For DeleteSnapshot: the backend whose scheme the id has; empty for an id this driver never handed out. */
@@ -147,8 +158,8 @@ public final class ControllerBackends {
         return backend.byContext(volumeId, context).map(volume -> new Chosen<>(backend, volume));
     }
 
-    private static <V> Optional<Chosen<?>> byIdOnly(ControllerBackend<V, ?> backend, String volumeId) {
-        return backend.byIdOnly(volumeId).map(volume -> new Chosen<>(backend, volume));
+    private static <V> Optional<Chosen<?>> byStaticId(ControllerBackend<V, ?> backend, String volumeId) {
+        return backend.byStaticId(volumeId).map(volume -> new Chosen<>(backend, volume));
     }
 
     private static <C> Creation<C> creation(ControllerBackend<?, C> backend, CreateVolumeRequest request) {

@@ -101,7 +101,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
     }
 
     @Override
-    public Optional<VolumeHandle> byIdOnly(String volumeId) {
+    public Optional<VolumeHandle> byStaticId(String volumeId) {
         return Optional.of(new VolumeHandle(volumeId, Optional.empty(), Optional.empty()));
     }
 

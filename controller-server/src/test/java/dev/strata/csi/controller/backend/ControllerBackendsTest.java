@@ -57,22 +57,22 @@ class ControllerBackendsTest {
 
     @Test
     void anExistingVolumeIsChosenByItsIdSchemeThenByItsContext() {
-        var local = backends.forContext("local/node-a/pvc-1", Map.of("server", "10.0.0.5", "share", "/exports"));
+        var local = backends.withContext("local/node-a/pvc-1", Map.of("server", "10.0.0.5", "share", "/exports"));
         assertEquals(new VolumeId("node-a", "pvc-1"), local.volume());
-        var dynamic = backends.forContext(NFS_ID, Map.of());
+        var dynamic = backends.withContext(NFS_ID, Map.of());
         assertEquals("nfs 10.0.0.5:/exports/pvc-2", dynamic.lockKey());
-        var stat = backends.forContext("media-archive", NFS);
+        var stat = backends.withContext("media-archive", NFS);
         assertEquals(new NfsController.VolumeHandle("media-archive", Optional.empty(),
                 Optional.of(new NfsVolume("10.0.0.5", "/exports", ""))), stat.volume());
         assertEquals("nfs static media-archive", stat.lockKey());
-        assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class, () -> backends.forContext("media-archive", Map.of())).code());
+        assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class, () -> backends.withContext("media-archive", Map.of())).code());
     }
 
     @Test
     void onlyAnIdTheDriverHandedOutIsDeletedAndAnUnknownIdIsUnpublishedAsAStaticVolume() {
-        assertTrue(backends.forDelete("media-archive").isEmpty());
-        assertInstanceOf(LocalController.class, backends.forDelete("local/node-a/pvc-1").orElseThrow().backend());
+        assertTrue(backends.provisioned("media-archive").isEmpty());
+        assertInstanceOf(LocalController.class, backends.provisioned("local/node-a/pvc-1").orElseThrow().backend());
         assertEquals(new NfsController.VolumeHandle("media-archive", Optional.empty(), Optional.empty()),
-                backends.forUnpublish("media-archive").orElseThrow().volume());
+                backends.withoutContext("media-archive").orElseThrow().volume());
     }
 }

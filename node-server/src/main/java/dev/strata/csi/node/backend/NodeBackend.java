@@ -35,7 +35,7 @@ public interface NodeBackend<V> {
      * stats): a static volume, known only by what is mounted at the call's path. Empty when this
      * backend has no static volumes.
      */
-    default Optional<V> byPathOnly(String volumeId) {
+    default Optional<V> byStaticId(String volumeId) {
         return Optional.empty();
     }
 

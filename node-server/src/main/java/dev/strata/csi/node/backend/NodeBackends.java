@@ -28,17 +28,17 @@ public final class NodeBackends {
         this.backends = List.copyOf(backends);
     }
 
-    /** For NodeStageVolume and NodePublishVolume; NOT_FOUND for a volume no backend knows. */
-    public Chosen<?> forStaging(String volumeId, Map<String, String> context) {
+    /** For the calls that carry a volume context (NodeStageVolume, NodePublishVolume): by id, else a static volume by its context; NOT_FOUND for a volume no backend knows. */
+    public Chosen<?> withContext(String volumeId, Map<String, String> context) {
         return first(backend -> byId(backend, volumeId))
                 .or(() -> first(backend -> byContext(backend, volumeId, context)))
                 .orElseThrow(() -> notFound(volumeId));
     }
 
-    /** For NodeUnstageVolume, NodeUnpublishVolume and NodeGetVolumeStats, which carry no volume context. */
-    public Chosen<?> forTeardown(String volumeId) {
+    /** For the calls that carry no volume context (NodeUnstageVolume, NodeUnpublishVolume, NodeGetVolumeStats): by id, else a static volume by its id alone. */
+    public Chosen<?> withoutContext(String volumeId) {
         return first(backend -> byId(backend, volumeId))
-                .or(() -> first(backend -> byPathOnly(backend, volumeId)))
+                .or(() -> first(backend -> byStaticId(backend, volumeId)))
                 .orElseThrow(() -> notFound(volumeId));
     }
 
@@ -67,8 +67,8 @@ public final class NodeBackends {
         return backend.byContext(volumeId, context).map(volume -> new Chosen<>(backend, volume));
     }
 
-    private static <V> Optional<Chosen<?>> byPathOnly(NodeBackend<V> backend, String volumeId) {
-        return backend.byPathOnly(volumeId).map(volume -> new Chosen<>(backend, volume));
+    private static <V> Optional<Chosen<?>> byStaticId(NodeBackend<V> backend, String volumeId) {
+        return backend.byStaticId(volumeId).map(volume -> new Chosen<>(backend, volume));
     }
 
     private static CsiException notFound(String volumeId) {

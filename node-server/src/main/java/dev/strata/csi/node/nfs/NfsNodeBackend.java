@@ -83,7 +83,7 @@ public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share> {
     }
 
     @Override
-    public Optional<Share> byPathOnly(String volumeId) {
+    public Optional<Share> byStaticId(String volumeId) {
         return Optional.of(new Share(volumeId, Optional.empty()));
     }
 

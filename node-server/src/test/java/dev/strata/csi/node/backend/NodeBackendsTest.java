@@ -30,33 +30,33 @@ class NodeBackendsTest {
 
     @Test
     void theIdSchemeChoosesFirstWhateverTheContextSays() {
-        var local = backends.forStaging("local/node-a/pvc-1", NFS_CONTEXT);
+        var local = backends.withContext("local/node-a/pvc-1", NFS_CONTEXT);
         assertInstanceOf(LocalNodeBackend.class, local.backend());
         assertEquals(new VolumeId("node-a", "pvc-1"), local.volume());
         assertEquals("pvc-1", local.lockKey());
 
         String nfsId = "nfs/10.0.0.5/%2Fexports/pvc-2/delete";
-        var nfs = backends.forStaging(nfsId, NFS_CONTEXT);
+        var nfs = backends.withContext(nfsId, NFS_CONTEXT);
         assertEquals(new NfsNodeBackend.Share(nfsId, Optional.of(new NfsVolume("10.0.0.5", "/exports", "pvc-2"))), nfs.volume());
         assertEquals("nfs " + nfsId, nfs.lockKey());
     }
 
     @Test
     void aStaticVolumeIsTheBackendItsContextDescribes() {
-        var chosen = backends.forStaging("media-archive", NFS_CONTEXT);
+        var chosen = backends.withContext("media-archive", NFS_CONTEXT);
         assertEquals(new NfsNodeBackend.Share("media-archive", Optional.of(new NfsVolume("10.0.0.5", "/exports", "media"))),
                 chosen.volume());
 
-        assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class, () -> backends.forStaging("media-archive", Map.of())).code());
+        assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class, () -> backends.withContext("media-archive", Map.of())).code());
         assertEquals(Status.Code.INVALID_ARGUMENT,
-                assertThrows(CsiException.class, () -> backends.forStaging("media-archive", Map.of("server", "10.0.0.5"))).code());
+                assertThrows(CsiException.class, () -> backends.withContext("media-archive", Map.of("server", "10.0.0.5"))).code());
     }
 
     @Test
     void withoutAContextAnIdNoSchemeClaimsIsAStaticVolumeKnownByItsPath() {
-        var chosen = backends.forTeardown("media-archive");
+        var chosen = backends.withoutContext("media-archive");
         assertEquals(new NfsNodeBackend.Share("media-archive", Optional.empty()), chosen.volume());
-        assertInstanceOf(LocalNodeBackend.class, backends.forTeardown("local/node-b/pvc-1").backend()); // NOT_FOUND comes from the backend
+        assertInstanceOf(LocalNodeBackend.class, backends.withoutContext("local/node-b/pvc-1").backend()); // NOT_FOUND comes from the backend
     }
 
     @Test
