@@ -3,6 +3,7 @@ package dev.strata.csi.controller.nfs;
 import dev.strata.csi.backend.nfs.FileMode;
 import dev.strata.csi.backend.nfs.NfsVolume;
 import dev.strata.csi.linux.Kernel;
+import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.DurableFiles;
@@ -76,6 +77,23 @@ final class Export {
         DurableFiles.createDirectories(file.getParent());
         return TransientLock.tryAcquire(kernel, file).orElseThrow(() -> CsiException.aborted(what
                 + " is being worked on by an earlier call that is still copying or removing; retry later"));
+    }
+
+    /**
+     * Removes a copy a crash left, unless a call of this or another replica holds its lock and is
+     * making it. Whether it removed one.
+     */
+    boolean removeAbandonedCopy(Path copy, Path lock, Log log) throws IOException {
+        if (!Files.exists(copy, LinkOption.NOFOLLOW_LINKS)) {
+            return false;
+        }
+        try (TransientLock held = lockCopy(lock, copy.toString())) {
+            TreeCopy.remove(copy);
+            log.info("removed a partial copy a crash left", "path", copy);
+            return true;
+        } catch (CsiException busy) {
+            return false;
+        }
     }
 
     private Path recordsDir() {

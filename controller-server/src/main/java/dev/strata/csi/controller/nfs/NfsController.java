@@ -1,6 +1,5 @@
 package dev.strata.csi.controller.nfs;
 
-import com.google.protobuf.Timestamp;
 import csi.v1.Csi.ControllerServiceCapability;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.GetCapacityRequest;
@@ -17,23 +16,19 @@ import dev.strata.csi.backend.nfs.NfsSnapshotId;
 import dev.strata.csi.backend.nfs.NfsVolume;
 import dev.strata.csi.backend.nfs.NfsVolumeId;
 import dev.strata.csi.backend.nfs.OnDelete;
-import dev.strata.csi.backend.nfs.records.NfsSnapshotRecord;
 import dev.strata.csi.backend.nfs.records.NfsVolumeRecord;
 import dev.strata.csi.controller.backend.ControllerBackend;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Bounded;
 import dev.strata.csi.system.Crashes;
-import dev.strata.csi.system.DurableFiles;
 import dev.strata.csi.system.TransientLock;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.time.Clock;
 import java.time.Duration;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -43,10 +38,12 @@ import java.util.Optional;
  * The Controller service's work for NFS volumes. A volume is a directory of an export; its record
  * (name, capacity, project quota id, the nodes it is published to) lives in the export too, so the
  * controller keeps nothing of its own. The capacity is enforced with a project quota where the
- * export's filesystem has them (see {@link VolumeQuotas}). Publishing touches no storage: it
- * checks the volume and keeps the record of nodes for ListVolumes. Every step on an export runs
- * with a deadline (see {@link Bounded}). Each change of a record is made under the record's lock
- * ({@link Export#lockRecord}), which holds between controller-server replicas.
+ * export's filesystem has them (see {@link VolumeQuotas}). Every step on an export runs with a
+ * deadline (see {@link Bounded}). Each change of a record is made under the record's lock
+ * ({@link Export#lockRecord}), which holds between controller-server replicas. This class keeps
+ * the volumes' lifecycle (create, expand, delete, validate, list, capacity); the jobs beside it
+ * have a class each: the nodes a volume is published to ({@link Publications}), volumes made from
+ * a content source ({@link ContentSources}), snapshots ({@link NfsSnapshots}).
  */
 public final class NfsController implements ControllerBackend<NfsController.VolumeHandle, NfsRequest> {
 
@@ -69,6 +66,9 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
     private final Log log;
     private final NfsCapabilities capabilities = new NfsCapabilities();
     private final Crashes<NfsCrashPoint> crashes;
+    private final NfsSnapshots snapshots;
+    private final Publications publications;
+    private final ContentSources sources;
 
     public NfsController(Exports exports, ProjectQuotas quotas, Duration deadline, Clock clock, Log log) {
         this(exports, quotas, deadline, clock, Crashes.none(), log);
@@ -82,6 +82,9 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         this.recordWait = deadline.dividedBy(2);
         this.clock = clock;
         this.log = log;
+        this.publications = new Publications(exports, deadline, recordWait, log);
+        this.snapshots = new NfsSnapshots(exports, deadline, clock, crashes, log);
+        this.sources = new ContentSources(this.quotas, recordWait, crashes, log);
     }
 
     /** Whether StorageClass parameters ask for an NFS volume. */
@@ -143,7 +146,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
 
     /**
      * Makes the volume's directory, or, from a content source, a copy of the source in the driver's
-     * directory renamed into place once complete (see {@link #restore}); the record, written first,
+     * directory renamed into place once complete (see {@link ContentSources}); the record, written first,
      * keeps the source, so a retry with another source is ALREADY_EXISTS.
      */
     @Override
@@ -157,11 +160,11 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                 record = recorded(export, wanted, id);
             }
             if (wanted.source().present()) {
-                restore(export, wanted, record);
+                sources.restore(export, wanted, record);
             }
             Path dir;
             try (TransientLock held = export.lockRecord(volume.subDir(), "volume " + wanted.name(), recordWait)) {
-                if (!stillRecorded(export, volume.subDir(), record)) {
+                if (!export.records().holds(volume.subDir(), record)) {
                     throw deletedMeanwhile(record);
                 }
                 dir = export.make(volume.subDir(), wanted.mode());
@@ -216,7 +219,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                 log.info("volume takes over an existing directory", "volume", wanted.name(), "dir", volume.source());
             }
             if (wanted.source().present()) {
-                checkRoom(wanted, export, sourceTree(export, wanted.source()));
+                ContentSources.checkRoom(export, wanted);
             }
             // The record first, with the project id if the capacity is enforced: a crash before the
             // directory is made or limited leaves a record the retry completes.
@@ -236,104 +239,8 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         return record;
     }
 
-    /**
-     * Copies the source into {@code .strata-csi/restoring/<key>} and renames the copy into place as
-     * the volume's directory, unless a call before this one got that far. A source gone since the
-     * record was written (a retry after a crash) undoes the record: NOT_FOUND, nothing left.
-     */
-    private void restore(Export export, NfsRequest wanted, NfsVolumeRecord record) throws IOException, InterruptedException {
-        String subDir = wanted.volume().subDir();
-        if (export.exists(subDir)) {
-            return;
-        }
-        String key = VolumeRecords.key(subDir);
-        try (TransientLock held = export.lockCopy(export.restoringLock(key), "volume " + wanted.name())) {
-            if (export.exists(subDir)) {
-                return; // placed by the call whose copy this one waited behind
-            }
-            Path source;
-            try {
-                source = sourceTree(export, wanted.source());
-            } catch (CsiException e) {
-                if (e.code() == io.grpc.Status.Code.NOT_FOUND) {
-                    try (TransientLock recordHeld = export.lockRecord(subDir, "volume " + wanted.name(), recordWait)) {
-                        quotas.release(export, record);
-                        export.records().delete(subDir);
-                    }
-                }
-                throw e;
-            }
-            Path partial = export.restoringCopy(key);
-            TreeCopy.remove(partial); // what a crash or a failed copy left
-            TreeCopy.Result copied = export.copy(source, partial);
-            crashes.reach(NfsCrashPoint.RESTORE_COPIED);
-            boolean recorded;
-            try (TransientLock recordHeld = export.lockRecord(subDir, "volume " + wanted.name(), recordWait)) {
-                recorded = stillRecorded(export, subDir, record);
-                if (recorded) {
-                    export.place(partial, subDir);
-                }
-            }
-            if (!recorded) {
-                TreeCopy.remove(partial);
-                throw deletedMeanwhile(record);
-            }
-            log.info("volume made from its source", "volume", record.getVolumeId(), "source", wanted.source().toString(),
-                    "bytes", copied.bytes(), "entries", copied.entries(), "skipped", copied.skipped(),
-                    "attributes_refused", copied.attributesRefused());
-            crashes.reach(NfsCrashPoint.RESTORE_PLACED);
-        }
-    }
-
-    /**
-     * Whether the volume's record is still the one this CreateVolume wrote or found, checked under
-     * the record's lock before its directory is made or placed. A DeleteVolume can come between
-     * (another replica's: the sidecars may lead from different replicas), and the directory would
-     * then belong to no volume.
-     */
-    private static boolean stillRecorded(Export export, String subDir, NfsVolumeRecord record) throws IOException {
-        return export.records().read(subDir).filter(found -> found.getVolumeId().equals(record.getVolumeId())).isPresent();
-    }
-
-    private static CsiException deletedMeanwhile(NfsVolumeRecord record) {
+    static CsiException deletedMeanwhile(NfsVolumeRecord record) {
         return CsiException.aborted("volume " + record.getName() + " was deleted while this call made it; retry to make it again");
-    }
-
-    /** The tree a volume is made from: a complete snapshot's copy, or the source volume's directory; NOT_FOUND when gone. */
-    private static Path sourceTree(Export export, NfsRequest.ContentSource source) throws IOException {
-        if (source.snapshot().isPresent()) {
-            NfsSnapshotId id = source.snapshot().get();
-            SnapshotStore store = export.snapshots();
-            Optional<NfsSnapshotRecord> record = store.read(id.name()).filter(found -> found.getSnapshotId().equals(id.toString()));
-            if (record.isEmpty() || record.get().getState() != NfsSnapshotRecord.State.READY) {
-                throw CsiException.notFound("snapshot " + id + " does not exist");
-            }
-            return store.data(id.name());
-        }
-        NfsVolumeId id = source.volume().orElseThrow();
-        Optional<NfsVolumeRecord> record = export.records().read(id.volume().subDir())
-                .filter(found -> found.getVolumeId().equals(id.toString()));
-        if (record.isEmpty() || !export.exists(id.volume().subDir())) {
-            throw CsiException.notFound("source volume " + id + " does not exist");
-        }
-        return export.directory(id.volume().subDir());
-    }
-
-    /**
-     * A volume whose capacity is enforced must hold its source's data: a smaller one is
-     * OUT_OF_RANGE, since its first write would fail. Without a limit nothing holds it to its size.
-     */
-    private void checkRoom(NfsRequest wanted, Export export, Path source) throws IOException {
-        if (!VolumeQuotas.wanted(export, wanted.capacityBytes())) {
-            return;
-        }
-        long data = wanted.source().snapshot().isPresent()
-                ? export.snapshots().read(wanted.source().snapshot().get().name()).orElseThrow().getDataBytes()
-                : TreeCopy.bytes(source);
-        if (data > wanted.capacityBytes()) {
-            throw CsiException.outOfRange("the " + wanted.source() + " holds " + data + " bytes of data; a volume of "
-                    + wanted.capacityBytes() + " bytes, its capacity enforced, cannot hold them: ask for at least that");
-        }
     }
 
     private static String recordedSource(NfsVolumeRecord record) {
@@ -355,7 +262,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
             VolumeRecords records = export.records();
             NfsVolumeRecord record;
             try (TransientLock held = export.lockRecord(volume.subDir(), "volume " + id, recordWait)) {
-                record = records.read(volume.subDir()).filter(found -> found.getVolumeId().equals(id.toString()))
+                record = records.readOf(volume.subDir(), id.toString())
                         .orElseThrow(() -> CsiException.notFound("volume " + id + " does not exist"));
                 if (record.getCapacityBytes() < bytes) {
                     record = record.toBuilder().setCapacityBytes(bytes).build();
@@ -413,89 +320,16 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         });
     }
 
-    /**
-     * Checks that the volume exists and records the node. A static volume (a PersistentVolume
-     * written by hand) is known by its volume context; its record is kept only while it is
-     * published, and only where controller-server reaches the export: attaching it never depends
-     * on that.
-     */
+    /** Checks that the volume exists and records the node (see {@link Publications}). */
     @Override
     public Map<String, String> publish(VolumeHandle handle, String nodeId, VolumeCapability capability) throws Exception {
-        String volumeId = handle.volumeId();
-        Optional<NfsVolumeId> dynamic = handle.dynamic();
-        NfsVolume volume = handle.volume().orElseThrow();
-        String subDir = dynamic.isPresent() ? volume.subDir() : staticKey(volumeId);
-        Bounded.call(deadline, "ControllerPublishVolume on " + volume.source(), () -> {
-            Export export;
-            try {
-                export = exports.open(volume.export(), capability.getMount().getMountFlagsList());
-            } catch (CsiException e) {
-                if (dynamic.isPresent()) {
-                    throw e;
-                }
-                log.warn("static NFS volume published without bookkeeping: export not reachable", "volume", volumeId,
-                        "error", e.getMessage());
-                return null;
-            }
-            VolumeRecords records = export.records();
-            try (TransientLock held = export.lockRecord(subDir, "volume " + volumeId, recordWait)) {
-                Optional<NfsVolumeRecord> record = records.read(subDir);
-                if (dynamic.isPresent() && (record.isEmpty() || !record.get().getVolumeId().equals(volumeId)
-                        || !export.exists(volume.subDir()))) {
-                    throw CsiException.notFound("volume " + volumeId + " does not exist");
-                }
-                NfsVolumeRecord current = record.orElseGet(() -> NfsVolumeRecord.newBuilder()
-                        .setVolumeId(volumeId).setSubDir(volume.subDir()).build());
-                if (!current.getPublishedNodeIdsList().contains(nodeId)) {
-                    records.write(subDir, current.toBuilder().addPublishedNodeIds(nodeId).build());
-                }
-            }
-            return null;
-        });
+        publications.publish(handle, nodeId, capability);
         return Map.of(); // nothing for the node: the volume context says where the share is
     }
 
-    /** Forgets the node. For a static volume the record is looked for in the exports mounted now; none found is success. */
     @Override
     public void unpublish(VolumeHandle handle, String nodeId) throws Exception {
-        String volumeId = handle.volumeId();
-        Optional<NfsVolumeId> dynamic = handle.dynamic();
-        Bounded.call(deadline, "ControllerUnpublishVolume of " + volumeId, () -> {
-            List<Export> candidates = dynamic.isPresent()
-                    ? List.of(exports.open(dynamic.get().volume().export(), List.of()))
-                    : exports.mounted();
-            String subDir = dynamic.map(id -> id.volume().subDir()).orElse(staticKey(volumeId));
-            for (Export export : candidates) {
-                VolumeRecords records = export.records();
-                // Only an export that holds the record gets a lock file (a static volume's candidates are every export).
-                if (records.read(subDir).filter(found -> found.getVolumeId().equals(volumeId)).isPresent()) {
-                    try (TransientLock held = export.lockRecord(subDir, "volume " + volumeId, recordWait)) {
-                        forget(records, subDir, volumeId, nodeId, dynamic.isEmpty());
-                    }
-                }
-            }
-            return null;
-        });
-    }
-
-    /** Takes {@code nodeId} (every node, when empty) out of the record; a static volume's record goes with its last node. */
-    private static void forget(VolumeRecords records, String subDir, String volumeId, String nodeId, boolean isStatic) throws IOException {
-        Optional<NfsVolumeRecord> record = records.read(subDir);
-        if (record.isEmpty() || !record.get().getVolumeId().equals(volumeId)) {
-            return;
-        }
-        List<String> nodes = new ArrayList<>(record.get().getPublishedNodeIdsList());
-        if (nodeId.isEmpty() ? nodes.isEmpty() : !nodes.remove(nodeId)) {
-            return;
-        }
-        if (nodeId.isEmpty()) {
-            nodes.clear();
-        }
-        if (isStatic && nodes.isEmpty()) {
-            records.delete(subDir);
-        } else {
-            records.write(subDir, record.get().toBuilder().clearPublishedNodeIds().addAllPublishedNodeIds(nodes).build());
-        }
+        publications.unpublish(handle, nodeId);
     }
 
     /**
@@ -525,182 +359,36 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         return NfsSnapshotId.parse(snapshotId).map(NfsSnapshotId::name);
     }
 
-    /**
-     * Copies the volume's directory into the export's driver directory (see {@link TreeCopy}): the
-     * record first (CREATING), then the copy into {@code <key>.partial/}, renamed into place once
-     * complete, then the record READY. Only a READY snapshot is reported; a retry of a snapshot cut
-     * short copies afresh. No freeze exists over NFS: a file written during the copy is copied as it
-     * was when read.
-     */
     @Override
     public Snapshot createSnapshot(VolumeHandle handle, String name, Map<String, String> parameters) throws Exception {
-        NfsSnapshotId.checkName(name);
-        NfsParameters.SNAPSHOT_CLASS.require(parameters);
-        NfsVolumeId source = handle.dynamic().orElseThrow();
-        NfsVolume volume = source.volume();
-        NfsSnapshotId id = new NfsSnapshotId(volume.export(), name);
-        return Bounded.call(deadline, "CreateSnapshot " + name + " of " + volume.source(), () -> {
-            Export export = exports.open(volume.export(), List.of());
-            SnapshotStore store = export.snapshots();
-            try (TransientLock held = export.lockCopy(store.lock(name), "snapshot " + name)) {
-                Optional<NfsSnapshotRecord> existing = store.read(name);
-                if (existing.isPresent()) {
-                    NfsSnapshotRecord record = existing.get();
-                    if (!record.getSourceVolumeId().equals(source.toString())) {
-                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceVolumeId()
-                                + "; asked for one of " + source);
-                    }
-                    if (record.getState() == NfsSnapshotRecord.State.DELETING) {
-                        throw CsiException.aborted("snapshot " + name + " is being deleted; DeleteSnapshot's retry finishes that");
-                    }
-                    if (record.getState() == NfsSnapshotRecord.State.READY) {
-                        return snapshot(record);
-                    }
-                }
-                Optional<NfsVolumeRecord> sourceRecord = export.records().read(volume.subDir())
-                        .filter(found -> found.getVolumeId().equals(source.toString()));
-                if (sourceRecord.isEmpty() || !export.exists(volume.subDir())) {
-                    throw CsiException.notFound("source volume " + source + " does not exist");
-                }
-                NfsSnapshotRecord record = existing.orElse(null);
-                if (record == null) {
-                    Instant now = clock.instant();
-                    record = NfsSnapshotRecord.newBuilder().setSnapshotId(id.toString()).setName(name)
-                            .setSourceVolumeId(source.toString()).setState(NfsSnapshotRecord.State.CREATING)
-                            .setCreationTimeSeconds(now.getEpochSecond()).setCreationTimeNanos(now.getNano()).build();
-                    store.write(name, record);
-                    crashes.reach(NfsCrashPoint.SNAPSHOT_RECORDED);
-                }
-                Path data = store.data(name);
-                long bytes;
-                if (Files.isDirectory(data, LinkOption.NOFOLLOW_LINKS)) {
-                    bytes = TreeCopy.bytes(data); // renamed into place complete by a call a crash cut short
-                } else {
-                    Path partial = store.partial(name);
-                    TreeCopy.remove(partial); // what a crash or a failed copy left
-                    TreeCopy.Result copied = export.copy(export.directory(volume.subDir()), partial);
-                    crashes.reach(NfsCrashPoint.SNAPSHOT_COPIED);
-                    Files.move(partial, data, StandardCopyOption.ATOMIC_MOVE);
-                    DurableFiles.syncDirectory(store.dir());
-                    crashes.reach(NfsCrashPoint.SNAPSHOT_PLACED);
-                    bytes = copied.bytes();
-                    log.info("snapshot taken", "snapshot", id, "volume", source, "bytes", copied.bytes(),
-                            "entries", copied.entries(), "skipped", copied.skipped(), "attributes_refused", copied.attributesRefused());
-                }
-                long capacity = sourceRecord.get().getCapacityBytes();
-                record = record.toBuilder().setState(NfsSnapshotRecord.State.READY).setDataBytes(bytes)
-                        .setSizeBytes(capacity > 0 ? capacity : bytes).build();
-                store.write(name, record);
-                return snapshot(record);
-            }
-        });
+        return snapshots.create(handle.dynamic().orElseThrow(), name, parameters);
     }
 
-    /**
-     * The record DELETING first (no longer reported), then the copy moved to the trash and
-     * removed, then the record: a retry after a crash anywhere finishes the job.
-     */
     @Override
     public void deleteSnapshot(String snapshotId) throws Exception {
-        NfsSnapshotId id = NfsSnapshotId.parse(snapshotId).orElseThrow();
-        Bounded.call(deadline, "DeleteSnapshot " + id.name() + " on " + id.export().source(), () -> {
-            Export export = exports.open(id.export(), List.of());
-            SnapshotStore store = export.snapshots();
-            if (!Files.isDirectory(store.dir(), LinkOption.NOFOLLOW_LINKS)) {
-                return null;
-            }
-            try (TransientLock held = export.lockCopy(store.lock(id.name()), "snapshot " + id.name())) {
-                Optional<NfsSnapshotRecord> record = store.read(id.name());
-                if (record.isPresent() && record.get().getState() != NfsSnapshotRecord.State.DELETING) {
-                    store.write(id.name(), record.get().toBuilder().setState(NfsSnapshotRecord.State.DELETING).build());
-                    crashes.reach(NfsCrashPoint.DELETE_SNAPSHOT_RECORDED);
-                }
-                String trashKey = "snapshot-" + VolumeRecords.key(id.name());
-                export.discard(store.data(id.name()), trashKey);
-                TreeCopy.remove(store.partial(id.name()));
-                crashes.reach(NfsCrashPoint.DELETE_SNAPSHOT_DISCARDED);
-                if (record.isPresent()) {
-                    store.delete(id.name());
-                    log.info("snapshot deleted", "snapshot", id);
-                }
-            }
-            return null;
-        });
+        snapshots.delete(NfsSnapshotId.parse(snapshotId).orElseThrow());
     }
 
-    /** The complete snapshots of every export mounted now, for ListSnapshots. */
     @Override
     public List<Snapshot> snapshots() throws Exception {
-        return Bounded.call(deadline, "listing NFS snapshots", () -> {
-            List<Snapshot> all = new ArrayList<>();
-            for (Export export : exports.mounted()) {
-                for (NfsSnapshotRecord record : export.snapshots().all(log)) {
-                    if (record.getState() == NfsSnapshotRecord.State.READY) {
-                        all.add(snapshot(record));
-                    }
-                }
-            }
-            return all;
-        });
+        return snapshots.list();
     }
 
     /**
-     * At start: removes the partial copies a crash left in the exports mounted now, so their space
-     * comes back before any retry (which would copy afresh anyway). A copy whose lock is held is
-     * being made and stays; the records stay for the retries. Returns how many were removed.
+     * At start: removes the partial copies (of snapshots, restores and clones) a crash left in the
+     * exports mounted now, so their space comes back before any retry (which would copy afresh
+     * anyway). A copy whose lock is held is being made and stays; the records stay for the
+     * retries. Returns how many were removed.
      */
     public int removePartialCopies() throws Exception {
         return Bounded.call(deadline, "removing partial NFS copies", () -> {
             int removed = 0;
             for (Export export : exports.mounted()) {
-                SnapshotStore store = export.snapshots();
-                for (NfsSnapshotRecord record : store.all(log)) {
-                    if (record.getState() == NfsSnapshotRecord.State.CREATING
-                            && removeUnlocked(export, store.partial(record.getName()), store.lock(record.getName()))) {
-                        removed++;
-                    }
-                }
-                // A partial copy is named by its volume's key; anything else there is not one: a
-                // lock file, or the .nfsXXXX name an NFS client gives a file removed while open.
-                for (String entry : entries(export.restoring())) {
-                    if (VolumeRecords.isKey(entry) && removeUnlocked(export, export.restoringCopy(entry),
-                            export.restoringLock(entry))) {
-                        removed++;
-                    }
-                }
+                removed += snapshots.removePartialCopies(export) + sources.removePartialCopies(export);
             }
             log.info("partial NFS copies removed", "count", removed);
             return removed;
         });
-    }
-
-    private boolean removeUnlocked(Export export, Path copy, Path lock) throws IOException {
-        if (!Files.exists(copy, LinkOption.NOFOLLOW_LINKS)) {
-            return false;
-        }
-        try (TransientLock held = export.lockCopy(lock, copy.toString())) {
-            TreeCopy.remove(copy);
-            log.info("removed a partial copy a crash left", "path", copy);
-            return true;
-        } catch (CsiException busy) {
-            return false; // a call of this or another replica is making it
-        }
-    }
-
-    private static List<String> entries(Path dir) throws IOException {
-        if (!Files.isDirectory(dir, LinkOption.NOFOLLOW_LINKS)) {
-            return List.of();
-        }
-        try (var stream = Files.list(dir)) {
-            return stream.map(path -> path.getFileName().toString()).toList();
-        }
-    }
-
-    private static Snapshot snapshot(NfsSnapshotRecord record) {
-        return Snapshot.newBuilder().setSnapshotId(record.getSnapshotId()).setSourceVolumeId(record.getSourceVolumeId())
-                .setSizeBytes(record.getSizeBytes()).setReadyToUse(true)
-                .setCreationTime(Timestamp.newBuilder().setSeconds(record.getCreationTimeSeconds()).setNanos(record.getCreationTimeNanos()))
-                .build();
     }
 
     /** The NFS volumes of every export mounted now, for ListVolumes. */
@@ -749,11 +437,6 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
                         + " of volume " + record.getVolumeId() + "; deleting one would take the other's data");
             }
         }
-    }
-
-    /** Where a static volume's record is kept: a key no directory can have, since a subDir holds no NUL. */
-    private static String staticKey(String volumeId) {
-        return "static\0" + volumeId;
     }
 
     private static String lockKey(NfsVolume volume) {

@@ -51,6 +51,20 @@ final class VolumeRecords {
         return files.read(key(subDir));
     }
 
+    /** The record in {@code subDir} if it is the volume {@code volumeId}'s: a record of another id is another volume's since. */
+    Optional<NfsVolumeRecord> readOf(String subDir, String volumeId) throws IOException {
+        return read(subDir).filter(found -> found.getVolumeId().equals(volumeId));
+    }
+
+    /**
+     * Whether the record in {@code subDir} is still {@code record}'s volume, checked under the
+     * record's lock before a directory is made or placed for it: a DeleteVolume can come between
+     * (another replica's), and the directory would then belong to no volume.
+     */
+    boolean holds(String subDir, NfsVolumeRecord record) throws IOException {
+        return readOf(subDir, record.getVolumeId()).isPresent();
+    }
+
     void write(String subDir, NfsVolumeRecord record) throws IOException {
         files.write(key(subDir), record);
     }
