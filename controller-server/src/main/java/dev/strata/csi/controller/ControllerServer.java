@@ -1,28 +1,16 @@
 package dev.strata.csi.controller;
 
 import dev.strata.csi.auth.AgentSecurity;
-import dev.strata.csi.backend.local.Topology;
-import dev.strata.csi.backend.nfs.NfsMounter;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.AgentMetrics;
 import dev.strata.csi.controller.agents.AgentRegistryService;
 import dev.strata.csi.controller.backend.ControllerBackends;
-import dev.strata.csi.controller.local.ContentRelay;
-import dev.strata.csi.controller.local.LocalController;
-import dev.strata.csi.controller.local.RelayMetrics;
-import dev.strata.csi.controller.nfs.Exports;
-import dev.strata.csi.controller.nfs.NfsController;
-import dev.strata.csi.controller.nfs.NfsCrashPoint;
-import dev.strata.csi.controller.nfs.NfsExportMetrics;
-import dev.strata.csi.controller.nfs.SystemProjectQuotas;
+import dev.strata.csi.controller.local.LocalControllerWiring;
+import dev.strata.csi.controller.nfs.NfsControllerWiring;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.identity.IdentityService;
-import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.server.DriverProgram;
 import dev.strata.csi.server.TcpComponent;
-import dev.strata.csi.system.Command;
-import dev.strata.csi.system.Crashes;
-import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.List;
@@ -42,21 +30,11 @@ public final class ControllerServer {
                     + "lets one pass is probed, and calls that need its node fail UNAVAILABLE at once until it answers. "
                     + "Copies between nodes stream with no deadline and fail when idle for 2 min");
 
-    static final Flag EXPORT_ROOT = new Flag("nfs-export-root", "NFS_EXPORT_ROOT", "/var/lib/strata/exports",
-            "where controller-server finds NFS exports: server:/share at <root>/<server>/<share>, mounted there by a person "
-                    + "or by the pod spec, or by controller-server itself (--nfs-mount-exports)");
-    static final Flag MOUNT_EXPORTS = Flag.bool("nfs-mount-exports", "NFS_MOUNT_EXPORTS", true,
-            "mount an export under --nfs-export-root when nothing is mounted there (needs mount.nfs and CAP_SYS_ADMIN); "
-                    + "false: use only exports mounted there already");
-    static final Flag NFS_TIMEOUT = new Flag("nfs-timeout", "NFS_TIMEOUT", "60s",
-            "deadline for one step on an NFS export (mount, make or remove a directory); past it the call gets UNAVAILABLE;"
-                    + " a change of a volume's record waits up to half of it for the record's lock, then gets ABORTED");
-
     private ControllerServer() {}
 
     private static List<Flag> flags() {
-        List<Flag> flags = new java.util.ArrayList<>(List.of(REGISTRY_ADDRESS, RENEW, SETTLE, AGENT_TIMEOUT,
-                EXPORT_ROOT, MOUNT_EXPORTS, NFS_TIMEOUT));
+        List<Flag> flags = new java.util.ArrayList<>(List.of(REGISTRY_ADDRESS, RENEW, SETTLE, AGENT_TIMEOUT));
+        flags.addAll(NfsControllerWiring.flags());
         flags.addAll(AgentSecurity.flags());
         return flags;
     }
@@ -78,27 +56,11 @@ public final class ControllerServer {
                             TcpComponent.address(REGISTRY_ADDRESS.name(), flags.get(REGISTRY_ADDRESS)), security.serverTls(),
                             List.of(new AgentRegistryService(agents, context.log())),
                             security.verifiers(), context.log());
-                    Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
-                    Kernel kernel = new Kernel();
-                    Exports exports = new Exports(Path.of(flags.get(EXPORT_ROOT)), flags.booleanValue(MOUNT_EXPORTS),
-                            new NfsMounter(new Command(), nfsTimeout, context.log()), new NfsExportMetrics(context.metrics()), kernel,
-                            context.log());
-                    Crashes<NfsCrashPoint> crashes = Crashes.fromEnvironment(NfsCrashPoint.class, context.log());
-                    NfsController nfs = new NfsController(exports, new SystemProjectQuotas(kernel), nfsTimeout,
-                            Clock.systemUTC(), crashes, context.log());
-                    Thread.ofPlatform().daemon().name("nfs-partial-copies").start(() -> {
-                        try {
-                            nfs.removePartialCopies();
-                        } catch (Exception e) { // an export not answering: the retries remove their own copies
-                            context.log().warn("cannot remove partial NFS copies at start", "error", e.getMessage());
-                        }
-                    });
                     // The backends, one line each; ControllerBackends chooses among them (the last takes
                     // any StorageClass parameters the others do not want).
                     ControllerBackends backends = new ControllerBackends(List.of(
-                            nfs,
-                            new LocalController(agents, Topology.forDriver(context.plugin().name()),
-                                    new ContentRelay(new RelayMetrics(context.metrics()), context.log()))));
+                            NfsControllerWiring.fromFlags(context),
+                            LocalControllerWiring.fromFlags(context, agents)));
                     return new DriverProgram.Plan(List.of(
                             new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, () -> true),
                             new ControllerService(agents, backends)),

@@ -3,7 +3,6 @@ package dev.strata.csi.node;
 import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.backend.local.VolumeId;
-import dev.strata.csi.backend.nfs.NfsMounter;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.identity.IdentityService;
@@ -38,8 +37,7 @@ import dev.strata.csi.node.mount.MountHelpers;
 import dev.strata.csi.node.mount.Mounter;
 import dev.strata.csi.node.mount.SystemFilesystemStats;
 import dev.strata.csi.node.mount.SystemMounter;
-import dev.strata.csi.node.nfs.NfsNodeBackend;
-import dev.strata.csi.node.nfs.NfsProbe;
+import dev.strata.csi.node.nfs.NfsNodeWiring;
 import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.server.DriverProgram;
 import dev.strata.csi.server.Periodic;
@@ -75,9 +73,6 @@ public final class NodeServer {
     static final Flag MAX_VOLUMES = new Flag("max-volumes", "MAX_VOLUMES", "0",
             "most volumes the scheduler may place on this node (0: no limit)");
 
-    static final Flag NFS_TIMEOUT = new Flag("nfs-timeout", "NFS_TIMEOUT", "60s",
-            "deadline for one NFS mount, for one unmount with its forced and lazy retries, and for each stat, statfs or chmod of a share (a child process killed at it)");
-
     static final Flag ABANDONED_COPY_EXPIRY = new Flag("abandoned-copy-expiry", "ABANDONED_COPY_EXPIRY", "1h",
             "a volume partly received from another node (restore or clone across nodes) that no step of its copy touched for "
                     + "this long is removed, its capacity freed: its PVC was deleted and nobody comes back for it. A copy in "
@@ -95,8 +90,9 @@ public final class NodeServer {
     private NodeServer() {}
 
     private static List<Flag> flags() {
-        List<Flag> flags = new java.util.ArrayList<>(List.of(NODE_ID, POOL_DIR, KUBELET_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, MAX_VOLUMES, NFS_TIMEOUT,
+        List<Flag> flags = new java.util.ArrayList<>(List.of(NODE_ID, POOL_DIR, KUBELET_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, MAX_VOLUMES,
                 ABANDONED_COPY_EXPIRY, CGROUP_ROOT, IO_LIMITS_RESYNC));
+        flags.addAll(NfsNodeWiring.flags());
         flags.addAll(AgentSecurity.flags());
         return flags;
     }
@@ -147,11 +143,10 @@ public final class NodeServer {
                             security.verifiers(), log);
                     Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, inventory, security, log);
-                    Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     // The backends, one line each; NodeBackends chooses among them by volume id and context.
                     NodeBackends backends = new NodeBackends(List.of(
                             new LocalNodeBackend(nodeId, pool, loops, new MeteredFilesystems(SystemFilesystems.preferringLibblkid(commands), steps), mounter, stats, ioLimits, crashes, log),
-                            new NfsNodeBackend(mounter, new NfsMounter(commands, nfsTimeout, log), new NfsProbe(commands, nfsTimeout), log)));
+                            NfsNodeWiring.fromFlags(context, commands, mounter)));
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),
                                     new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), backends, locks, kubeletDir, poolDir)),
