@@ -22,7 +22,8 @@ export JAVA_HOME
 export PATH="$JAVA_HOME/bin:$PATH"
 # Maven's guava and protobuf call sun.misc.Unsafe, which JDK 24 and later warn about on every run;
 # the option (unknown before JDK 23) allows it, so the scripts' output holds no such warnings.
-# UNSAFE_ALLOW is for the java commands the scripts run themselves.
+# UNSAFE_ALLOW is for the java commands the scripts run themselves; the test JVMs Maven forks get
+# the same option from the pom's profile unsafe-memory-access.
 java_major=$("$JAVA_HOME/bin/java" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
 UNSAFE_ALLOW=()
 if [ "${java_major%%.*}" -ge 24 ] 2>/dev/null; then

@@ -13,8 +13,9 @@ import dev.strata.csi.log.Log;
 import io.grpc.Context;
 import io.grpc.ManagedChannel;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.epoll.EpollDomainSocketChannel;
-import io.grpc.netty.shaded.io.netty.channel.epoll.EpollEventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.epoll.EpollIoHandler;
 import io.grpc.netty.shaded.io.netty.channel.unix.DomainSocketAddress;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -48,7 +49,7 @@ class HandlerThreadsTest {
         });
         Log log = new Log(new PrintStream(new ByteArrayOutputStream()), 0);
         GrpcServer server = GrpcServer.onUnixSocket(new Endpoint(dir.resolve("csi.sock")), List.of(identity), List.of(new CallLog(log)), log);
-        EpollEventLoopGroup loop = new EpollEventLoopGroup(1);
+        MultiThreadIoEventLoopGroup loop = new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory());
         ManagedChannel channel = NettyChannelBuilder.forAddress(new DomainSocketAddress(dir.resolve("csi.sock").toFile()))
                 .eventLoopGroup(loop).channelType(EpollDomainSocketChannel.class).usePlaintext().build();
         try {

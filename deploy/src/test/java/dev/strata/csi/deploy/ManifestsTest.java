@@ -77,8 +77,8 @@ class ManifestsTest {
     @Test
     void namespaces() throws Exception {
         assertEquals(List.of(), checks().namespaces());
-        List<String> problems = broken(m -> ((Map<String, Object>) m.one("Role", "strata-external-attacher").body()
-                .get("metadata")).put("namespace", "default")).namespaces();
+        List<String> problems = broken(m -> Tree.map(m.one("Role", "strata-external-attacher").body(), "metadata")
+                .put("namespace", "default")).namespaces();
         assertEquals(1, problems.size(), problems.toString());
     }
 
@@ -106,7 +106,7 @@ class ManifestsTest {
                 "--endpoint=unix:///var/run/csi.sock")).socketsAgree().isEmpty());
         // The registrar's idea of the socket on the host must follow the plugin directory.
         assertFalse(broken(m -> m.pod("DaemonSet", "strata-node").volume("plugin-dir").ifPresent(volume ->
-                ((Map<String, Object>) volume.get("hostPath")).put("path", "/var/lib/kubelet/plugins/elsewhere")))
+                Tree.map(volume, "hostPath").put("path", "/var/lib/kubelet/plugins/elsewhere")))
                 .socketsAgree().isEmpty());
     }
 
@@ -195,7 +195,7 @@ class ManifestsTest {
         // A verb taken away from the attacher's role, and one more given to the provisioner.
         List<String> missing = broken(m -> {
             List<Map<String, Object>> rules = Tree.maps(m.one("ClusterRole", "strata-external-attacher").body(), "rules");
-            ((List<Object>) rules.getLast().get("verbs")).clear();
+            Tree.list(rules.getLast(), "verbs").clear();
         }).rbac();
         assertTrue(missing.stream().anyMatch(problem -> problem.contains("lacks patch storage.k8s.io/volumeattachments/status")),
                 missing.toString());

@@ -240,8 +240,10 @@ public final class Cluster implements AutoCloseable {
         return startNode(nodeId, launch);
     }
 
-    /** Waits until {@code controller} knows the node's agent at the port this process listens on (either log format). */
-    /** Until the controller holds this very process of the node (its instance), not an earlier one at the same address. */
+    /**
+     * Waits until {@code controller} knows the node's agent at the port this process listens on,
+     * and holds this very process of the node (its instance), not an earlier one at the same address.
+     */
     private void awaitRegistered(ServerProcess controller, Node node) throws InterruptedException {
         int port = agentPort(node.id());
         var instancePattern = Pattern.compile("instance\"?[=:]\"?([0-9a-f]+)");

@@ -85,9 +85,8 @@ class FailoverTest {
         return ControllerUnpublishVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).setNodeId(node).build();
     }
 
-    /** Volume id -> nodes it is published to, as a replica lists them. */
     /**
-     * What {@code controller} lists once it shows {@code expected}, or after 5 s: a replica's index
+     * Volume id -> nodes it is published to, as {@code controller} lists them once it shows {@code expected}, or after 5 s: a replica's index
      * follows a change another replica made when the agent's report of it arrives, a round trip later.
      */
     static Map<String, List<String>> listedOnce(ControllerBlockingStub controller, Map<String, List<String>> expected)
