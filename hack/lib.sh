@@ -64,3 +64,73 @@ mvn_run() {
   # that a log of the scripts is plain text. pipefail keeps Maven's exit status.
   (set -o pipefail && cd "$REPO_ROOT" && mvn -B -ntp -Dstyle.color=never "$@" 2> >(plain_text >&2) | plain_text)
 }
+
+# Reads Maven's output and prints what someone running the tests needs: each module as Maven
+# starts it, each test class's result and each module's total, what a test JVM writes to its
+# console (a long suite's progress lines, a JDK warning), warnings, and errors with their stack
+# traces in full; and, after 20 s without a line, what is still running. Maven's INFO lines are
+# left out: the caller keeps the whole output in a log.
+maven_progress() {
+  local line partial="" doing="" since=$SECONDS printed=$SECONDS status name module=""
+  local re_module='^\[INFO\] Building (.+) [^ ]+ +\[([0-9]+/[0-9]+)\]$'
+  local re_step='^\[INFO\] --- ([^:]+):[^:]+:([^ ]+) \(([^)]+)\) @ ([^ ]+) ---$'
+  local re_tests='Tests run: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+), Skipped: ([0-9]+)(, Time elapsed: ([0-9.,]+) s)?( .*-- in (.+))?$'
+  while true; do
+    if IFS= read -r -t 5 line; then
+      line=$partial$line
+      partial=""
+    else
+      status=$?
+      if [ "$status" -le 128 ]; then # end of input; a last line without newline still counts
+        [ -n "$line$partial" ] && echo "$partial$line"
+        break
+      fi
+      partial+=$line # timed out in the middle of a line: the rest comes with the next read
+      line=""
+      if [ -n "$doing" ] && (( SECONDS - printed >= 20 )); then
+        echo "hack:     ... $doing, $((SECONDS - since)) s"
+        printed=$SECONDS
+      fi
+      continue
+    fi
+    if [[ $line =~ $re_module ]]; then
+      echo "hack: [${BASH_REMATCH[2]}] ${BASH_REMATCH[1]}"
+      doing="building ${BASH_REMATCH[1]%%:*}"
+      since=$SECONDS
+    elif [[ $line =~ $re_step ]]; then
+      module=${BASH_REMATCH[4]}
+      doing="${BASH_REMATCH[2]} (${BASH_REMATCH[1]#maven-}) of $module"
+      since=$SECONDS
+      # A second surefire execution (the containers' run) is worth a line of its own.
+      if [ "${BASH_REMATCH[2]}" = test ] && [ "${BASH_REMATCH[3]}" != default-test ]; then
+        echo "hack:   tests of ${BASH_REMATCH[4]}, execution ${BASH_REMATCH[3]}"
+      fi
+    elif [[ $line == "[INFO] Running "* ]]; then
+      name=${line#"[INFO] Running "}
+      doing="${name##*.} running"
+      since=$SECONDS
+    elif [[ $line =~ $re_tests ]]; then
+      local counts="${BASH_REMATCH[1]} test"
+      [ "${BASH_REMATCH[1]}" != 1 ] && counts+=s
+      [ "${BASH_REMATCH[2]}" != 0 ] && counts+=", ${BASH_REMATCH[2]} FAILED"
+      [ "${BASH_REMATCH[3]}" != 0 ] && counts+=", ${BASH_REMATCH[3]} IN ERROR"
+      [ "${BASH_REMATCH[4]}" != 0 ] && counts+=", ${BASH_REMATCH[4]} skipped"
+      if [ -n "${BASH_REMATCH[8]}" ]; then
+        echo "hack:   ${BASH_REMATCH[8]##*.}: $counts, ${BASH_REMATCH[6]} s"
+        doing=""
+      else
+        echo "hack:   $module, in all: $counts"
+      fi
+    elif [[ $line == "[WARNING] Overwriting "*"/target/lib/"* ]]; then
+      : # copy-dependencies putting this build's own module jars in place of the last build's
+    elif [[ $line == "[ERROR]"* || $line == "[WARNING]"* ]]; then
+      echo "$line"
+    elif [[ $line != "["* && -n $line ]]; then
+      echo "$line" # not Maven's own line: a test JVM's console, a stack trace, a compiler message's detail
+    else
+      continue
+    fi
+    printed=$SECONDS
+  done
+  return 0
+}

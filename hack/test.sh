@@ -25,11 +25,19 @@ fi
 # (maven.test.failure.ignore), so node-server, which needs controller-server's jar, and the
 # deploy tests still run after a failure in controller-server; a module that does not build
 # stops only the modules that need it (--fail-at-end). What failed is read from the test reports.
+# Maven's output goes to the log whole and to the terminal through maven_progress (lib.sh): the
+# modules, each test class's result, progress, warnings and failures in full.
+exec 3>&1 > >(maven_progress >&3)
+progress=$!
 started=$(mktemp)
 trap 'rm -f "$started" "$started.log"' EXIT
 mvn_status=0
 mvn_run verify --fail-at-end -Dmaven.test.failure.ignore=true "${container_flags[@]}" "$@" | tee "$started.log" || mvn_status=$?
 
+exec >&3 3>&-
+wait "$progress"
+mkdir -p "$REPO_ROOT/target" && cp "$started.log" "$REPO_ROOT/target/test.log"
+echo "hack: Maven's whole output: target/test.log"
 # The figures of the fault-injection and hostile-input suites (their output goes to the test reports).
 find "$REPO_ROOT" -path '*/target/surefire-reports*' -name '*-output.txt' -newer "$started" -exec cat {} + 2>/dev/null \
   | grep -E '^(crash|hostile) suite:' || true
