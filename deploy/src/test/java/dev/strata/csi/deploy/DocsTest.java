@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.backend.local.LocalParameters;
 import dev.strata.csi.backend.nfs.NfsParameters;
+import dev.strata.csi.controller.nfs.NfsCrashPoint;
+import dev.strata.csi.node.local.CrashPoint;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -94,6 +96,34 @@ class DocsTest {
         documented.removeIf(key -> key.startsWith("csi.storage.k8s.io/"));
         assertEquals(new TreeSet<>(LocalParameters.ATTRIBUTES_CLASS.administrator()), documented,
                 "VolumeAttributesClass keys in docs/parameters.md (local volumes take them, NFS none)");
+    }
+
+    /**
+     * Every "N crash points" the pages cite is a figure of the code, and CHANGELOG.md gives each:
+     * the node's points CrashRecoveryTest arms, those of copies between nodes (TransferCrashTest),
+     * and controller-server's NFS points (NfsCrashRecoveryTest).
+     */
+    @Test
+    void crashPointFiguresAreTheCodes() throws IOException {
+        long copies = Stream.of(CrashPoint.values()).filter(CrashPoint::transfer).count();
+        Map<String, Long> figures = Map.of(
+                "node-server's crash points outside copies between nodes (CrashPoint)", CrashPoint.values().length - copies,
+                "node-server's crash points of copies between nodes (CrashPoint.transfer())", copies,
+                "controller-server's NFS crash points (NfsCrashPoint)", (long) NfsCrashPoint.values().length);
+        Pattern cited = Pattern.compile("(\\d+) crash points");
+        List<String> wrong = new ArrayList<>();
+        for (Path page : pages()) {
+            Matcher figure = cited.matcher(String.join(" ", prose(page)).replaceAll("\\s+", " "));
+            while (figure.find()) {
+                if (!figures.containsValue(Long.parseLong(figure.group(1)))) {
+                    wrong.add(REPO.relativize(page) + ": " + figure.group());
+                }
+            }
+        }
+        assertEquals(List.of(), wrong, "crash point figures that are none of " + figures);
+        String changelog = String.join(" ", prose(REPO.resolve("CHANGELOG.md"))).replaceAll("\\s+", " ");
+        figures.forEach((what, count) -> assertTrue(changelog.contains(count + " crash points"),
+                "CHANGELOG.md gives no figure for " + what + ": " + count + " crash points"));
     }
 
     /** The flags of each program's table rows: "both" counts for both servers. */
