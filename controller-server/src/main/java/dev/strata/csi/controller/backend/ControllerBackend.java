@@ -7,9 +7,9 @@ import csi.v1.Csi.ListVolumesResponse;
 import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
-import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.KubernetesKeys;
 import dev.strata.csi.backend.ParameterKeys;
+import dev.strata.csi.backend.VolumeScheme;
 import dev.strata.csi.rpc.CsiException;
 import java.util.Comparator;
 import java.util.List;
@@ -26,7 +26,7 @@ import java.util.Set;
  * @param <V> the backend's own description of an existing volume, read from its id (or context) once
  * @param <C> a CreateVolume request for this backend, once checked
  */
-public interface ControllerBackend<V, C> {
+public interface ControllerBackend<V, C> extends VolumeScheme<V> {
 
     /** A VolumeAttributesClass for a backend that takes none: only Kubernetes' own keys pass. */
     ParameterKeys NO_MUTABLE_PARAMETERS = new ParameterKeys(KubernetesKeys.Request.MODIFY_VOLUME, "volumes of this backend",
@@ -34,33 +34,6 @@ public interface ControllerBackend<V, C> {
 
     /** Whether StorageClass parameters (CreateVolume, GetCapacity) ask for this backend. */
     boolean wanted(Map<String, String> parameters);
-
-    /** The volume an id of this backend's scheme names; empty for an id of another scheme. */
-    Optional<V> byId(String volumeId);
-
-    /**
-     * A volume whose id no backend's scheme claims, described by its volume context (a
-     * PersistentVolume written by hand); empty when the context is not this backend's.
-     */
-    default Optional<V> byContext(String volumeId, Map<String, String> context) {
-        return Optional.empty();
-    }
-
-    /**
-     * A volume whose id no scheme claims, in a call without volume context
-     * (ControllerUnpublishVolume): a static volume. Empty when this backend has none.
-     */
-    default Optional<V> byStaticId(String volumeId) {
-        return Optional.empty();
-    }
-
-    /** One call at a time per key: the volume's, distinct from every other volume's of any backend. */
-    String lockKey(V volume);
-
-    Capabilities capabilities();
-
-    /** The keys a volume_context of this backend's volumes may hold (ControllerPublishVolume, ValidateVolumeCapabilities). */
-    ParameterKeys volumeContextKeys();
 
     /**
      * The Controller service capabilities this backend needs advertised: by default what every

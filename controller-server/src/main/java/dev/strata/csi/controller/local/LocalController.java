@@ -22,10 +22,9 @@ import dev.strata.csi.agent.api.ListImagesRequest;
 import dev.strata.csi.agent.api.ListSnapshotsRequest;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.agent.api.SetIoLimitsRequest;
-import dev.strata.csi.backend.Capabilities;
-import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.backend.local.LocalCapabilities;
 import dev.strata.csi.backend.local.LocalParameters;
+import dev.strata.csi.backend.local.LocalVolumeScheme;
 import dev.strata.csi.backend.local.SnapshotId;
 import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.backend.local.VolumeId;
@@ -47,7 +46,7 @@ import java.util.Optional;
  * a call is a call to the one node it is about (two for a copy between nodes), never to every node. Any StorageClass parameters without another backend's
  * come here (it refuses the ones it does not know).
  */
-public final class LocalController implements ControllerBackend<VolumeId, VolumeRequest> {
+public final class LocalController implements ControllerBackend<VolumeId, VolumeRequest>, LocalVolumeScheme {
 
     /** The publish_context key naming the loop device the image is attached to. */
     public static final String DEVICE_PATH = "devicePath";
@@ -56,7 +55,6 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     private final Topology topology;
     private final Placement placement;
     private final CrossNodeCopies copies;
-    private final LocalCapabilities capabilities = new LocalCapabilities();
 
     public LocalController(AgentDirectory agents, Topology topology, ContentRelay relay) {
         this.agents = agents;
@@ -68,27 +66,6 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     @Override
     public boolean wanted(Map<String, String> parameters) {
         return true;
-    }
-
-    @Override
-    public Optional<VolumeId> byId(String volumeId) {
-        return VolumeId.parse(volumeId);
-    }
-
-    /** The volume's name, unique across the cluster: a create locks it before a node is chosen. */
-    @Override
-    public String lockKey(VolumeId id) {
-        return id.name();
-    }
-
-    @Override
-    public Capabilities capabilities() {
-        return capabilities;
-    }
-
-    @Override
-    public ParameterKeys volumeContextKeys() {
-        return LocalParameters.VOLUME_CONTEXT;
     }
 
     @Override

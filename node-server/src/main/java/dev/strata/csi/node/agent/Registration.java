@@ -8,6 +8,7 @@ import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.node.local.ImagePool;
 import dev.strata.csi.server.Component;
+import dev.strata.csi.server.Periodic;
 import io.grpc.ManagedChannel;
 import io.grpc.StatusRuntimeException;
 import java.io.IOException;
@@ -19,7 +20,6 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.LockSupport;
 import java.util.function.IntSupplier;
 
 /**
@@ -54,7 +54,8 @@ public final class Registration implements Component {
     private final String instance = HexFormat.of().toHexDigits(new SecureRandom().nextLong());
     /** The interval the controllers last asked for; addresses are resolved again at this pace. */
     private volatile Duration interval = FIRST_INTERVAL;
-    private Thread loop;
+    /** The addresses resolved again at that interval; the first time at once, on its own thread. */
+    private final Periodic resolving = new Periodic("registration", () -> interval, this::followResolved, false);
 
     public Registration(ControllerAddresses controllers, String nodeId, String advertisedHost, IntSupplier agentPort,
             Map<String, String> topology, ImagePool pool, Inventory inventory, AgentSecurity security, Log log) {
@@ -72,22 +73,11 @@ public final class Registration implements Component {
 
     @Override
     public void start() {
-        loop = Thread.ofPlatform().daemon().name("registration").unstarted(this::run);
-        loop.start();
+        resolving.start();
     }
 
-    private void run() {
-        while (!Thread.currentThread().isInterrupted()) {
-            long resolvedAt = System.nanoTime();
-            follow(controllers.resolve());
-            long remaining;
-            while ((remaining = resolvedAt + interval.toNanos() - System.nanoTime()) > 0) {
-                LockSupport.parkNanos(this, remaining); // woken early when a controller asks for a shorter interval
-                if (Thread.currentThread().isInterrupted()) {
-                    return;
-                }
-            }
-        }
+    private void followResolved() {
+        follow(controllers.resolve());
     }
 
     /** Starts a renewal loop for each address that appeared and stops those of addresses that went away. */
@@ -173,7 +163,7 @@ public final class Registration implements Component {
                 boolean shorter = asked.compareTo(interval) < 0;
                 interval = asked;
                 if (shorter) {
-                    LockSupport.unpark(loop);
+                    resolving.reschedule();
                 }
                 return Optional.of(asked);
             } catch (StatusRuntimeException e) {
@@ -199,14 +189,7 @@ public final class Registration implements Component {
 
     @Override
     public void stop(Duration grace) {
-        if (loop != null) {
-            loop.interrupt();
-            try {
-                loop.join(grace.toMillis() + 1);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        }
+        resolving.stop(grace);
         renewals.values().forEach(Renewal::stop);
         renewals.clear();
     }

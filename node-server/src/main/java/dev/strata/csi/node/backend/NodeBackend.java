@@ -3,8 +3,7 @@ package dev.strata.csi.node.backend;
 import csi.v1.Csi.NodeGetVolumeStatsResponse;
 import csi.v1.Csi.NodeServiceCapability;
 import csi.v1.Csi.VolumeCapability;
-import dev.strata.csi.backend.Capabilities;
-import dev.strata.csi.backend.ParameterKeys;
+import dev.strata.csi.backend.VolumeScheme;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
@@ -17,35 +16,7 @@ import java.util.Optional;
  *
  * @param <V> the backend's own description of a volume, read from its id (or volume context) once
  */
-public interface NodeBackend<V> {
-
-    /** The volume an id of this backend's scheme names; empty for an id of another scheme. */
-    Optional<V> byId(String volumeId);
-
-    /**
-     * A volume whose id no backend's scheme claims, described by its volume context (a
-     * PersistentVolume written by hand); empty when the context is not this backend's.
-     */
-    default Optional<V> byContext(String volumeId, Map<String, String> context) {
-        return Optional.empty();
-    }
-
-    /**
-     * A volume whose id no scheme claims, in a call without volume context (unstage, unpublish,
-     * stats): a static volume, known only by what is mounted at the call's path. Empty when this
-     * backend has no static volumes.
-     */
-    default Optional<V> byStaticId(String volumeId) {
-        return Optional.empty();
-    }
-
-    /** One call at a time per key: the volume's, distinct from every other volume's of any backend. */
-    String lockKey(V volume);
-
-    Capabilities capabilities();
-
-    /** The keys a volume_context of this backend's volumes may hold (NodeStageVolume, NodePublishVolume). */
-    ParameterKeys volumeContextKeys();
+public interface NodeBackend<V> extends VolumeScheme<V> {
 
     /**
      * The Node service capabilities this backend needs advertised: by default what every backend

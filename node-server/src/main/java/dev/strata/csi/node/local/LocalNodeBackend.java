@@ -4,9 +4,8 @@ import csi.v1.Csi.NodeGetVolumeStatsResponse;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeCondition;
 import dev.strata.csi.backend.Capabilities;
-import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.backend.local.LocalCapabilities;
-import dev.strata.csi.backend.local.LocalParameters;
+import dev.strata.csi.backend.local.LocalVolumeScheme;
 import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountPoint;
@@ -32,10 +31,9 @@ import java.util.Optional;
  * the attacher recorded. The mount table is the truth about what is mounted where; every step
  * first checks whether it is already done, so a repeated call succeeds without a second effect.
  */
-public final class LocalNodeBackend implements NodeBackend<VolumeId> {
+public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolumeScheme {
 
     private final String nodeId;
-    private final LocalCapabilities capabilities = new LocalCapabilities();
 
     private final ImagePool pool;
     private final LoopDevices loops;
@@ -60,27 +58,6 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
     }
 
     @Override
-    public Optional<VolumeId> byId(String volumeId) {
-        return VolumeId.parse(volumeId);
-    }
-
-    /** The image's name, by which the node agent locks the image too: the pool's images are one namespace. */
-    @Override
-    public String lockKey(VolumeId id) {
-        return id.name();
-    }
-
-    @Override
-    public Capabilities capabilities() {
-        return capabilities;
-    }
-
-    @Override
-    public ParameterKeys volumeContextKeys() {
-        return LocalParameters.VOLUME_CONTEXT;
-    }
-
-    @Override
     public void stage(VolumeId id, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
         LoopDevice device = attachedDevice(id);
         if (!Files.isDirectory(staging)) {
@@ -100,7 +77,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
                     + mounted.get().source() + ")");
         }
         String fsType = LocalCapabilities.fsType(capability);
-        boolean readOnly = capabilities.readOnly(capability);
+        boolean readOnly = CAPABILITIES.readOnly(capability);
         String holds = readOnly ? existingFilesystem(id, device) : holdsFilesystem(id, device, fsType);
         if (!holds.equals(fsType)) {
             throw CsiException.failedPrecondition("volume " + id + " holds a " + holds
