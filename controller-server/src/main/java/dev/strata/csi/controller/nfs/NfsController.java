@@ -7,14 +7,12 @@ import csi.v1.Csi.ListVolumesResponse;
 import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
-import dev.strata.csi.backend.Capabilities;
-import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.backend.nfs.FileMode;
-import dev.strata.csi.backend.nfs.NfsCapabilities;
 import dev.strata.csi.backend.nfs.NfsParameters;
 import dev.strata.csi.backend.nfs.NfsSnapshotId;
 import dev.strata.csi.backend.nfs.NfsVolume;
 import dev.strata.csi.backend.nfs.NfsVolumeId;
+import dev.strata.csi.backend.nfs.NfsVolumeScheme;
 import dev.strata.csi.backend.nfs.OnDelete;
 import dev.strata.csi.backend.nfs.records.NfsVolumeRecord;
 import dev.strata.csi.controller.backend.ControllerBackend;
@@ -45,7 +43,8 @@ import java.util.Optional;
  * have a class each: the nodes a volume is published to ({@link Publications}), volumes made from
  * a content source ({@link ContentSources}), snapshots ({@link NfsSnapshots}).
  */
-public final class NfsController implements ControllerBackend<NfsController.VolumeHandle, NfsRequest> {
+public final class NfsController implements ControllerBackend<NfsController.VolumeHandle, NfsRequest>,
+        NfsVolumeScheme<NfsController.VolumeHandle> {
 
     /**
      * An NFS volume as a call names it (a PersistentVolume's volumeHandle): its id; the id parsed,
@@ -64,7 +63,6 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
     private final Duration recordWait;
     private final Clock clock;
     private final Log log;
-    private final NfsCapabilities capabilities = new NfsCapabilities();
     private final Crashes<NfsCrashPoint> crashes;
     private final NfsSnapshots snapshots;
     private final Publications publications;
@@ -112,16 +110,6 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
     @Override
     public String lockKey(VolumeHandle handle) {
         return handle.dynamic().map(id -> lockKey(id.volume())).orElse("nfs static " + handle.volumeId());
-    }
-
-    @Override
-    public Capabilities capabilities() {
-        return capabilities;
-    }
-
-    @Override
-    public ParameterKeys volumeContextKeys() {
-        return NfsParameters.VOLUME_CONTEXT;
     }
 
     /** Beside every backend's: snapshots, and volumes made from a snapshot or from another volume. */

@@ -3,13 +3,11 @@ package dev.strata.csi.node.nfs;
 import csi.v1.Csi.NodeGetVolumeStatsResponse;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.backend.Capabilities;
-import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.backend.nfs.FileMode;
-import dev.strata.csi.backend.nfs.NfsCapabilities;
 import dev.strata.csi.backend.nfs.NfsMounter;
-import dev.strata.csi.backend.nfs.NfsParameters;
 import dev.strata.csi.backend.nfs.NfsVolume;
 import dev.strata.csi.backend.nfs.NfsVolumeId;
+import dev.strata.csi.backend.nfs.NfsVolumeScheme;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.mount.MountPoint;
@@ -42,7 +40,7 @@ import java.util.Optional;
  * restarted with another export answers ESTALE: stage and publish then mount it afresh, and
  * NodeGetVolumeStats reports it abnormal until they do.
  */
-public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share> {
+public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share>, NfsVolumeScheme<NfsNodeBackend.Share> {
 
     /** NFS volumes are locked by id, which for a static volume may be any string: kept apart from the pool's image names. */
     private static final String LOCK_PREFIX = "nfs ";
@@ -58,7 +56,6 @@ public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share> {
         }
     }
 
-    private final NfsCapabilities capabilities = new NfsCapabilities();
 
     private final Mounter mounter;
     private final NfsMounter nfs;
@@ -93,16 +90,6 @@ public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share> {
     }
 
     @Override
-    public Capabilities capabilities() {
-        return capabilities;
-    }
-
-    @Override
-    public ParameterKeys volumeContextKeys() {
-        return NfsParameters.VOLUME_CONTEXT;
-    }
-
-    @Override
     public void stage(Share share, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
         NfsVolume volume = share.described();
         Optional<MountPoint> mounted = mounter.table().at(staging);
@@ -124,7 +111,7 @@ public final class NfsNodeBackend implements NodeBackend<NfsNodeBackend.Share> {
     private void mount(NfsVolume volume, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
         String modeValue = context.getOrDefault(FileMode.PARAMETER, "");
         Optional<Integer> mode = modeValue.isEmpty() ? Optional.empty() : Optional.of(FileMode.parse(modeValue));
-        boolean readOnly = capabilities.readOnly(capability);
+        boolean readOnly = CAPABILITIES.readOnly(capability);
         List<String> options = new ArrayList<>(capability.getMount().getMountFlagsList());
         if (readOnly) {
             options.add("ro");
