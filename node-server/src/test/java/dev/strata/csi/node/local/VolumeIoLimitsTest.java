@@ -34,6 +34,7 @@ import java.util.Optional;
 import java.util.TreeMap;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -42,6 +43,7 @@ import org.junit.jupiter.api.io.TempDir;
  * and mounts (a staging mount, pods' filesystem targets, a raw block target), the pods' cgroups
  * in memory ({@link InMemoryPodCgroups}). Needs root.
  */
+@Tag("root")
 class VolumeIoLimitsTest {
 
     static final long MIB = 1L << 20;

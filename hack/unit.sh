@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The unit tests: every test class not tagged root (Maven's default run, see the root pom), as a
+# user without root, and how long they took; hack/test.sh --unit runs this. Run by root, it makes
+# a throwaway user and runs them as that user in a copy of the work tree, so that a test that
+# needs root but lacks the tag fails here instead of passing because CI happens to be root. The
+# user, the copy and anything the user left in /tmp are removed at the end, whatever happened.
+# Maven arguments pass through (hack/test.sh --unit -pl node-server -am).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+if [ "$(id -u)" -ne 0 ]; then
+  start=$(date +%s%N)
+  log=$(mktemp)
+  trap 'rm -f "$log"' EXIT
+  status=0
+  mvn_run test "$@" | tee "$log" || status=$?
+  # Each module's summary line (the per-class lines end with "-- in <class>").
+  tests=$(awk '/^\[[A-Z]+\] Tests run: [0-9]+, / && !/ -- in / { sub(/.*Tests run: /, ""); n += $0 + 0 } END { print n + 0 }' "$log")
+  seconds=$(( ($(date +%s%N) - start) / 1000000 ))
+  printf 'hack: unit tests as %s (uid %s): %s tests, %d.%01d s with the build, %s\n' "$(id -un)" "$(id -u)" "${tests:-0}" \
+    $((seconds / 1000)) $((seconds % 1000 / 100)) "$([ "$status" -eq 0 ] && echo passed || echo FAILED)"
+  exit "$status"
+fi
+
+# As root: a user of its own, which the cleanup removes with everything it made.
+work=$(mktemp -d /tmp/strata-unit.XXXXXX)
+user="strata-unit-$$"
+cleanup() {
+  if id "$user" >/dev/null 2>&1; then
+    # JUnit removes its temporary directories; should a killed run have left any, they go too.
+    find /tmp -xdev -mindepth 1 -maxdepth 1 -user "$user" -exec rm -rf {} + 2>/dev/null || true
+    userdel "$user" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+useradd --system --user-group --no-create-home --home-dir "$work/home" --shell /usr/sbin/nologin "$user"
+
+echo "hack: running the unit tests as $user, a throwaway user without root, in a copy of the work tree under $work" >&2
+# The work tree as it stands, uncommitted changes included, with its build output (times kept), so
+# that Maven builds again only what changed since.
+mkdir "$work/src" "$work/home"
+tar -C "$REPO_ROOT" --exclude=./.git -cf - . | tar -C "$work/src" -xf -
+# Maven's repository: hard links to root's files (which the user can read but not change) in
+# directories of the user's own, where Maven may add what it downloads. Nothing is copied.
+if [ -d "$HOME/.m2/repository" ]; then
+  mkdir "$work/home/.m2"
+  cp -al "$HOME/.m2/repository" "$work/home/.m2/repository"
+  find "$work/home/.m2" -type d -exec chown "$user:$user" {} +
+fi
+chown -R "$user:$user" "$work/src"
+chown "$user:$user" "$work" "$work/home"
+
+setpriv --reuid="$user" --regid="$user" --init-groups env HOME="$work/home" USER="$user" LOGNAME="$user" \
+  bash "$work/src/hack/unit.sh" "$@"
