@@ -3,9 +3,11 @@
 # user without root, and how long they took; hack/test.sh --unit runs this. Run by root, it makes
 # a throwaway user and runs them as that user in a copy of the work tree, so that a test that
 # needs root but lacks the tag fails here instead of passing because CI happens to be root. The
-# user, the copy and anything the user left in /tmp are removed at the end, whatever happened.
+# user, the copy and anything the user left in /tmp are removed at the end, whatever happened;
+# the work tree itself is only read.
 # Maven arguments pass through (hack/test.sh --unit -pl node-server -am).
 set -euo pipefail
+maven_opts_given=${MAVEN_OPTS:-} # lib.sh adds to it; the run as the user sources lib.sh again
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -36,9 +38,8 @@ cleanup() {
 trap cleanup EXIT
 useradd --system --user-group --no-create-home --home-dir "$work/home" --shell /usr/sbin/nologin "$user"
 
-echo "hack: running the unit tests as $user, a throwaway user without root, in a copy of the work tree under $work" >&2
-# The work tree as it stands, uncommitted changes included, with its build output (times kept), so
-# that Maven builds again only what changed since.
+echo "hack: running the unit tests as $user, a throwaway user without root, on a copy of the work tree" >&2
+# The work tree as it stands, uncommitted changes included, with its build output (times kept).
 mkdir "$work/src" "$work/home"
 tar -C "$REPO_ROOT" --exclude=./.git -cf - . | tar -C "$work/src" -xf -
 # Maven's repository: hard links to root's files (which the user can read but not change) in
@@ -51,5 +52,10 @@ fi
 chown -R "$user:$user" "$work/src"
 chown "$user:$user" "$work" "$work/home"
 
-setpriv --reuid="$user" --regid="$user" --init-groups env HOME="$work/home" USER="$user" LOGNAME="$user" \
-  bash "$work/src/hack/unit.sh" "$@"
+# The copy appears at the work tree's own path, in a mount namespace of this run only (gone with
+# it): Maven's incremental build state names absolute paths, so there it builds again only what
+# changed, and nothing of the user's is written into the real work tree.
+unshare --mount --propagation private \
+  bash -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' bind "$work/src" "$REPO_ROOT" \
+  setpriv --reuid="$user" --regid="$user" --init-groups \
+  env HOME="$work/home" USER="$user" LOGNAME="$user" MAVEN_OPTS="$maven_opts_given" bash "$REPO_ROOT/hack/unit.sh" "$@"
