@@ -125,22 +125,7 @@ final class InMemoryLoopDevices implements LoopDevices {
     @Override
     public synchronized Optional<LoopDevice> find(Path image) throws DeviceException {
         fail("find", "cannot stat " + image);
-        clearUnused();
-        Optional<FileIdentity> identity;
-        try {
-            identity = FileIdentity.ofExisting(image);
-        } catch (IOException e) {
-            throw new DeviceException("cannot stat " + image + ": " + e.getMessage(), e);
-        }
-        if (identity.isEmpty()) {
-            return Optional.empty();
-        }
-        for (Attached attached : devices.values()) {
-            if (attached.backing.equals(identity.get())) {
-                return Optional.of(describe(attached));
-            }
-        }
-        return Optional.empty();
+        return LoopDevices.super.find(image);
     }
 
     @Override
