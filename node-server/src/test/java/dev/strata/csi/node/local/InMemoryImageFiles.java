@@ -10,7 +10,6 @@ import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -78,7 +77,7 @@ final class InMemoryImageFiles implements ImageFiles {
     public synchronized void create(Path image, long bytes, Allocation allocation) throws IOException {
         fail("create", "create " + image);
         long taking = allocation == Allocation.FULL ? bytes : 0;
-        requireFree(image, taking - allocated.getOrDefault(key(image), 0L));
+        requireFree(image, taking - had(image));
         try (RandomAccessFile file = new RandomAccessFile(image.toFile(), "rw")) {
             file.setLength(0); // a leftover of an interrupted create is replaced
             file.setLength(bytes);
@@ -108,7 +107,7 @@ final class InMemoryImageFiles implements ImageFiles {
         fail("copy", "copy " + source + " to " + target);
         long sourceAllocated = allocatedBytes(source);
         if (copyMethod == CopyMethod.SPARSE_COPY) {
-            requireFree(target, sourceAllocated - allocated.getOrDefault(key(target), 0L));
+            requireFree(target, sourceAllocated - had(target));
         }
         ByteBuffer content = ByteBuffer.allocate(CONTENT_BYTES);
         try (FileChannel from = FileChannel.open(source);
@@ -170,6 +169,11 @@ final class InMemoryImageFiles implements ImageFiles {
         allocated.keySet().removeIf(path -> !Files.exists(path));
         shared.keySet().removeIf(path -> !Files.exists(path));
         return allocated.values().stream().mapToLong(Long::longValue).sum();
+    }
+
+    /** What the file at {@code image} takes now: what it replaces gives that back. */
+    private long had(Path image) {
+        return Files.exists(image) ? allocated.getOrDefault(key(image), 0L) : 0;
     }
 
     private void requireFree(Path image, long bytes) throws IOException {
