@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Runs every test: unit tests, the tests that start the servers as real processes on real unix
-# sockets, the manifests' tests, and the conformance suite against the servers in containers of
+# Runs every test, those tagged root included (-DexcludedTestGroups=): unit tests, the tests that
+# start the servers as real processes on real unix sockets, the manifests' tests, and the conformance suite against the servers in containers of
 # the project's image. For the last, a Docker engine (installed and started if missing) and a
 # base image built here (hack/base-image.sh) are made sure of first; where that fails the
 # container run is skipped with the reason, except under CI (CI=true), where it fails.
 set -euo pipefail
+# --unit: only the tests not tagged root, as a user without root (hack/unit.sh).
+if [ "${1:-}" = --unit ]; then
+  shift
+  exec "$(dirname "${BASH_SOURCE[0]}")/unit.sh" "$@"
+fi
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 echo "hack: making sure of a Docker engine and a base image for the container tests" >&2
@@ -32,7 +37,7 @@ progress=$!
 started=$(mktemp)
 trap 'rm -f "$started" "$started.log"' EXIT
 mvn_status=0
-mvn_run verify --fail-at-end -Dmaven.test.failure.ignore=true "${container_flags[@]}" "$@" | tee "$started.log" || mvn_status=$?
+mvn_run verify --fail-at-end -Dmaven.test.failure.ignore=true -DexcludedTestGroups= "${container_flags[@]}" "$@" | tee "$started.log" || mvn_status=$?
 
 exec >&3 3>&-
 wait "$progress"

@@ -34,10 +34,12 @@ import io.grpc.StatusRuntimeException;
 import java.nio.file.Path;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** controller-server as a real process, called over its unix socket. */
+@Tag("root")
 class ControllerServerTest {
 
     @TempDir

@@ -7,11 +7,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.strata.csi.testing.ServerProcess;
 import dev.strata.csi.testing.SlowProbeDriver;
 import java.util.Map;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /** What a person sees when the command line is wrong: one line, exit code 2, no stack trace. */
+@Tag("root")
 class CommandLineTest {
 
     @ParameterizedTest

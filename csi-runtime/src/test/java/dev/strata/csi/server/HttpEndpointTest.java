@@ -19,10 +19,12 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** --http-endpoint on the server runtime both servers share, as a real process. */
+@Tag("root")
 class HttpEndpointTest {
 
     @TempDir

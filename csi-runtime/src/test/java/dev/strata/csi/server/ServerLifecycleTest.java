@@ -21,10 +21,12 @@ import java.util.EnumSet;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The server runtime as a real process on a real unix socket. */
+@Tag("root")
 class ServerLifecycleTest {
 
     @TempDir

@@ -8,12 +8,16 @@ import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
  * The image's Java runtime carries every module the servers need (issue 25: it lacked
  * java.net.http, and controller-server answered the first Register with NoClassDefFoundError).
+ * It reads the servers' jars, which mvn test does not make: tagged packaged, so only runs that
+ * package them (hack/test.sh) run it.
  */
+@Tag("packaged")
 class ImageModulesTest {
 
     static final Path LIST = Manifests.defaultDir().toAbsolutePath().getParent().resolve("hack/java-modules");

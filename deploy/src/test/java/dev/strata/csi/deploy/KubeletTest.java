@@ -24,6 +24,7 @@ import java.util.Map;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -32,6 +33,7 @@ import org.junit.jupiter.api.io.TempDir;
  * manifests become, and that a manifest the mapping does not understand, or a flag the program
  * refuses, fails loudly.
  */
+@Tag("root")
 class KubeletTest {
 
     static final TestIssuer ISSUER = new TestIssuer("kubelet-test-key");

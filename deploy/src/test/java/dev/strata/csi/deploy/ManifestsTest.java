@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.function.Consumer;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -21,6 +22,7 @@ import org.junit.jupiter.api.io.TempDir;
  * The manifests of deploy/ as a whole. Each check must find nothing in the real manifests, and
  * must find the fault in a copy broken the way a careless edit would break it.
  */
+@Tag("root")
 class ManifestsTest {
 
     static Manifests manifests() throws IOException {

@@ -23,10 +23,12 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** node-server as a real process, called over its unix socket. */
+@Tag("root")
 class NodeServerTest {
 
     @TempDir

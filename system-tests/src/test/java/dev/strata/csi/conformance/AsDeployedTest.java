@@ -11,6 +11,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -19,6 +20,7 @@ import org.junit.jupiter.api.io.TempDir;
  * that the program does not take stops the run, which names the container, its exit code and the
  * flag. Run by the conformance-in-containers execution only (it needs Docker and the image).
  */
+@Tag("root")
 class AsDeployedTest {
 
     @TempDir

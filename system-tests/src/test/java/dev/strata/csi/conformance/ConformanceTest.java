@@ -77,6 +77,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Nested;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.DisabledIf;
 import org.junit.jupiter.api.io.TempDir;
@@ -95,6 +96,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  * nothing skips against our own driver. Every test undoes what it made ({@link Cleanup}), and
  * after each one nothing may be left mounted or attached below the suite's directories.
  */
+@Tag("root")
 class ConformanceTest {
 
     static final String ACCESS_TYPES = "dev.strata.csi.conformance.ConformanceTarget#accessTypes";

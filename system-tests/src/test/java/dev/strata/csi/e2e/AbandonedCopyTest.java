@@ -38,6 +38,7 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -48,6 +49,7 @@ import org.junit.jupiter.api.io.TempDir;
  * partly received image is removed once idle for the expiry, at start too, its capacity given
  * back; one whose copy comes back within the expiry is kept and completes byte for byte.
  */
+@Tag("root")
 class AbandonedCopyTest {
 
     private static final Duration EXPIRY = Duration.ofSeconds(12);

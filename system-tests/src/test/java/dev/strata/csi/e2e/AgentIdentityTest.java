@@ -32,6 +32,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -44,6 +45,7 @@ import org.junit.jupiter.api.io.TempDir;
  * files): they read the keys over HTTPS from {@link TestApiServer}, which answers as
  * kube-apiserver does; controller-server, a process on the host here, reads them from a file.
  */
+@Tag("root")
 class AgentIdentityTest {
 
     @TempDir

@@ -18,10 +18,12 @@ import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The agent channel over TLS, with credentials made by hack/agent-credentials.sh as a user would. */
+@Tag("root")
 class AgentTlsTest {
 
     @TempDir

@@ -48,6 +48,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -57,6 +58,7 @@ import org.junit.jupiter.api.io.TempDir;
  * into a larger volume, found complete when asked again, and damaged content refused with nothing
  * left behind. The test plays controller-server for the agent calls, with its token.
  */
+@Tag("root")
 class ContentTransferTest {
 
     @TempDir

@@ -17,6 +17,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -25,6 +26,7 @@ import org.junit.jupiter.api.io.TempDir;
  * retried as external-provisioner retries it, each retry preferring the other node than the one
  * before, and still every name exists once, on one node, and the retry returns that node's volume.
  */
+@Tag("root")
 class ControllerRestartTest {
 
     static final long MIB = 1 << 20;

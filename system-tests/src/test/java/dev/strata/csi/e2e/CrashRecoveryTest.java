@@ -43,6 +43,7 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestFactory;
 import org.junit.jupiter.api.io.TempDir;
@@ -54,6 +55,7 @@ import org.junit.jupiter.api.io.TempDir;
  * volume goes through the rest of its life: one loop device while attached and none after, no
  * device, mount, image or record left behind, and the data written before the crash reads back.
  */
+@Tag("root")
 class CrashRecoveryTest {
 
     private static final String NODE = "node-a";

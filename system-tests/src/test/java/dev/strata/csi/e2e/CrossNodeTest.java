@@ -40,6 +40,7 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -50,6 +51,7 @@ import org.junit.jupiter.api.io.TempDir;
  * through controller-server; a controller killed mid-copy resumes it; a call's deadline leaves
  * the copy going for the retried call.
  */
+@Tag("root")
 class CrossNodeTest {
 
     private static final Pattern RECEIVED = Pattern.compile("received_bytes: (\\d+)");

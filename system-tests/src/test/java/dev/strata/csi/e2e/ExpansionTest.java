@@ -34,6 +34,7 @@ import java.util.OptionalLong;
 import java.util.Random;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -44,6 +45,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * filesystems: ControllerExpandVolume grows the image (and the attached loop device, in use),
  * NodeExpandVolume grows the filesystem online; data written before reads back.
  */
+@Tag("root")
 class ExpansionTest {
 
     static final String NODE = "node-a";

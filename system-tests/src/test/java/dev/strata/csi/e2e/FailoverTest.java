@@ -39,6 +39,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -49,6 +50,7 @@ import org.junit.jupiter.api.io.TempDir;
  * new one through every phase; the killed replica, restarted, serves too, and both give the same
  * answers. Effects are checked on the system (images, loop devices, mounts, data).
  */
+@Tag("root")
 class FailoverTest {
 
     static final long MIB = 1 << 20;

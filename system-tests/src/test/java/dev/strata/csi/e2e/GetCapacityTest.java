@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -27,6 +28,7 @@ import org.junit.jupiter.api.io.TempDir;
  * a rollout restarts the controller or a node's agent: never a 0 that would make the scheduler
  * give up on a node with room.
  */
+@Tag("root")
 class GetCapacityTest {
 
     @TempDir

@@ -48,6 +48,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -62,6 +63,7 @@ import org.junit.jupiter.api.io.TempDir;
  * volume still goes through the whole pipeline. {@code -Dstrata.hostile.seed=N} replays a run;
  * {@code -Dstrata.hostile.requests=N} sets how many.
  */
+@Tag("root")
 class HostileRequestsTest {
 
     static final int DEFAULT_REQUESTS = 10_000;

@@ -32,6 +32,7 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.opentest4j.TestAbortedException;
@@ -46,6 +47,7 @@ import org.opentest4j.TestAbortedException;
  * and reads the volume with direct IO, timed against the limit; ControllerModifyVolume changes the
  * limits while the volume is in use; a restarted node-server applies them again. Needs root.
  */
+@Tag("root")
 class IoLimitsTest {
 
     static final long MIB = 1L << 20;

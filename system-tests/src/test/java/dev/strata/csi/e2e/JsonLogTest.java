@@ -23,6 +23,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -32,6 +33,7 @@ import org.junit.jupiter.api.io.TempDir;
  * level and msg; call lines carry their fields; secrets (the requests' and the agent token)
  * never appear, even at --v=5.
  */
+@Tag("root")
 class JsonLogTest {
 
     static final String SECRET = "hunter2-never-logged";

@@ -27,6 +27,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -35,6 +36,7 @@ import org.junit.jupiter.api.io.TempDir;
  * and the scraped /metrics (parsed as Prometheus parses it) after a volume went through every
  * phase, with calls that failed among them.
  */
+@Tag("root")
 class MetricsTest {
 
     static final String DRIVER = "strata.csi.dev";

@@ -20,6 +20,7 @@ import java.util.Map;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -33,6 +34,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * effects are checked with lsattr, xfs_quota and dd. A kernel without quota support (as on these
  * build machines) cannot mount a filesystem with prjquota; there the quota tests are skipped and say so.
  */
+@Tag("root")
 class NfsQuotaTest {
 
     static final long MIB = 1L << 20;

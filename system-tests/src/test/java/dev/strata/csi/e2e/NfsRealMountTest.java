@@ -16,6 +16,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -24,6 +25,7 @@ import org.junit.jupiter.api.io.TempDir;
  * kernel with an NFS client and an export to write to, given as STRATA_NFS_TEST_EXPORT=server:/share;
  * elsewhere (these build machines have no NFS client) it is reported as skipped, never as passed.
  */
+@Tag("root")
 class NfsRealMountTest {
 
     @TempDir

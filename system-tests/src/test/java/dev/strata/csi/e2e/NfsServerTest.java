@@ -30,6 +30,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -43,6 +44,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * the export, STRATA_NFS_TEST_SERVER a script that does {@code stop}, {@code start} and
  * {@code new-fsid} to the server. Elsewhere it is reported as skipped, never as passed.
  */
+@Tag("root")
 class NfsServerTest {
 
     static final Duration TIMEOUT = Duration.ofSeconds(5);

@@ -34,6 +34,7 @@ import java.util.Random;
 import java.util.SortedMap;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -44,6 +45,7 @@ import org.junit.jupiter.api.io.TempDir;
  * Every file of a volume is compared by type, mode, owner, checksum, time and links
  * ({@link FileTrees}).
  */
+@Tag("root")
 class NfsSnapshotTest {
 
     static final String SERVER = "nfs.example";

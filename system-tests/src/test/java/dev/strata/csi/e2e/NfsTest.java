@@ -35,6 +35,7 @@ import java.util.Map;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -49,6 +50,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * the command line and fails as a machine without an NFS client does),
  * so the test checks the exact invocation and that a failed mount leaves nothing behind.
  */
+@Tag("root")
 class NfsTest {
 
     static final String SERVER = "nfs.example";

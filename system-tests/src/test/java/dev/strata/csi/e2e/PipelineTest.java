@@ -34,6 +34,7 @@ import java.util.Map;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -43,6 +44,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * The whole create -> attach -> stage -> publish pipeline and back, on a controller and two
  * node-servers running as processes, with real images, loop devices, filesystems and mounts.
  */
+@Tag("root")
 class PipelineTest {
 
     static final String TOPOLOGY_KEY = "topology.strata.csi.dev/node";

@@ -27,6 +27,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import static dev.strata.csi.e2e.PipelineTest.MIB;
@@ -40,6 +41,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * Crashes, reboots, leftovers and races: the node agent brings the kernel back to its records
  * at start, and concurrent calls never have a double effect.
  */
+@Tag("root")
 class RecoveryTest {
 
     @TempDir

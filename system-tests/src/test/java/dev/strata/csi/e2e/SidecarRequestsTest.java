@@ -46,6 +46,7 @@ import java.util.UUID;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -60,6 +61,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  * {@link NoNfsClientMount} (this kernel has no NFS client), so for NFS the node calls are checked
  * to get as far as the mount, with the exact mount recorded.
  */
+@Tag("root")
 class SidecarRequestsTest {
 
     static final long MIB = 1 << 20;

@@ -46,6 +46,7 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -56,6 +57,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * with real loop devices and filesystems. node-a's pool is an xfs filesystem of its own (reflinks,
  * and capacity that no other process changes); node-b's is on the machine's ext4 (sparse copies).
  */
+@Tag("root")
 class SnapshotTest {
 
     static final String REFLINK_NODE = "node-a";

@@ -21,6 +21,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.Callable;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -31,6 +32,7 @@ import org.junit.jupiter.api.io.TempDir;
  * calls that need the stopped node fail UNAVAILABLE, naming it, within the agent deadline (and at
  * once after the first), and succeed once it is continued.
  */
+@Tag("root")
 class StoppedNodeTest {
 
     static final long MIB = 1 << 20;

@@ -28,6 +28,7 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestFactory;
 import org.junit.jupiter.api.io.TempDir;
@@ -39,6 +40,7 @@ import org.junit.jupiter.api.io.TempDir;
  * the receiving node recorded on disk, never reports a partial image, and the new volume holds the
  * source's content byte for byte. Content that changed meanwhile starts over instead of resuming.
  */
+@Tag("root")
 class TransferCrashTest {
 
     private static final long SIZE = 128 * MIB;

@@ -32,7 +32,7 @@ public final class ControllerReplica {
         Log log = new Log(System.out, 0);
         NfsController controller = new NfsController(new Exports(root, false, null,
                 new NfsExportMetrics(new io.prometheus.metrics.model.registry.PrometheusRegistry()), new Kernel(), log, () -> MountTable.parse(mountinfo)),
-                new NfsControllerQuotaTest.FakeQuotas(), Duration.ofSeconds(30), Clock.systemUTC(), log);
+                new InMemoryProjectQuotas(), Duration.ofSeconds(30), Clock.systemUTC(), log);
         System.out.println("ready");
         while (!Files.exists(go)) {
             Thread.sleep(1);

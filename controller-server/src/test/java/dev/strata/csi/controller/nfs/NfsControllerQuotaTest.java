@@ -11,7 +11,6 @@ import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.backend.nfs.NfsParameters;
 import dev.strata.csi.backend.nfs.records.NfsVolumeRecord;
 import dev.strata.csi.linux.Kernel;
-import dev.strata.csi.linux.SyscallException;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.rpc.CsiException;
@@ -28,16 +27,12 @@ import java.time.Duration;
 import java.time.Instant;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.OptionalLong;
 import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.stream.Stream;
 import jnr.constants.platform.Errno;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -49,7 +44,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * What NfsController does with project quotas, against an export directory described as xfs or
  * ext4 mounted with project quotas (this kernel may have no quota support at all; the system calls
  * themselves are tested in SystemProjectQuotasTest and, where the kernel has quotas, end to end
- * in node-server's NfsQuotaTest). The quota calls go to a recording stand-in that can fail.
+ * in node-server's NfsQuotaTest). The quota calls go to {@link InMemoryProjectQuotas}, which can fail.
  */
 class NfsControllerQuotaTest {
 
@@ -60,7 +55,7 @@ class NfsControllerQuotaTest {
     Path root;
     Path export;
     volatile String mountinfo;
-    final FakeQuotas quotas = new FakeQuotas();
+    final InMemoryProjectQuotas quotas = new InMemoryProjectQuotas();
     final ByteArrayOutputStream logged = new ByteArrayOutputStream();
     NfsController controller;
 
@@ -350,54 +345,5 @@ class NfsControllerQuotaTest {
 
     long projectIdOf(String subDir) throws Exception {
         return Integer.toUnsignedLong(new VolumeRecords(export.resolve(".strata-csi/volumes")).read(subDir).orElseThrow().getProjectId());
-    }
-
-    /** Project ids of directories and limits of ids, as a filesystem would keep them; fails the next call when told to. */
-    static final class FakeQuotas implements ProjectQuotas {
-        final Map<Path, Long> projects = new ConcurrentHashMap<>();
-        final Map<Long, Long> limits = new ConcurrentHashMap<>();
-        final Set<Long> usedElsewhere = ConcurrentHashMap.newKeySet();
-        final List<String> calls = Collections.synchronizedList(new ArrayList<>());
-        volatile Errno failAssign;
-        volatile Errno failLimit;
-        volatile Runnable onLimit = () -> {};
-
-        @Override
-        public void assign(Path dir, long id) throws SyscallException {
-            calls.add("assign " + dir + " " + id);
-            Errno failure = failAssign;
-            failAssign = null;
-            fail("FS_IOC_FSSETXATTR", failure);
-            projects.put(dir, id);
-        }
-
-        @Override
-        public void limit(Path onFilesystem, long id, long bytes) throws SyscallException {
-            calls.add("limit " + id + " " + bytes);
-            Errno failure = failLimit;
-            failLimit = null;
-            fail("quotactl_fd(Q_SETQUOTA)", failure);
-            onLimit.run();
-            if (bytes == 0) {
-                limits.remove(id);
-            } else {
-                limits.put(id, bytes);
-            }
-        }
-
-        @Override
-        public OptionalLong nextInUse(Path onFilesystem, long from) {
-            calls.add("next " + from);
-            // A project id counts while files carry it: the directories that are still there.
-            Stream<Long> onFiles = projects.entrySet().stream().filter(entry -> Files.exists(entry.getKey())).map(Map.Entry::getValue);
-            return Stream.of(usedElsewhere.stream(), limits.keySet().stream(), onFiles)
-                    .flatMap(ids -> ids).filter(id -> id >= from).mapToLong(Long::longValue).min();
-        }
-
-        private static void fail(String call, Errno errno) throws SyscallException {
-            if (errno != null) {
-                throw new SyscallException(call, errno.intValue());
-            }
-        }
     }
 }

@@ -34,6 +34,7 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.TestFactory;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -46,6 +47,7 @@ import org.junit.jupiter.api.io.TempDir;
  * source's (every file compared), and after every delete the export holds nothing but the driver's
  * empty directories. The export is a real directory bind-mounted where the controller looks for it.
  */
+@Tag("root")
 class NfsCrashRecoveryTest {
 
     static final String SERVER = "nfs.example";

@@ -43,6 +43,7 @@ import java.util.concurrent.Future;
 import java.util.function.IntFunction;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -53,6 +54,7 @@ import org.junit.jupiter.api.io.TempDir;
  * every node, since each record is changed under its lock (Export#lockRecord). A call that cannot
  * get the lock within half its deadline answers ABORTED.
  */
+@Tag("root")
 class NfsReplicasTest {
 
     static final String SERVER = "nfs.example";

@@ -17,6 +17,7 @@ import jnr.constants.platform.Errno;
 import jnr.ffi.Runtime;
 import jnr.ffi.Struct;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 import org.junit.jupiter.api.io.TempDir;
@@ -28,6 +29,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * lsattr and xfs_quota. Project ids need no quotas (xfs keeps them either way); limits need a
  * kernel with quota support, and a filesystem mounted with prjquota, and are skipped elsewhere.
  */
+@Tag("root")
 class SystemProjectQuotasTest {
 
     static final long ID = VolumeQuotas.FIRST_ID + 7;

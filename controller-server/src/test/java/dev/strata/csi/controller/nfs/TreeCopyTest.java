@@ -21,12 +21,14 @@ import java.nio.file.attribute.UserDefinedFileAttributeView;
 import java.util.List;
 import java.util.Random;
 import java.util.SortedMap;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /** The copy snapshots, restores and clones make, on real filesystems (btrfs and xfs loop-mounted, ext4). */
+@Tag("root")
 class TreeCopyTest {
 
     static final Kernel KERNEL = new Kernel();

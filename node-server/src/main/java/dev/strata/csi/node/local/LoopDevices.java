@@ -1,5 +1,7 @@
 package dev.strata.csi.node.local;
 
+import dev.strata.csi.linux.FileIdentity;
+import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Optional;
@@ -16,8 +18,22 @@ public interface LoopDevices {
      */
     void detach(Path device) throws DeviceException;
 
-    /** The device {@code image} is attached to, if any (the lowest numbered if several). */
-    Optional<LoopDevice> find(Path image) throws DeviceException;
+    /**
+     * The device {@code image} is attached to, if any (the lowest numbered if several), told by
+     * the backing file's identity, which is the same in every mount namespace.
+     */
+    default Optional<LoopDevice> find(Path image) throws DeviceException {
+        Optional<FileIdentity> identity;
+        try {
+            identity = FileIdentity.ofExisting(image);
+        } catch (IOException e) {
+            throw new DeviceException("cannot stat " + image + ": " + e.getMessage(), e);
+        }
+        if (identity.isEmpty()) {
+            return Optional.empty();
+        }
+        return list().stream().filter(device -> device.backing().equals(identity.get())).findFirst();
+    }
 
     /** Every attached loop device, by number. */
     List<LoopDevice> list() throws DeviceException;

@@ -121,20 +121,6 @@ public final class SystemLoopDevices implements LoopDevices {
     }
 
     @Override
-    public Optional<LoopDevice> find(Path image) throws DeviceException {
-        Optional<FileIdentity> identity;
-        try {
-            identity = FileIdentity.ofExisting(image);
-        } catch (IOException e) {
-            throw new DeviceException("cannot stat " + image + ": " + e.getMessage(), e);
-        }
-        if (identity.isEmpty()) {
-            return Optional.empty();
-        }
-        return list().stream().filter(device -> device.backing().equals(identity.get())).findFirst();
-    }
-
-    @Override
     public List<LoopDevice> list() throws DeviceException {
         List<LoopDevice> attached = new ArrayList<>();
         for (String name : loopNames()) {

@@ -12,6 +12,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.UUID;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -22,6 +23,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * in a temporary directory (the files as the kernel offers them; this machine has no cgroup v2
  * io controller), and on this machine's real cgroup v1 blkio hierarchy, which checks the lines.
  */
+@Tag("root")
 class SystemPodCgroupsTest {
 
     static final String UID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";

@@ -17,6 +17,7 @@ import java.security.MessageDigest;
 import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -26,6 +27,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * shares extents (xfs made with reflink, as mkfs.xfs does by default; btrfs), else the data ranges
  * copied with the holes kept. Either way the copy reads back byte for byte.
  */
+@Tag("root")
 class ImageCopyTest {
 
     private static final long MIB = 1024 * 1024;

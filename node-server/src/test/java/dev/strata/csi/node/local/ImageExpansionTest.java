@@ -31,6 +31,7 @@ import java.util.Optional;
 import java.util.Random;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -40,6 +41,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * Growing an image in the pool and the filesystem on it, online, with the real kernel and tools:
  * the loop device takes the new size while mounted, the filesystem fills it, data stays. Needs root.
  */
+@Tag("root")
 class ImageExpansionTest {
 
     static final long MIB = 1L << 20;

@@ -7,16 +7,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.linux.Kernel.DataRange;
 import dev.strata.csi.log.Log;
-import dev.strata.csi.mount.MountTable;
-import dev.strata.csi.node.mount.Mounter;
+import dev.strata.csi.node.mount.InMemoryMounter;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Crashes;
 import io.grpc.Status;
 import java.io.IOException;
 import java.io.PrintStream;
-import java.io.RandomAccessFile;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Clock;
@@ -43,125 +40,7 @@ class ImagePoolCapacityTest {
 
     @TempDir
     Path dir;
-
-    /**
-     * Image files as the real thing makes them (sparse), on a pool that holds {@code total} bytes:
-     * what the test says was written to a file ({@link #written}) is what it has allocated, and is
-     * taken from the free space; a copy is a plain one, as large and as allocated as its source (its
-     * content is not copied: the test counts bytes only).
-     */
-    private static final class SmallPool implements ImageFiles {
-        private final long total;
-        private final long spaceCheckMillis;
-        private final java.util.Map<Path, Long> written = new java.util.concurrent.ConcurrentHashMap<>();
-
-        SmallPool(long total, long spaceCheckMillis) {
-            this.total = total;
-            this.spaceCheckMillis = spaceCheckMillis;
-        }
-
-        @Override
-        public void create(Path image, long bytes, Allocation allocation) throws IOException {
-            try (RandomAccessFile file = new RandomAccessFile(image.toFile(), "rw")) {
-                file.setLength(bytes);
-            }
-        }
-
-        @Override
-        public void grow(Path image, long bytes, Allocation allocation) throws IOException {
-            try (RandomAccessFile file = new RandomAccessFile(image.toFile(), "rw")) {
-                file.setLength(Math.max(file.length(), bytes));
-            }
-        }
-
-        @Override
-        public CopyMethod copy(Path source, Path target) throws IOException {
-            try (RandomAccessFile file = new RandomAccessFile(target.toFile(), "rw")) {
-                file.setLength(Files.size(source));
-            }
-            written.put(target, allocatedBytes(source));
-            return CopyMethod.SPARSE_COPY;
-        }
-
-        @Override
-        public List<DataRange> dataRanges(Path image) {
-            throw new UnsupportedOperationException("this pool only makes and grows images");
-        }
-
-        @Override
-        public long sizeBytes(Path image) throws IOException {
-            return java.nio.file.Files.size(image);
-        }
-
-        @Override
-        public long allocatedBytes(Path image) {
-            return written.getOrDefault(image, 0L);
-        }
-
-        @Override
-        public Space space(Path dir) {
-            try {
-                Thread.sleep(spaceCheckMillis); // statvfs and stat of every image take a while on a busy node
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            return new Space(total, total - written.values().stream().mapToLong(Long::longValue).sum());
-        }
-    }
-
-    private static final LoopDevices NO_LOOPS = new LoopDevices() {
-        @Override
-        public LoopDevice attach(Path image) {
-            throw new UnsupportedOperationException();
-        }
-
-        @Override
-        public void detach(Path device) {
-            throw new UnsupportedOperationException();
-        }
-
-        @Override
-        public Optional<LoopDevice> find(Path image) {
-            return Optional.empty();
-        }
-
-        @Override
-        public List<LoopDevice> list() {
-            return List.of();
-        }
-
-        @Override
-        public long sizeBytes(Path device) {
-            throw new UnsupportedOperationException();
-        }
-
-        @Override
-        public void refreshCapacity(Path device) {
-            throw new UnsupportedOperationException();
-        }
-    };
-
-    private static final Mounter NO_MOUNTS = new Mounter() {
-        @Override
-        public void mount(String source, Path target, String fsType, List<String> options) {
-            throw new UnsupportedOperationException();
-        }
-
-        @Override
-        public void bindMount(Path source, Path target, boolean readOnly) {
-            throw new UnsupportedOperationException();
-        }
-
-        @Override
-        public void unmount(Path target) {
-            throw new UnsupportedOperationException();
-        }
-
-        @Override
-        public MountTable table() {
-            return MountTable.parse("");
-        }
-    };
+    private final InMemoryMounter mounter = new InMemoryMounter();
 
     /** A clock that moves only when told to. */
     private static final class MovingClock extends Clock {
@@ -192,11 +71,11 @@ class ImagePoolCapacityTest {
     }
 
     private ImagePool pool(long total, long spaceCheckMillis, Clock clock) throws Exception {
-        return pool(new SmallPool(total, spaceCheckMillis), clock);
+        return pool(new InMemoryImageFiles(total).slowSpace(spaceCheckMillis), clock);
     }
 
-    private ImagePool pool(SmallPool files, Clock clock) throws Exception {
-        ImagePool pool = new ImagePool(dir, files, NO_LOOPS, NO_MOUNTS, new SystemFilesystemFreezer(new dev.strata.csi.linux.Kernel()), Crashes.none(), clock,
+    private ImagePool pool(InMemoryImageFiles files, Clock clock) throws Exception {
+        ImagePool pool = new ImagePool(dir, files, new InMemoryLoopDevices(mounter), mounter, new SystemFilesystemFreezer(new dev.strata.csi.linux.Kernel()), Crashes.none(), clock,
                 new Log(new PrintStream(PrintStream.nullOutputStream()), 0));
         pool.reconcile();
         return pool;
@@ -246,10 +125,10 @@ class ImagePoolCapacityTest {
      */
     @Test
     void aSnapshotIsAdmittedAgainstThePoolsRoom() throws Exception {
-        SmallPool files = new SmallPool(10 * GIB, 0);
+        InMemoryImageFiles files = new InMemoryImageFiles(10 * GIB);
         ImagePool pool = pool(files, Clock.systemUTC());
         pool.create("pvc-a", 6 * GIB, Allocation.SPARSE, Optional.empty());
-        files.written.put(pool.imagePath("pvc-a"), 5 * GIB);
+        files.allocated(pool.imagePath("pvc-a"), 5 * GIB);
         assertEquals(4 * GIB, pool.status().getAvailableBytes(), "5 GiB free, 1 GiB of them the image may still take");
         CsiException full = assertThrows(CsiException.class, () -> pool.snapshots().take("snap-a", "pvc-a", false));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, full.code());
@@ -257,7 +136,7 @@ class ImagePoolCapacityTest {
         assertEquals(List.of(), pool.snapshots().list());
         assertEquals(List.of("pvc-a.img", "pvc-a.record"), files());
 
-        files.written.put(pool.imagePath("pvc-a"), 2 * GIB);
+        files.allocated(pool.imagePath("pvc-a"), 2 * GIB);
         pool.snapshots().take("snap-a", "pvc-a", false);
         assertEquals(List.of("snap-a"), pool.snapshots().list().stream().map(dev.strata.csi.agent.api.Snapshot::getName).toList());
         assertEquals(2 * GIB, pool.status().getAvailableBytes(), "10 GiB less the image's 2 written and 4 to come, less the copy's 2");

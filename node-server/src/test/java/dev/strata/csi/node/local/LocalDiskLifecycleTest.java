@@ -23,6 +23,7 @@ import java.util.List;
 import java.util.Optional;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -31,6 +32,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * A local-disk volume's way through the system layer and back, with the real kernel and tools:
  * image file, loop device, filesystem, staging mount, read-only publish, teardown. Needs root.
  */
+@Tag("root")
 class LocalDiskLifecycleTest {
 
     @TempDir

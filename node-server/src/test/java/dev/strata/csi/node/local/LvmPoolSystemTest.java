@@ -23,6 +23,7 @@ import java.util.Optional;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -33,6 +34,7 @@ import org.junit.jupiter.api.io.TempDir;
  * kernel, with STRATA_TEST_LVM=required (there a missing device-mapper fails the test rather than
  * skipping it); elsewhere it is skipped.
  */
+@Tag("root")
 class LvmPoolSystemTest {
 
     private static final long MIB = 1L << 20;

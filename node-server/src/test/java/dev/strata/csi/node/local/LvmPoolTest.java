@@ -7,13 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.Image;
-import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
-import dev.strata.csi.node.mount.MountHelpers;
-import dev.strata.csi.node.mount.Mounter;
-import dev.strata.csi.node.mount.SystemMounter;
+import dev.strata.csi.node.mount.InMemoryMounter;
 import dev.strata.csi.rpc.CsiException;
-import dev.strata.csi.system.Command;
 import dev.strata.csi.system.Crashes;
 import io.grpc.Status;
 import java.io.ByteArrayOutputStream;
@@ -29,7 +25,7 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The LVM pool's logic on the in-memory stand-in for the lvm2 tools (this machine's kernel has no
  * device-mapper; hack/lvm-vm.sh runs {@link LvmPoolSystemTest} on the real tools): records on a
- * real directory, the real mount table, and what the logical volumes are after each call. A step
+ * real directory, the in-memory mount table, and what the logical volumes are after each call. A step
  * that fails between two others stands for a node that died there; a new pool over the same
  * records and volume group, reconciled, must complete or undo the operation.
  */
@@ -42,7 +38,7 @@ class LvmPoolTest {
     Path dir;
 
     private final InMemoryLogicalVolumes lvm = new InMemoryLogicalVolumes("vg-strata", 20 * GIB, "thinpool", 10 * GIB);
-    private final Mounter mounter = new SystemMounter(new Kernel(), new Command(), MountHelpers.none());
+    private final InMemoryMounter mounter = new InMemoryMounter();
     private final ByteArrayOutputStream logged = new ByteArrayOutputStream();
 
     private LvmPool pool() throws Exception {
@@ -105,19 +101,17 @@ class LvmPoolTest {
         pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         String device = pool.attach("pvc-a", "node-1").getDevicePath();
         Path mountPoint = Files.createDirectory(dir.resolve("staged"));
-        // The stand-in makes no device: a tmpfs whose source names the device stands for its filesystem in the mount table.
-        new Command().run(java.time.Duration.ofSeconds(10), "mount", "-t", "tmpfs", device, mountPoint.toString()).check("mount");
-        try {
-            CsiException detach = assertThrows(CsiException.class, () -> pool.detach("pvc-a", "node-1"));
-            assertEquals(Status.Code.FAILED_PRECONDITION, detach.code());
-            assertTrue(detach.getMessage().contains(mountPoint.toString()), detach.getMessage());
-            CsiException delete = assertThrows(CsiException.class, () -> pool.delete("pvc-a"));
-            assertEquals(Status.Code.FAILED_PRECONDITION, delete.code());
-            assertTrue(lvm.find("pvc-a").orElseThrow().active());
-            assertTrue(pool.get("pvc-a").isPresent());
-        } finally {
-            new Command().run(java.time.Duration.ofSeconds(10), "umount", mountPoint.toString()).check("umount");
-        }
+        // The stand-in makes no device node: the mount table learns its number as the kernel's /dev would have it.
+        mounter.addDevice(Path.of(device), lvm.find("pvc-a").orElseThrow().number().orElseThrow());
+        mounter.mount(device, mountPoint, "ext4", List.of());
+        CsiException detach = assertThrows(CsiException.class, () -> pool.detach("pvc-a", "node-1"));
+        assertEquals(Status.Code.FAILED_PRECONDITION, detach.code());
+        assertTrue(detach.getMessage().contains(mountPoint.toString()), detach.getMessage());
+        CsiException delete = assertThrows(CsiException.class, () -> pool.delete("pvc-a"));
+        assertEquals(Status.Code.FAILED_PRECONDITION, delete.code());
+        assertTrue(lvm.find("pvc-a").orElseThrow().active());
+        assertTrue(pool.get("pvc-a").isPresent());
+        mounter.unmount(mountPoint);
         pool.detach("pvc-a", "node-1");
         pool.delete("pvc-a");
         assertTrue(lvm.find("pvc-a").isEmpty());

@@ -12,14 +12,8 @@ import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.node.cgroup.DeviceLimits;
 import dev.strata.csi.node.cgroup.InMemoryPodCgroups;
 import dev.strata.csi.node.cgroup.PodUid;
-import dev.strata.csi.node.mount.MountHelpers;
-import dev.strata.csi.node.mount.Mounter;
-import dev.strata.csi.node.mount.SystemFilesystemStats;
-import dev.strata.csi.node.mount.SystemMounter;
-import dev.strata.csi.system.Command;
+import dev.strata.csi.node.mount.InMemoryMounter;
 import dev.strata.csi.system.Crashes;
-import dev.strata.csi.testing.Root;
-import dev.strata.csi.testing.SystemState;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import io.prometheus.metrics.model.snapshots.CounterSnapshot;
 import io.prometheus.metrics.model.snapshots.GaugeSnapshot;
@@ -32,15 +26,15 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.TreeMap;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Which pods a volume's IO limits reach, and what a change does to them: a real pool, loop device
- * and mounts (a staging mount, pods' filesystem targets, a raw block target), the pods' cgroups
- * in memory ({@link InMemoryPodCgroups}). Needs root.
+ * Which pods a volume's IO limits reach, and what a change does to them: a pool, its loop device
+ * and mounts (a staging mount, pods' filesystem targets, a raw block target) and the pods'
+ * cgroups, all in memory ({@link InMemoryLoopDevices}, {@link InMemoryMounter},
+ * {@link InMemoryPodCgroups}); the limits on real devices: the system tests' IoLimitsTest.
  */
 class VolumeIoLimitsTest {
 
@@ -55,8 +49,9 @@ class VolumeIoLimitsTest {
     Path dir;
 
     final Kernel kernel = new Kernel();
-    final LoopDevices loops = new SystemLoopDevices(kernel);
-    final Mounter mounter = new SystemMounter(kernel, new Command(), MountHelpers.none());
+    final InMemoryMounter mounter = new InMemoryMounter();
+    final InMemoryLoopDevices loops = new InMemoryLoopDevices(mounter);
+    final InMemoryImageFiles files = new InMemoryImageFiles(1L << 30);
     final ByteArrayOutputStream logged = new ByteArrayOutputStream();
     final Log log = new Log(new PrintStream(logged, true), 0);
     final InMemoryPodCgroups cgroups = new InMemoryPodCgroups();
@@ -69,16 +64,15 @@ class VolumeIoLimitsTest {
 
     @BeforeEach
     void publishedToPods() throws Exception {
-        Root.require();
         kubelet = Files.createDirectories(dir.resolve("kubelet")).toRealPath();
-        pool = new ImagePool(Files.createDirectories(dir.resolve("pool")), new SystemImageFiles(kernel, new SystemFilesystemStats()),
+        pool = new ImagePool(Files.createDirectories(dir.resolve("pool")), files,
                 loops, mounter, new SystemFilesystemFreezer(kernel), Crashes.none(), Clock.systemUTC(), log);
         limits = new VolumeIoLimits(pool, mounter, kubelet, cgroups, metrics, log);
         pool.create("pvc-a", 16 * MIB, Allocation.SPARSE, Optional.empty());
         pool.attach("pvc-a", "node-a");
         LoopDevice loop = loops.find(pool.imagePath("pvc-a")).orElseThrow();
         device = loop.number();
-        new SystemFilesystems(new Command()).formatIfBlank(loop.device(), "ext4");
+        new InMemoryFilesystems(loops, mounter).formatIfBlank(loop.device(), "ext4");
         Path staging = Files.createDirectories(kubelet.resolve("plugins/kubernetes.io/csi/strata.csi.dev/0a1b/globalmount"));
         mounter.mount(loop.device().toString(), staging, "ext4", List.of());
         for (PodUid pod : List.of(POD_A, POD_B, NO_CGROUP_POD)) {
@@ -97,11 +91,6 @@ class VolumeIoLimitsTest {
         return kubelet.resolve("pods/" + pod + "/volumes/kubernetes.io~csi/pvc-a/mount");
     }
 
-    @AfterEach
-    void cleanUp() throws Exception {
-        SystemState.cleanUp(dir);
-    }
-
     @Test
     void aLimitReachesEveryPodTheVolumeIsPublishedToAndOnlyThose() throws Exception {
         Image image = limits.set("pvc-a", IoLimits.newBuilder().setWriteBytesPerSecond(MIB).build());
@@ -114,7 +103,7 @@ class VolumeIoLimitsTest {
         assertEquals(3, cgroups.writes(), "the staging mount and the pod without a cgroup are no pods to limit");
         assertEquals(Map.of("pvc-a", 3.0), limitedPods());
         // The record keeps them: a pool that reads the records afresh (a restart) has them.
-        ImagePool again = new ImagePool(pool.dir(), new SystemImageFiles(kernel, new SystemFilesystemStats()), loops,
+        ImagePool again = new ImagePool(pool.dir(), files, loops,
                 mounter, new SystemFilesystemFreezer(kernel), Crashes.none(), Clock.systemUTC(), log);
         assertEquals(MIB, again.content("pvc-a").getIoLimits().getWriteBytesPerSecond());
     }

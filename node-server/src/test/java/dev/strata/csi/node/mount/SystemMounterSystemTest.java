@@ -17,10 +17,12 @@ import java.nio.file.Path;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** SystemMounter against the real kernel, with tmpfs for filesystems; needs root. */
+@Tag("root")
 class SystemMounterSystemTest {
 
     @TempDir
