@@ -1,5 +1,6 @@
 import csi.v1.ControllerGrpc;
 import csi.v1.Csi.CapacityRange;
+import csi.v1.Csi.ControllerGetVolumeRequest;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.DeleteVolumeRequest;
 import csi.v1.Csi.GetCapacityRequest;
@@ -29,12 +30,15 @@ import java.util.Locale;
 import java.util.Optional;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 
 /**
  * The scale benchmark (hack/scale-bench.sh; docs/scale.md has the figures): controller-server, the
- * real program as deployed (deploy/jvm.options, a larger heap), with N simulated nodes
- * ({@link ScaleNodes}) of 100 volumes each, then with 1% of them hung. Prints one table row per run.
- * Arguments: the repository, node counts (10,100,1000,5000), volumes per node (100), heap (1g).
+ * real program as deployed (deploy/jvm.options, under the memory limit its Deployment would have),
+ * with N simulated nodes ({@link ScaleNodes}) of 100 volumes each, then with 1% of them hung.
+ * Prints one table row per run. Arguments: the repository, node counts (10,100,1000,5000), volumes
+ * per node (100), the controller's memory limit ("auto": as docs/scale.md advises for the number of
+ * volumes; a size such as 512m; or "none": the machine's memory).
  */
 public final class ScaleBench {
 
@@ -47,20 +51,30 @@ public final class ScaleBench {
         List<Integer> sizes = args.length > 1 ? List.of(args[1].split(",")).stream().map(Integer::parseInt).toList()
                 : List.of(10, 100, 1000, 5000);
         int volumes = args.length > 2 ? Integer.parseInt(args[2]) : 100;
-        String heap = args.length > 3 ? args[3] : "1g";
-        System.out.println("| nodes | hung | create p50 / p99 ms (WFFC) | create p50 / p99 ms (Immediate) | delete p50 / p99 ms | failures "
-                + "| ListVolumes paged s (entries) | ListSnapshots paged s | GetCapacity p50 ms | RSS MiB | CPU % of a core, renewals |");
-        System.out.println("|---|---|---|---|---|---|---|---|---|---|---|");
+        String memory = args.length > 3 ? args[3] : "auto";
+        System.out.println("| nodes | hung | memory limit | create p50 / p99 ms (WFFC) | create p50 / p99 ms (Immediate) "
+                + "| delete p50 / p99 ms | GetVolume p50 / p99 ms | failures | ListVolumes paged s (entries) | ListSnapshots paged s "
+                + "| GetCapacity p50 ms | RSS MiB | CPU % of a core, renewals |");
+        System.out.println("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         for (int nodes : sizes) {
+            String limit = memory.equals("auto") ? limitFor((long) nodes * volumes) : memory;
             for (double hung : new double[] {0, 0.01}) {
-                System.out.println(run(repo, nodes, volumes, hung, heap));
+                System.out.println(run(repo, nodes, volumes, hung, limit));
             }
         }
         CLIENT_LOOP.shutdownGracefully(0, 1, TimeUnit.SECONDS).syncUninterruptibly();
         System.exit(0); // gRPC's and the simulated agents' pools hold non-daemon threads
     }
 
-    static String run(Path repo, int count, int volumes, double hungShare, String heap) throws Exception {
+    /**
+     * The controller's memory limit docs/scale.md advises: 1.5 KiB per volume, at least the
+     * Deployment's 320Mi. deploy/jvm.options sizes the heap from it (MaxRAMPercentage).
+     */
+    static String limitFor(long volumes) {
+        return Math.max(320, Math.ceilDiv(volumes * 3 / 2, 1024)) + "m";
+    }
+
+    static String run(Path repo, int count, int volumes, double hungShare, String limit) throws Exception {
         Path dir = Files.createTempDirectory("strata-scale");
         Path token = Files.writeString(dir.resolve("token"), "scale-benchmark-token-0123456789\n");
         int registryPort;
@@ -68,12 +82,16 @@ public final class ScaleBench {
             registryPort = socket.getLocalPort();
         }
         Path csi = dir.resolve("csi.sock");
-        Process controller = new ProcessBuilder(List.of(
-                Path.of(System.getProperty("java.home"), "bin", "java").toString(), "@" + repo.resolve("deploy/jvm.options"),
-                "-Xmx" + heap, "-jar", repo.resolve("controller-server/target/controller-server.jar").toString(),
+        List<String> java = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "@" + repo.resolve("deploy/jvm.options")));
+        if (!limit.equals("none")) {
+            java.add("-XX:MaxRAM=" + limit); // what the JVM sees in a container with that memory limit
+        }
+        Process controller = new ProcessBuilder(Stream.concat(java.stream(), Stream.of(
+                "-jar", repo.resolve("controller-server/target/controller-server.jar").toString(),
                 "--endpoint", "unix://" + csi, "--agent-registry-address", "127.0.0.1:" + registryPort,
                 "--agent-token-file", token.toString(), "--agent-plaintext", "true", "--agent-settle-time", "0s",
-                "--agent-renew-interval", "10s"))
+                "--agent-renew-interval", "10s")).toList())
                 .redirectErrorStream(true).redirectOutput(dir.resolve("controller.log").toFile()).start();
         // The registry listening before the simulated agents take ephemeral ports, one of which could be its own.
         long listening = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
@@ -113,6 +131,10 @@ public final class ScaleBench {
                 timed(wffc, failures, () -> made.add(stub.createVolume(create("pvc-bench-w" + i, Optional.of(node))).getVolume().getVolumeId()));
                 timed(immediate, failures, () -> made.add(stub.createVolume(create("pvc-bench-i" + i, Optional.empty())).getVolume().getVolumeId()));
             }
+            List<Double> gets = new ArrayList<>();
+            for (String id : made.subList(0, Math.min(100, made.size()))) {
+                timed(gets, failures, () -> stub.controllerGetVolume(ControllerGetVolumeRequest.newBuilder().setVolumeId(id).build()));
+            }
             for (String id : made) {
                 timed(deletes, failures, () -> stub.deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(id).build()));
             }
@@ -143,9 +165,10 @@ public final class ScaleBench {
             double cpu = (cpuTicks(controller.pid()) - cpuBefore) / 100.0 / 30 * 100;
             long rss = rssKib(controller.pid()) / 1024;
             channel.shutdownNow();
-            return String.format(Locale.ROOT, "| %d | %d | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %d | %.2f (%d) | %.2f | %.1f | %d | %.1f |",
-                    count, hungCount, pct(wffc, 50), pct(wffc, 99), pct(immediate, 50), pct(immediate, 99), pct(deletes, 50),
-                    pct(deletes, 99), failures[0], listSeconds, listed, snapshotSeconds, pct(capacity, 50), rss, cpu);
+            return String.format(Locale.ROOT,
+                    "| %d | %d | %s | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %d | %.2f (%d) | %.2f | %.1f | %d | %.1f |",
+                    count, hungCount, limit, pct(wffc, 50), pct(wffc, 99), pct(immediate, 50), pct(immediate, 99), pct(deletes, 50),
+                    pct(deletes, 99), pct(gets, 50), pct(gets, 99), failures[0], listSeconds, listed, snapshotSeconds, pct(capacity, 50), rss, cpu);
         } finally {
             controller.destroyForcibly().waitFor();
         }

@@ -34,6 +34,7 @@ import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -69,14 +70,23 @@ final class ScaleNodes implements AutoCloseable {
         this.renewMillis = renewMillis;
     }
 
-    /** Starts a node with {@code volumes} volumes and one snapshot; it registers at a random moment within one renewal interval. */
+    /** Starts a node with {@code volumes} volumes (half of them published to it) and one snapshot; it registers at a random moment within one renewal interval. */
     Node start(String nodeId, int volumes, boolean hung) throws IOException {
         Node node = new Node(nodeId, hung);
+        // Named as external-provisioner and external-snapshotter name them (pvc-<uid>, snapshot-<uid>);
+        // every other one attached and published to its node, as a volume in use is.
+        String first = null;
         for (int i = 0; i < volumes; i++) {
-            String name = "pvc-" + nodeId + "-" + i;
-            node.images.put(name, Image.newBuilder().setName(name).setCapacityBytes(1L << 30).setAllocation(Allocation.SPARSE).build());
+            String name = "pvc-" + UUID.randomUUID();
+            first = first == null ? name : first;
+            Image.Builder image = Image.newBuilder().setName(name).setCapacityBytes(1L << 30).setAllocation(Allocation.SPARSE);
+            if (i % 2 == 0) {
+                image.setDevicePath("/dev/loop" + i).addPublishedNodeIds(nodeId);
+            }
+            node.images.put(name, image.build());
         }
-        node.snapshots.put("snap-" + nodeId, Snapshot.newBuilder().setName("snap-" + nodeId).setSourceImage("pvc-" + nodeId + "-0")
+        String snapshot = "snapshot-" + UUID.randomUUID();
+        node.snapshots.put(snapshot, Snapshot.newBuilder().setName(snapshot).setSourceImage(first == null ? "" : first)
                 .setCapacityBytes(1L << 30).build());
         node.server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
                 .bossEventLoopGroup(boss).workerEventLoopGroup(workers).channelType(NioServerSocketChannel.class)
@@ -105,6 +115,11 @@ final class ScaleNodes implements AutoCloseable {
         private volatile boolean registered;
         private final java.util.concurrent.atomic.AtomicBoolean renewing = new java.util.concurrent.atomic.AtomicBoolean();
         private Server server;
+        /**
+         * Pools differ in size, as disks do: the order by available capacity (where a volume with
+         * no topology goes) is not the order of the node ids, which would put the hung ones first.
+         */
+        private final long poolBytes = POOL_BYTES / 2 + ThreadLocalRandom.current().nextLong(POOL_BYTES / 2);
 
         Node(String id, boolean hung) {
             this.id = id;
@@ -180,7 +195,7 @@ final class ScaleNodes implements AutoCloseable {
 
         private PoolStatus pool() {
             long used = images.values().stream().mapToLong(Image::getCapacityBytes).sum();
-            return PoolStatus.newBuilder().setTotalBytes(POOL_BYTES).setAvailableBytes(POOL_BYTES - used).setImageCount(images.size()).build();
+            return PoolStatus.newBuilder().setTotalBytes(poolBytes).setAvailableBytes(poolBytes - used).setImageCount(images.size()).build();
         }
 
         /** Answers after the pool's delay; a hung node never answers. */

@@ -6,6 +6,8 @@ import csi.v1.Csi.ControllerExpandVolumeRequest;
 import csi.v1.Csi.ControllerExpandVolumeResponse;
 import csi.v1.Csi.ControllerGetCapabilitiesRequest;
 import csi.v1.Csi.ControllerGetCapabilitiesResponse;
+import csi.v1.Csi.ControllerGetVolumeRequest;
+import csi.v1.Csi.ControllerGetVolumeResponse;
 import csi.v1.Csi.ControllerModifyVolumeRequest;
 import csi.v1.Csi.ControllerModifyVolumeResponse;
 import csi.v1.Csi.ControllerPublishVolumeRequest;
@@ -34,6 +36,7 @@ import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.backend.ControllerBackends;
 import dev.strata.csi.controller.backend.CreateChecks;
+import dev.strata.csi.controller.backend.SnapshotFilter;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
 import dev.strata.csi.rpc.VolumeLocks;
@@ -228,6 +231,23 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
         });
     }
 
+    /** The volume as ListVolumes lists it, with the nodes it is published to; NOT_FOUND when it does not exist. */
+    @Override
+    public void controllerGetVolume(ControllerGetVolumeRequest request, StreamObserver<ControllerGetVolumeResponse> response) {
+        Rpc.answer(response, () -> {
+            if (request.getVolumeId().isEmpty()) {
+                throw CsiException.missing("volume_id");
+            }
+            var notFound = CsiException.notFound("volume " + CsiException.printable(request.getVolumeId()) + " does not exist");
+            var volume = backends.forDelete(request.getVolumeId()).orElseThrow(() -> notFound);
+            var entry = volume.get(request.getVolumeId()).orElseThrow(() -> notFound);
+            return ControllerGetVolumeResponse.newBuilder().setVolume(entry.getVolume())
+                    .setStatus(ControllerGetVolumeResponse.VolumeStatus.newBuilder()
+                            .addAllPublishedNodeIds(entry.getStatus().getPublishedNodeIdsList()))
+                    .build();
+        });
+    }
+
     @Override
     public void getCapacity(GetCapacityRequest request, StreamObserver<GetCapacityResponse> response) {
         Rpc.answer(response, () -> {
@@ -290,12 +310,9 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
     public void listSnapshots(ListSnapshotsRequest request, StreamObserver<ListSnapshotsResponse> response) {
         Rpc.answer(response, () -> {
             Pages.checkToken(request.getMaxEntries(), request.getStartingToken());
-            List<Snapshot> wanted = backends.snapshots().stream()
-                    .filter(snapshot -> request.getSnapshotId().isEmpty() || snapshot.getSnapshotId().equals(request.getSnapshotId()))
-                    .filter(snapshot -> request.getSourceVolumeId().isEmpty()
-                            || snapshot.getSourceVolumeId().equals(request.getSourceVolumeId()))
-                    .toList();
-            var page = Pages.page(request.getMaxEntries(), request.getStartingToken(), wanted, Snapshot::getSnapshotId);
+            var filter = new SnapshotFilter(request.getSnapshotId(), request.getSourceVolumeId());
+            var page = Pages.page(request.getMaxEntries(), request.getStartingToken(),
+                    (from, limit) -> backends.snapshots(filter, from, limit), Snapshot::getSnapshotId);
             var reply = ListSnapshotsResponse.newBuilder().setNextToken(page.nextToken());
             page.entries().forEach(snapshot -> reply.addEntriesBuilder().setSnapshot(snapshot));
             return reply.build();

@@ -1,7 +1,6 @@
 package dev.strata.csi.controller;
 
 import dev.strata.csi.rpc.CsiException;
-import java.util.Comparator;
 import java.util.List;
 import java.util.function.Function;
 
@@ -47,17 +46,5 @@ final class Pages {
             return new Page<>(entries, "");
         }
         return new Page<>(entries.subList(0, maxEntries), TOKEN_PREFIX + id.apply(entries.get(maxEntries)));
-    }
-
-    /** The page of {@code all} that {@code maxEntries} (0: no limit) and {@code startingToken} ask for; call {@link #checkToken} first. */
-    static <T> Page<T> page(int maxEntries, String startingToken, List<T> all, Function<T, String> id) {
-        String from = startingToken.isEmpty() ? "" : startingToken.substring(TOKEN_PREFIX.length());
-        List<T> entries = all.stream()
-                .filter(entry -> id.apply(entry).compareTo(from) >= 0)
-                .sorted(Comparator.comparing(id))
-                .toList();
-        int limit = maxEntries == 0 ? entries.size() : Math.min(maxEntries, entries.size());
-        String next = limit < entries.size() ? TOKEN_PREFIX + id.apply(entries.get(limit)) : "";
-        return new Page<>(entries.subList(0, limit), next);
     }
 }

@@ -196,7 +196,7 @@ class ControllerServerTest {
                 .controllerGetCapabilities(ControllerGetCapabilitiesRequest.getDefaultInstance())
                 .getCapabilitiesList().stream().map(c -> c.getRpc().getType().name()).toList();
         assertEquals(List.of("CREATE_DELETE_VOLUME", "PUBLISH_UNPUBLISH_VOLUME", "LIST_VOLUMES",
-                "LIST_VOLUMES_PUBLISHED_NODES", "GET_CAPACITY", "SINGLE_NODE_MULTI_WRITER", "EXPAND_VOLUME",
+                "LIST_VOLUMES_PUBLISHED_NODES", "GET_VOLUME", "GET_CAPACITY", "SINGLE_NODE_MULTI_WRITER", "EXPAND_VOLUME",
                 "CREATE_DELETE_SNAPSHOT", "LIST_SNAPSHOTS", "CLONE_VOLUME", "MODIFY_VOLUME"), types);
     }
 

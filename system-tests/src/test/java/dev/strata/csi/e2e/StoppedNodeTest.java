@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import csi.v1.Csi.ControllerGetVolumeRequest;
 import csi.v1.Csi.ControllerPublishVolumeRequest;
 import csi.v1.Csi.CreateSnapshotRequest;
 import csi.v1.Csi.GetCapacityRequest;
@@ -29,6 +30,7 @@ import org.junit.jupiter.api.io.TempDir;
  * One node-server stopped with SIGSTOP: its process holds its sockets and its lease is fresh, but
  * it answers nothing, as a node whose kernel is stuck or whose pool sits under a hung mount. Every
  * call about the other node answers within 5 s, from the controller's index and that node alone;
+ * ControllerGetVolume and ListSnapshots' filters of either node's volumes too, from the index;
  * calls that need the stopped node fail UNAVAILABLE, naming it, within the agent deadline (and at
  * once after the first), and succeed once it is continued.
  */
@@ -63,6 +65,13 @@ class StoppedNodeTest {
                 var published = prompt("ControllerPublishVolume and NodeStage on node-a",
                         () -> SnapshotTest.publish("node-a", onA, ext4));
                 assertTrue(SystemState.mountAt(published.staging()).isPresent(), "staged on node-a");
+                // The agent pushes the change at once: this replica's index lists node-a as published within a round trip.
+                long listed = System.nanoTime() + Duration.ofSeconds(2).toNanos();
+                while (!cluster.controller().controllerGetVolume(ControllerGetVolumeRequest.newBuilder().setVolumeId(onA.getVolumeId())
+                        .build()).getStatus().getPublishedNodeIdsList().equals(List.of("node-a"))) {
+                    assertTrue(System.nanoTime() < listed, "ControllerGetVolume names node-a as published within 2 s");
+                    Thread.sleep(50);
+                }
                 Snapshot snapshot = prompt("CreateSnapshot on node-a", () -> SnapshotTest.snapshot("snap-on-a", onA));
                 Volume restored = prompt("a restore on node-a",
                         () -> SnapshotTest.create("pvc-restored-on-a", 0, ext4, "node-a", SnapshotTest.from(snapshot)));
@@ -87,6 +96,24 @@ class StoppedNodeTest {
                 var snapshots = prompt("ListSnapshots", () -> cluster.controller().listSnapshots(ListSnapshotsRequest.getDefaultInstance()));
                 assertEquals(List.of(snapshot.getSnapshotId()),
                         snapshots.getEntriesList().stream().map(entry -> entry.getSnapshot().getSnapshotId()).toList());
+                var ofSource = prompt("ListSnapshots of one source volume", () -> cluster.controller().listSnapshots(
+                        ListSnapshotsRequest.newBuilder().setSourceVolumeId(onA.getVolumeId()).setMaxEntries(1).build()));
+                assertEquals(List.of(snapshot.getSnapshotId()),
+                        ofSource.getEntriesList().stream().map(entry -> entry.getSnapshot().getSnapshotId()).toList());
+                var byId = prompt("ListSnapshots of one id", () -> cluster.controller().listSnapshots(
+                        ListSnapshotsRequest.newBuilder().setSnapshotId(snapshot.getSnapshotId()).build()));
+                assertEquals(snapshot.getSourceVolumeId(), byId.getEntries(0).getSnapshot().getSourceVolumeId());
+                // ControllerGetVolume from the index: node-b's volume too, without asking node-b.
+                var gotA = prompt("ControllerGetVolume on node-a", () -> cluster.controller().controllerGetVolume(
+                        ControllerGetVolumeRequest.newBuilder().setVolumeId(onA.getVolumeId()).build()));
+                assertEquals(onA.getVolumeId(), gotA.getVolume().getVolumeId());
+                assertEquals(onA.getCapacityBytes(), gotA.getVolume().getCapacityBytes());
+                var gotB = prompt("ControllerGetVolume on node-b", () -> cluster.controller().controllerGetVolume(
+                        ControllerGetVolumeRequest.newBuilder().setVolumeId(onB.getVolumeId()).build()));
+                assertEquals(List.of(), gotB.getStatus().getPublishedNodeIdsList(), "node-b's volume is not published");
+                var none = assertThrows(StatusRuntimeException.class, () -> cluster.controller().controllerGetVolume(
+                        ControllerGetVolumeRequest.newBuilder().setVolumeId("local/node-b/pvc-never-made").build()));
+                assertEquals(Status.Code.NOT_FOUND, none.getStatus().getCode(), none.getStatus().toString());
                 long capacity = prompt("GetCapacity of node-a", () -> cluster.controller().getCapacity(GetCapacityRequest.newBuilder()
                         .setAccessibleTopology(PipelineTest.on("node-a")).build()).getAvailableCapacity());
                 assertTrue(capacity > 0, "node-a has room: " + capacity);

@@ -12,6 +12,8 @@ import java.util.Optional;
 public record SnapshotId(String nodeId, String name) {
 
     private static final String SCHEME = "local-snapshot";
+    /** What every id starts with. */
+    public static final String PREFIX = SCHEME + "/";
 
     public SnapshotId {
         if (!VolumeId.NODE_ID.matcher(nodeId).matches()) {

@@ -28,7 +28,9 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentSkipListSet;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 
 /**
  * The node agents the controller knows: each registered itself and renews its lease. A lease
@@ -52,6 +54,13 @@ public final class AgentDirectory implements AutoCloseable {
     private record Entry(Agent agent, String instance, ManagedChannel channel) {}
 
     private final Map<String, Entry> agents = new ConcurrentHashMap<>();
+    /**
+     * The same agents, most available capacity first (ties by node id): a volume with no topology
+     * goes to the first live one with room, found without sorting every agent at each create.
+     * Changed with {@link #agents}, inside its compute for the node.
+     */
+    private final ConcurrentSkipListSet<Agent> byAvailable = new ConcurrentSkipListSet<>(
+            Comparator.comparingLong((Agent agent) -> agent.pool().getAvailableBytes()).reversed().thenComparing(Agent::nodeId));
     private final Duration renewEvery;
     private final Duration callTimeout;
     private final AgentSecurity security;
@@ -102,6 +111,10 @@ public final class AgentDirectory implements AutoCloseable {
                 Map.copyOf(request.getTopologyMap()), clock.instant());
         boolean[] newAgent = {false};
         agents.compute(request.getNodeId(), (nodeId, previous) -> {
+            if (previous != null) {
+                byAvailable.remove(previous.agent());
+            }
+            byAvailable.add(agent);
             if (previous != null && previous.agent().address().equals(agent.address())
                     && previous.instance().equals(request.getInstance())) {
                 return new Entry(agent, previous.instance(), previous.channel());
@@ -148,6 +161,25 @@ public final class AgentDirectory implements AutoCloseable {
                 throw CsiException.unavailable("the agent of " + nodeId + " has not reported its volumes and snapshots yet; "
                         + "waiting for it before it can tell " + what);
             }
+        }
+    }
+
+    /**
+     * Returns when the index holds everything of {@code nodeId}, the one node a name with that node
+     * in its id could be on; otherwise UNAVAILABLE, as {@link #requireReported(String)}, while that
+     * node may still report (this controller just started, or its live agent has not sent everything).
+     */
+    public void requireReported(String nodeId, String what) {
+        if (index.complete(nodeId)) {
+            return;
+        }
+        if (settling()) {
+            throw CsiException.unavailable("controller-server started recently; waiting for the agent of " + nodeId
+                    + " to report its volumes before it can tell " + what);
+        }
+        if (unreported.contains(nodeId) && live(nodeId).isPresent()) {
+            throw CsiException.unavailable("the agent of " + nodeId + " has not reported its volumes and snapshots yet; "
+                    + "waiting for it before it can tell " + what);
         }
     }
 
@@ -240,26 +272,35 @@ public final class AgentDirectory implements AutoCloseable {
 
     private void forgetSilentAgents() {
         Instant forgetBefore = clock.instant().minus(renewEvery.multipliedBy(30));
-        agents.entrySet().removeIf(entry -> {
-            boolean forget = entry.getValue().agent().renewed().isBefore(forgetBefore);
-            if (forget) {
-                responsiveness.forget(entry.getKey());
-                index.forget(entry.getKey());
-                unreported.remove(entry.getKey());
-                log.warn("forgetting agent silent for thirty renewals; its node is treated as removed", "node", entry.getKey());
-                entry.getValue().channel().shutdown();
+        for (var silent : agents.entrySet()) {
+            if (!silent.getValue().agent().renewed().isBefore(forgetBefore)) {
+                continue;
             }
-            return forget;
-        });
+            String nodeId = silent.getKey();
+            // Atomic with a renewal of the node (register's compute): a node that renewed meanwhile stays.
+            agents.computeIfPresent(nodeId, (ignored, entry) -> {
+                if (!entry.agent().renewed().isBefore(forgetBefore)) {
+                    return entry;
+                }
+                byAvailable.remove(entry.agent());
+                responsiveness.forget(nodeId);
+                index.forget(nodeId);
+                unreported.remove(nodeId);
+                log.warn("forgetting agent silent for thirty renewals; its node is treated as removed", "node", nodeId);
+                entry.channel().shutdown();
+                return null;
+            });
+        }
     }
 
     /** Live agents, most available capacity first. */
     public List<Agent> live() {
-        return agents.values().stream()
-                .map(Entry::agent)
-                .filter(agent -> !expired(agent))
-                .sorted(Comparator.comparingLong((Agent agent) -> agent.pool().getAvailableBytes()).reversed())
-                .toList();
+        return emptiestFirst().toList();
+    }
+
+    /** Live agents, most available capacity first, as far as the caller reads: no sort, each costs its own step. */
+    public Stream<Agent> emptiestFirst() {
+        return byAvailable.stream().filter(agent -> !expired(agent));
     }
 
     /**

@@ -1,16 +1,21 @@
 package dev.strata.csi.controller.agents;
 
+import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.Snapshot;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentNavigableMap;
 import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.function.Consumer;
 import java.util.function.Function;
 
 /**
@@ -21,6 +26,11 @@ import java.util.function.Function;
  * (a create answered while an older report was on its way) is kept over it, so a report never
  * takes back what this replica has seen done.
  *
+ * <p>Lean, since a cluster holds hundreds of thousands of volumes (docs/scale.md, "Memory"): one
+ * ordered map of every entry by {@code <node>/<name>} and one map of names to the node holding
+ * each; an image keeps only what lookups and lists answer with (size, allocation, source, published
+ * nodes), in primitive fields, with the node ids shared with the node's view.
+ *
  * <p>Kept in memory only: after a restart each agent sends everything at its first registration.
  */
 public final class VolumeIndex {
@@ -28,130 +38,243 @@ public final class VolumeIndex {
     /** A thing and the node that holds it. */
     public record Located<T>(String nodeId, T item) {}
 
-    /** A thing at a generation; {@code item} null: deleted by this controller's call, until a report as new says so too. */
-    private record Entry<T>(T item, long generation) {}
+    /**
+     * Where an entry sorts: as the string {@code <node>/<name>} (the order of volume and snapshot
+     * ids), without making that string for every entry. {@code name} null: the key is {@code node}
+     * alone, a point to start from or stop at.
+     */
+    private record Key(String node, String name) implements Comparable<Key> {
+
+        static Key of(String joined) {
+            return new Key(joined, null);
+        }
+
+        private int length() {
+            return name == null ? node.length() : node.length() + 1 + name.length();
+        }
+
+        private char charAt(int i) {
+            return i < node.length() ? node.charAt(i) : i == node.length() ? '/' : name.charAt(i - node.length() - 1);
+        }
+
+        @Override
+        public int compareTo(Key other) {
+            int length = Math.min(length(), other.length());
+            for (int i = 0; i < length; i++) {
+                int difference = charAt(i) - other.charAt(i);
+                if (difference != 0) {
+                    return difference;
+                }
+            }
+            return length() - other.length();
+        }
+    }
+
+    /** What an entry keeps, and the generation it is current at. */
+    private interface Stored<T> {
+        long generation();
+
+        T item(String name);
+    }
+
+    /**
+     * An image without its name (the key holds it), device or IO limits, which no lookup or list
+     * answers with; {@code source} null for an empty image.
+     */
+    private record StoredImage(long capacityBytes, long generation, Allocation allocation, ContentSource source,
+            List<String> publishedNodeIds) implements Stored<Image> {
+
+        static StoredImage of(Image image, long generation, View view) {
+            // A local volume is published on its own node only: that one shared list serves nearly all.
+            List<String> published = image.getPublishedNodeIdsCount() == 0 ? List.of()
+                    : view.self.equals(image.getPublishedNodeIdsList()) ? view.self : List.copyOf(image.getPublishedNodeIdsList());
+            return new StoredImage(image.getCapacityBytes(), generation, image.getAllocation(),
+                    image.hasSource() ? image.getSource() : null, published);
+        }
+
+        @Override
+        public Image item(String name) {
+            Image.Builder image = Image.newBuilder().setName(name).setCapacityBytes(capacityBytes).setAllocation(allocation)
+                    .addAllPublishedNodeIds(publishedNodeIds);
+            if (source != null) {
+                image.setSource(source);
+            }
+            return image.build();
+        }
+    }
+
+    /** Snapshots are one or a few per volume at most: kept as reported. */
+    private record StoredSnapshot(Snapshot snapshot, long generation) implements Stored<Snapshot> {
+
+        @Override
+        public Snapshot item(String name) {
+            return snapshot;
+        }
+    }
 
     /** One node as its agent process reported it; guarded by itself. */
     private static final class View {
+        /** The node id every entry of the node shares. */
+        private final String nodeId;
+        private final List<String> self;
         private String instance = "";
         private long generation = -1;
         private boolean complete;
-        private final Map<String, Entry<Image>> images = new HashMap<>();
-        private final Map<String, Entry<Snapshot>> snapshots = new HashMap<>();
+        /** Names this controller's own calls deleted, with the generation of the deletion, until a report as new says so too. */
+        private final Map<String, Long> deletedImages = new HashMap<>();
+        private final Map<String, Long> deletedSnapshots = new HashMap<>();
+
+        View(String nodeId) {
+            this.nodeId = nodeId;
+            this.self = List.of(nodeId);
+        }
     }
 
-    /** Images or snapshots: where each view keeps them, and which nodes hold each name. */
-    private final class Kind<T> {
-        private final Function<View, Map<String, Entry<T>>> of;
-        private final Function<T, String> name;
-        /** Name to the nodes whose view holds it: one, unless two replicas raced (docs/scale.md). */
-        private final Map<String, Set<String>> holders = new ConcurrentHashMap<>();
-        /** Everything held, by {@code <node>/<name>}: the order of the ids, for pages that cost their own size only. */
-        private final ConcurrentSkipListMap<String, Located<T>> sorted = new ConcurrentSkipListMap<>();
+    /** How the entries of one kind (images or snapshots) are kept. */
+    private interface Packer<T, S extends Stored<T>> {
+        S pack(T item, long generation, View view);
+    }
 
-        Kind(Function<View, Map<String, Entry<T>>> of, Function<T, String> name) {
-            this.of = of;
+    /** Images or snapshots: every entry in id order, and which nodes hold each name. */
+    private final class Kind<T, S extends Stored<T>> {
+        private final Function<T, String> name;
+        private final Packer<T, S> packer;
+        private final Function<View, Map<String, Long>> deleted;
+        /** Everything held: the order of the ids, for pages that cost their own size only. */
+        private final ConcurrentSkipListMap<Key, S> sorted = new ConcurrentSkipListMap<>();
+        /** Name to the node holding it, or to a list of nodes when two replicas raced (docs/scale.md). */
+        private final Map<String, Object> holders = new ConcurrentHashMap<>();
+
+        Kind(Function<T, String> name, Packer<T, S> packer, Function<View, Map<String, Long>> deleted) {
             this.name = name;
+            this.packer = packer;
+            this.deleted = deleted;
         }
 
         List<Located<T>> find(String wanted) {
-            Set<String> nodes = holders.get(wanted);
-            if (nodes == null) {
-                return List.of();
-            }
-            List<Located<T>> found = new ArrayList<>();
-            for (String nodeId : Set.copyOf(nodes)) {
-                View view = views.get(nodeId);
-                if (view != null) {
-                    synchronized (view) {
-                        Entry<T> entry = of.apply(view).get(wanted);
-                        if (entry != null && entry.item() != null) {
-                            found.add(new Located<>(nodeId, entry.item()));
-                        }
-                    }
+            Object held = holders.get(wanted);
+            List<Located<T>> found = new ArrayList<>(1);
+            for (String nodeId : nodes(held)) {
+                S stored = sorted.get(new Key(nodeId, wanted));
+                if (stored != null) {
+                    found.add(new Located<>(nodeId, stored.item(wanted)));
                 }
             }
             return found;
         }
 
+        @SuppressWarnings("unchecked")
+        private static List<String> nodes(Object held) {
+            return held == null ? List.of() : held instanceof String nodeId ? List.of(nodeId) : List.copyOf((List<String>) held);
+        }
+
+        private ConcurrentNavigableMap<Key, S> of(String nodeId) {
+            // Every key of the node starts with "<node>/", and '0' is the character after '/'.
+            return sorted.subMap(Key.of(nodeId + "/"), true, Key.of(nodeId + "0"), false);
+        }
+
         List<T> all(String nodeId) {
-            View view = views.get(nodeId);
-            if (view == null) {
-                return List.of();
-            }
-            synchronized (view) {
-                return of.apply(view).values().stream().map(Entry::item).filter(item -> item != null).toList();
-            }
+            return of(nodeId).entrySet().stream().map(entry -> entry.getValue().item(entry.getKey().name())).toList();
         }
 
         /** Everything at {@code generation}: entries newer than the report stay, the rest follow it. */
-        void replace(String nodeId, View view, List<T> reported, long generation) {
-            Map<String, T> byName = new HashMap<>();
-            reported.forEach(item -> byName.put(name.apply(item), item));
-            for (String known : List.copyOf(of.apply(view).keySet())) {
-                if (!byName.containsKey(known)) {
-                    put(nodeId, view, known, null, generation, false);
+        void replace(View view, List<T> reported, long generation) {
+            Set<String> names = new HashSet<>();
+            reported.forEach(item -> names.add(name.apply(item)));
+            for (Key known : of(view.nodeId).keySet()) {
+                if (!names.contains(known.name())) {
+                    put(view, known.name(), null, generation, false);
                 }
             }
-            byName.forEach((key, item) -> put(nodeId, view, key, item, generation, false));
+            reported.forEach(item -> put(view, name.apply(item), item, generation, false));
         }
 
         /**
          * Enters {@code item} (null: gone) unless the entry is newer. A report's "gone" removes the
          * entry; an own call's leaves a mark, so that a report older than the call does not bring it back.
          */
-        void put(String nodeId, View view, String key, T item, long generation, boolean own) {
-            Map<String, Entry<T>> entries = of.apply(view);
-            Entry<T> known = entries.get(key);
-            if (known != null && known.generation() > generation) {
+        void put(View view, String key, T item, long generation, boolean own) {
+            Key at = new Key(view.nodeId, key);
+            S known = sorted.get(at);
+            Long deletedAt = deleted.apply(view).get(key);
+            if (known != null && known.generation() > generation || deletedAt != null && deletedAt > generation) {
                 return;
             }
             if (item == null) {
                 if (own) {
-                    entries.put(key, new Entry<>(null, generation));
-                } else {
-                    entries.remove(key);
+                    deleted.apply(view).put(key, generation);
                 }
-                holders.computeIfPresent(key, (ignored, nodes) -> {
-                    nodes.remove(nodeId);
-                    return nodes.isEmpty() ? null : nodes;
-                });
-                sorted.remove(nodeId + "/" + key);
+                sorted.remove(at);
+                release(view.nodeId, key);
             } else {
-                entries.put(key, new Entry<>(item, generation));
-                holders.computeIfAbsent(key, ignored -> ConcurrentHashMap.newKeySet()).add(nodeId);
-                sorted.put(nodeId + "/" + key, new Located<>(nodeId, item));
+                deleted.apply(view).remove(key);
+                sorted.put(at, packer.pack(item, generation, view));
+                hold(view.nodeId, key);
             }
+        }
+
+        @SuppressWarnings("unchecked")
+        private void hold(String nodeId, String key) {
+            holders.compute(key, (ignored, held) -> {
+                if (held == null || held.equals(nodeId)) {
+                    return nodeId;
+                }
+                List<String> nodes = new ArrayList<>(held instanceof String other ? List.of(other) : (List<String>) held);
+                if (!nodes.contains(nodeId)) {
+                    nodes.add(nodeId);
+                }
+                return List.copyOf(nodes);
+            });
+        }
+
+        @SuppressWarnings("unchecked")
+        private void release(String nodeId, String key) {
+            holders.computeIfPresent(key, (ignored, held) -> {
+                if (held instanceof String only) {
+                    return only.equals(nodeId) ? null : only;
+                }
+                List<String> nodes = new ArrayList<>((List<String>) held);
+                nodes.remove(nodeId);
+                return nodes.size() == 1 ? nodes.getFirst() : List.copyOf(nodes);
+            });
         }
 
         /** Drops the marks of deletions a report at {@code generation} includes. */
         void settle(View view, long generation) {
-            of.apply(view).values().removeIf(entry -> entry.item() == null && entry.generation() <= generation);
+            deleted.apply(view).values().removeIf(deletedAt -> deletedAt <= generation);
         }
 
-        void forget(String nodeId, View view) {
-            of.apply(view).keySet().forEach(key -> {
-                holders.computeIfPresent(key, (ignored, nodes) -> {
-                    nodes.remove(nodeId);
-                    return nodes.isEmpty() ? null : nodes;
-                });
-                sorted.remove(nodeId + "/" + key);
-            });
+        void forget(View view) {
+            var entries = of(view.nodeId);
+            entries.keySet().forEach(key -> release(view.nodeId, key.name()));
+            entries.clear();
+            deleted.apply(view).clear();
         }
 
         List<Located<T>> from(String nodeAndName, int limit) {
-            return sorted.tailMap(nodeAndName, true).values().stream().limit(limit).toList();
+            List<Located<T>> page = new ArrayList<>(Math.min(limit, 1024));
+            for (var entry : sorted.tailMap(Key.of(nodeAndName), true).entrySet()) {
+                if (page.size() >= limit) {
+                    break;
+                }
+                page.add(new Located<>(entry.getKey().node(), entry.getValue().item(entry.getKey().name())));
+            }
+            return page;
         }
     }
 
     private final Map<String, View> views = new ConcurrentHashMap<>();
-    private final Kind<Image> images = new Kind<>(view -> view.images, Image::getName);
-    private final Kind<Snapshot> snapshots = new Kind<>(view -> view.snapshots, Snapshot::getName);
+    private final Kind<Image, StoredImage> images = new Kind<>(Image::getName, StoredImage::of, view -> view.deletedImages);
+    private final Kind<Snapshot, StoredSnapshot> snapshots = new Kind<Snapshot, StoredSnapshot>(Snapshot::getName,
+            (snapshot, generation, view) -> new StoredSnapshot(snapshot, generation), view -> view.deletedSnapshots);
+
+    private View view(String nodeId) {
+        return views.computeIfAbsent(nodeId, View::new);
+    }
 
     /** Applies a registration's report; true when the agent must send everything (its changes do not follow this view). */
     boolean report(RegisterRequest request) {
-        String nodeId = request.getNodeId();
-        View view = views.computeIfAbsent(nodeId, id -> new View());
+        View view = view(request.getNodeId());
         synchronized (view) {
             if (!view.instance.equals(request.getInstance())) {
                 view.instance = request.getInstance(); // another agent process: its generations start again
@@ -160,19 +283,18 @@ public final class VolumeIndex {
             }
             long generation = request.getGeneration();
             if (request.hasInventory()) {
-                images.replace(nodeId, view, request.getInventory().getImagesList(), generation);
-                snapshots.replace(nodeId, view, request.getInventory().getSnapshotsList(), generation);
+                images.replace(view, request.getInventory().getImagesList(), generation);
+                snapshots.replace(view, request.getInventory().getSnapshotsList(), generation);
                 view.complete = true;
             } else if (request.hasChanges()) {
                 InventoryChanges changes = request.getChanges();
                 if (!view.complete || changes.getBaseGeneration() != view.generation) {
                     return true;
                 }
-                changes.getImagesList().forEach(image -> images.put(nodeId, view, image.getName(), image, generation, false));
-                changes.getRemovedImagesList().forEach(name -> images.put(nodeId, view, name, null, generation, false));
-                changes.getSnapshotsList().forEach(snapshot ->
-                        snapshots.put(nodeId, view, snapshot.getName(), snapshot, generation, false));
-                changes.getRemovedSnapshotsList().forEach(name -> snapshots.put(nodeId, view, name, null, generation, false));
+                changes.getImagesList().forEach(image -> images.put(view, image.getName(), image, generation, false));
+                changes.getRemovedImagesList().forEach(name -> images.put(view, name, null, generation, false));
+                changes.getSnapshotsList().forEach(snapshot -> snapshots.put(view, snapshot.getName(), snapshot, generation, false));
+                changes.getRemovedSnapshotsList().forEach(name -> snapshots.put(view, name, null, generation, false));
             } else {
                 return !view.complete || generation != view.generation;
             }
@@ -185,15 +307,15 @@ public final class VolumeIndex {
 
     /** What this controller's own call to {@code nodeId} made of image {@code name} (null: deleted), at the agent's generation. */
     public void image(String nodeId, String name, Image image, long generation) {
-        own(nodeId, view -> images.put(nodeId, view, name, image, generation, true));
+        own(nodeId, view -> images.put(view, name, image, generation, true));
     }
 
     public void snapshot(String nodeId, String name, Snapshot snapshot, long generation) {
-        own(nodeId, view -> snapshots.put(nodeId, view, name, snapshot, generation, true));
+        own(nodeId, view -> snapshots.put(view, name, snapshot, generation, true));
     }
 
-    private void own(String nodeId, java.util.function.Consumer<View> change) {
-        View view = views.computeIfAbsent(nodeId, id -> new View());
+    private void own(String nodeId, Consumer<View> change) {
+        View view = view(nodeId);
         synchronized (view) {
             change.accept(view);
         }
@@ -210,7 +332,7 @@ public final class VolumeIndex {
         }
     }
 
-    /** The nodes the index places image {@code name} on, with the image each holds. */
+    /** The nodes the index places image {@code name} on, with the image each holds (name, size, allocation, source, published nodes). */
     public List<Located<Image>> images(String name) {
         return images.find(name);
     }
@@ -224,10 +346,12 @@ public final class VolumeIndex {
         return images.from(nodeAndName, limit);
     }
 
-    public List<Image> imagesOf(String nodeId) {
-        return images.all(nodeId);
+    /** At most {@code limit} snapshots in the order of {@code <node>/<name>}, from {@code nodeAndName} on. */
+    public List<Located<Snapshot>> snapshotsFrom(String nodeAndName, int limit) {
+        return snapshots.from(nodeAndName, limit);
     }
 
+    /** The snapshots of {@code nodeId}, in name order. */
     public List<Snapshot> snapshotsOf(String nodeId) {
         return snapshots.all(nodeId);
     }
@@ -237,8 +361,8 @@ public final class VolumeIndex {
         View view = views.remove(nodeId);
         if (view != null) {
             synchronized (view) {
-                images.forget(nodeId, view);
-                snapshots.forget(nodeId, view);
+                images.forget(view);
+                snapshots.forget(view);
             }
         }
     }

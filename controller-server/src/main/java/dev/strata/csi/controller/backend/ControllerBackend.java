@@ -45,6 +45,7 @@ public interface ControllerBackend<V, C> extends VolumeScheme<V> {
                 ControllerServiceCapability.RPC.Type.PUBLISH_UNPUBLISH_VOLUME,
                 ControllerServiceCapability.RPC.Type.LIST_VOLUMES,
                 ControllerServiceCapability.RPC.Type.LIST_VOLUMES_PUBLISHED_NODES,
+                ControllerServiceCapability.RPC.Type.GET_VOLUME,
                 ControllerServiceCapability.RPC.Type.GET_CAPACITY,
                 ControllerServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER,
                 ControllerServiceCapability.RPC.Type.EXPAND_VOLUME);
@@ -129,9 +130,23 @@ public interface ControllerBackend<V, C> extends VolumeScheme<V> {
         throw unimplemented();
     }
 
-    /** Every snapshot of this backend, for ListSnapshots (which filters and pages them). */
+    /** Every snapshot of this backend, for ListSnapshots. */
     default List<Snapshot> snapshots() throws Exception {
         return List.of();
+    }
+
+    /**
+     * At most {@code limit} of this backend's snapshots that {@code filter} lets through, with ids
+     * at or after {@code fromId}, in id order: one page of ListSnapshots. By default cut from
+     * {@link #snapshots()}; a backend with many answers it from an ordered index.
+     */
+    default List<Snapshot> snapshots(SnapshotFilter filter, String fromId, int limit) throws Exception {
+        return snapshots().stream()
+                .filter(filter::matches)
+                .filter(snapshot -> snapshot.getSnapshotId().compareTo(fromId) >= 0)
+                .sorted(Comparator.comparing(Snapshot::getSnapshotId))
+                .limit(limit)
+                .toList();
     }
 
     private static CsiException unimplemented() {
@@ -152,6 +167,14 @@ public interface ControllerBackend<V, C> extends VolumeScheme<V> {
                 .sorted(Comparator.comparing(entry -> entry.getVolume().getVolumeId()))
                 .limit(limit)
                 .toList();
+    }
+
+    /**
+     * ControllerGetVolume: the volume as ListVolumes lists it (with the nodes it is published to);
+     * empty when it does not exist. By default the first entry of a one-entry page from its id.
+     */
+    default Optional<ListVolumesResponse.Entry> get(V volume, String volumeId) throws Exception {
+        return list(volumeId, 1).stream().filter(entry -> entry.getVolume().getVolumeId().equals(volumeId)).findFirst();
     }
 
     /** What a new volume can get, for GetCapacity (the request's topology and parameters). */

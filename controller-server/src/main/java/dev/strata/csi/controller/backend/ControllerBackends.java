@@ -10,6 +10,7 @@ import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.rpc.CsiException;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
@@ -114,23 +115,29 @@ public final class ControllerBackends {
         return Optional.empty();
     }
 
-    /** Every backend's snapshots, for ListSnapshots. */
-    public List<Snapshot> snapshots() throws Exception {
-        List<Snapshot> all = new ArrayList<>();
-        for (ControllerBackend<?, ?> backend : backends) {
-            all.addAll(backend.snapshots());
-        }
-        return all;
+    /** At most {@code limit} snapshots of all backends that {@code filter} lets through, ids at or after {@code fromId}, in id order. */
+    public List<Snapshot> snapshots(SnapshotFilter filter, String fromId, int limit) throws Exception {
+        return merged(backend -> backend.snapshots(filter, fromId, limit), Snapshot::getSnapshotId, limit);
     }
 
     /** At most {@code limit} volumes of all backends with ids at or after {@code fromId}, in id order: a page of ListVolumes. */
     public List<ListVolumesResponse.Entry> list(String fromId, int limit) throws Exception {
-        List<ListVolumesResponse.Entry> entries = new ArrayList<>();
+        return merged(backend -> backend.list(fromId, limit), entry -> entry.getVolume().getVolumeId(), limit);
+    }
+
+    /** One page from each backend's page: the first {@code limit} of them all, in id order. */
+    private <T> List<T> merged(Page<T> page, Function<T, String> id, int limit) throws Exception {
+        List<T> entries = new ArrayList<>();
         for (ControllerBackend<?, ?> backend : backends) {
-            entries.addAll(backend.list(fromId, limit));
+            entries.addAll(page.of(backend));
         }
-        entries.sort(java.util.Comparator.comparing(entry -> entry.getVolume().getVolumeId()));
+        entries.sort(Comparator.comparing(id));
         return entries.size() > limit ? entries.subList(0, limit) : entries;
+    }
+
+    @FunctionalInterface
+    private interface Page<T> {
+        List<T> of(ControllerBackend<?, ?> backend) throws Exception;
     }
 
     /** What the Controller service advertises: every capability some backend needs, in the order first named. */
@@ -220,6 +227,10 @@ public final class ControllerBackends {
 
         public Optional<String> validate(Map<String, String> parameters) throws Exception {
             return backend.validate(volume, parameters);
+        }
+
+        public Optional<ListVolumesResponse.Entry> get(String volumeId) throws Exception {
+            return backend.get(volume, volumeId);
         }
     }
 

@@ -30,6 +30,7 @@ import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.backend.ControllerBackend;
+import dev.strata.csi.controller.backend.SnapshotFilter;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -250,19 +251,52 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     }
 
     /**
-     * The snapshots of every node that registered, from the index: no node is asked. UNAVAILABLE
-     * while a node with a live lease has not reported, rather than a list without its snapshots.
+     * A page of the snapshots of every node that registered, from the index: no node is asked, and
+     * a page costs its own size (a filter by snapshot or source volume, one node's snapshots).
+     * UNAVAILABLE while a node that could hold them has not reported, rather than a list without them.
      */
     @Override
-    public List<Snapshot> snapshots() {
-        agents.requireReported("every snapshot");
-        List<Snapshot> all = new ArrayList<>();
-        for (AgentDirectory.Agent agent : agents.registered()) {
-            for (var snapshot : agents.index().snapshotsOf(agent.nodeId())) {
-                all.add(snapshot(agent.nodeId(), snapshot));
+    public List<Snapshot> snapshots(SnapshotFilter filter, String fromId, int limit) {
+        if (!filter.snapshotId().isEmpty()) {
+            Optional<SnapshotId> id = SnapshotId.parse(filter.snapshotId());
+            if (id.isEmpty()) {
+                return List.of(); // no snapshot of this backend has it
             }
+            var found = agents.index().snapshots(id.get().name()).stream()
+                    .filter(snapshot -> snapshot.nodeId().equals(id.get().nodeId())).findFirst();
+            if (found.isEmpty()) {
+                agents.requireReported(id.get().nodeId(), "whether snapshot " + id.get() + " exists");
+            }
+            return found.map(snapshot -> snapshot(snapshot.nodeId(), snapshot.item())).stream()
+                    .filter(snapshot -> filter.matches(snapshot) && snapshot.getSnapshotId().compareTo(fromId) >= 0).toList();
         }
-        return all;
+        if (!filter.sourceVolumeId().isEmpty()) {
+            Optional<VolumeId> source = VolumeId.parse(filter.sourceVolumeId());
+            if (source.isEmpty()) {
+                return List.of();
+            }
+            agents.requireReported(source.get().nodeId(), "the snapshots of volume " + source.get());
+            return agents.index().snapshotsOf(source.get().nodeId()).stream() // in name order: the order of the ids
+                    .filter(snapshot -> snapshot.getSourceImage().equals(source.get().name()))
+                    .map(snapshot -> snapshot(source.get().nodeId(), snapshot))
+                    .filter(snapshot -> snapshot.getSnapshotId().compareTo(fromId) >= 0)
+                    .limit(limit)
+                    .toList();
+        }
+        agents.requireReported("every snapshot");
+        return indexFrom(fromId, SnapshotId.PREFIX).map(from -> agents.index().snapshotsFrom(from, limit).stream()
+                .map(found -> snapshot(found.nodeId(), found.item())).toList()).orElse(List.of());
+    }
+
+    /**
+     * Where in the index's {@code <node>/<name>} order a page from the id {@code fromId} starts, for
+     * ids that begin with {@code prefix}; empty when every such id sorts before it.
+     */
+    private static Optional<String> indexFrom(String fromId, String prefix) {
+        if (fromId.compareTo(prefix) <= 0) {
+            return Optional.of("");
+        }
+        return fromId.startsWith(prefix) ? Optional.of(fromId.substring(prefix.length())) : Optional.empty();
     }
 
     private static Snapshot snapshot(String nodeId, dev.strata.csi.agent.api.Snapshot snapshot) {
@@ -350,14 +384,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
      */
     @Override
     public List<ListVolumesResponse.Entry> list() {
-        agents.requireReported("every volume");
-        List<ListVolumesResponse.Entry> entries = new ArrayList<>();
-        for (AgentDirectory.Agent agent : agents.registered()) {
-            for (Image image : agents.index().imagesOf(agent.nodeId())) {
-                entries.add(entry(agent.nodeId(), image));
-            }
-        }
-        return entries;
+        return list("", Integer.MAX_VALUE);
     }
 
     private ListVolumesResponse.Entry entry(String nodeId, Image image) {
@@ -375,15 +402,21 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     @Override
     public List<ListVolumesResponse.Entry> list(String fromId, int limit) {
         agents.requireReported("every volume");
-        String from;
-        if (fromId.compareTo(VolumeId.PREFIX) <= 0) {
-            from = "";
-        } else if (fromId.startsWith(VolumeId.PREFIX)) {
-            from = fromId.substring(VolumeId.PREFIX.length());
-        } else {
-            return List.of(); // every local id sorts before it
+        return indexFrom(fromId, VolumeId.PREFIX).map(from -> agents.index().imagesFrom(from, limit).stream()
+                .map(found -> entry(found.nodeId(), found.item())).toList()).orElse(List.of());
+    }
+
+    /**
+     * From the index: no node is asked. UNAVAILABLE while the volume's node may still report it
+     * (this controller just started, or its agent has not sent everything); NOT_FOUND is sure.
+     */
+    @Override
+    public Optional<ListVolumesResponse.Entry> get(VolumeId id, String volumeId) {
+        var found = agents.index().images(id.name()).stream().filter(image -> image.nodeId().equals(id.nodeId())).findFirst();
+        if (found.isEmpty()) {
+            agents.requireReported(id.nodeId(), "whether volume " + id + " exists");
         }
-        return agents.index().imagesFrom(from, limit).stream().map(found -> entry(found.nodeId(), found.item())).toList();
+        return found.map(image -> entry(id.nodeId(), image.item()));
     }
 
     /** The pool of the node the topology names; without topology the emptiest node's, since a volume lives on one node. */
@@ -395,12 +428,12 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
                     .map(PoolStatus::getAvailableBytes)
                     .orElse(0L);
         }
-        List<Long> free = agents.live().stream().map(agent -> agent.pool().getAvailableBytes()).toList();
-        if (free.isEmpty() && (agents.settling() || !agents.registered().isEmpty())) {
+        var emptiest = agents.emptiestFirst().findFirst();
+        if (emptiest.isEmpty() && (agents.settling() || !agents.registered().isEmpty())) {
             throw CsiException.unavailable("no node agent has a current lease: they have not registered since "
                     + "controller-server started, or are restarting");
         }
-        return free.stream().mapToLong(Long::longValue).max().orElse(0);
+        return emptiest.map(agent -> agent.pool().getAvailableBytes()).orElse(0L);
     }
 
     /** The volume's image; NOT_FOUND when its node never registered or its agent does not have it. */

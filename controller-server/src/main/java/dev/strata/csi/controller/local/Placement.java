@@ -12,12 +12,14 @@ import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.util.ArrayList;
+import java.util.Iterator;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.Optional;
 import java.util.Set;
+import java.util.stream.Stream;
 
 /**
  * Where a new volume goes: the nodes the accessibility requirements name, preferred first (with
@@ -57,15 +59,15 @@ final class Placement {
 
     /** Whether the requirement lets a volume go to {@code nodeId}: it names that node, or no node at all. */
     boolean allows(TopologyRequirement requirement, String nodeId) {
-        return requirement.getPreferredCount() + requirement.getRequisiteCount() == 0 || candidates(requirement).contains(nodeId);
+        return requirement.getPreferredCount() + requirement.getRequisiteCount() == 0 || candidates(requirement).anyMatch(nodeId::equals);
     }
 
     /** Creates the volume on {@code nodeId} as a copy of {@code source}, which is in that node's pool. */
     Placed createCopy(VolumeRequest wanted, String nodeId, ContentSource source) {
-        return create(wanted, List.of(nodeId), Optional.of(source));
+        return create(wanted, Stream.of(nodeId), Optional.of(source));
     }
 
-    private Placed create(VolumeRequest wanted, List<String> candidates, Optional<ContentSource> source) {
+    private Placed create(VolumeRequest wanted, Stream<String> candidates, Optional<ContentSource> source) {
         return place(wanted, candidates, nodeId -> {
             CreateImageRequest.Builder create = CreateImageRequest.newBuilder()
                     .setName(wanted.name())
@@ -89,7 +91,7 @@ final class Placement {
         return place(wanted, candidates(wanted.requirements()), maker);
     }
 
-    private <E extends Exception> Placed place(VolumeRequest wanted, List<String> allowed, Maker<E> maker) throws E {
+    private <E extends Exception> Placed place(VolumeRequest wanted, Stream<String> allowed, Maker<E> maker) throws E {
         // A create whose node did not answer may still be made there: its retries go there only,
         // until that node's lease runs out (a node gone for good must not hold the name for ever;
         // should it come back with the volume, the index shows the name on two nodes: docs/scale.md).
@@ -98,8 +100,9 @@ final class Placement {
             unanswered.remove(wanted.name(), unansweredNode);
             unansweredNode = null;
         }
-        List<String> candidates = unansweredNode == null ? allowed : List.of(unansweredNode);
-        if (candidates.isEmpty()) {
+        // Read as far as needed: with no topology, from the emptiest node on until one has room.
+        Iterator<String> candidates = (unansweredNode == null ? allowed : Stream.of(unansweredNode)).iterator();
+        if (!candidates.hasNext()) {
             TopologyRequirement requirement = wanted.requirements();
             throw CsiException.resourceExhausted("no node agent is registered"
                     + (requirement.getRequisiteCount() + requirement.getPreferredCount() > 0 ? " for the requested topology" : ""));
@@ -107,7 +110,8 @@ final class Placement {
         List<String> refusals = new ArrayList<>();
         boolean silent = false;
         boolean full = false;
-        for (String nodeId : candidates) {
+        while (candidates.hasNext()) {
+            String nodeId = candidates.next();
             var agent = agents.live(nodeId);
             if (agent.isEmpty()) {
                 refusals.add(nodeId + ": no agent registered");
@@ -153,13 +157,13 @@ final class Placement {
                 + wanted.name() + ": " + String.join("; ", refusals));
     }
 
-    private List<String> candidates(TopologyRequirement requirement) {
+    private Stream<String> candidates(TopologyRequirement requirement) {
         if (requirement.getPreferredCount() == 0 && requirement.getRequisiteCount() == 0) {
-            return agents.live().stream().map(AgentDirectory.Agent::nodeId).toList();
+            return agents.emptiestFirst().map(AgentDirectory.Agent::nodeId);
         }
         Set<String> nodes = new LinkedHashSet<>();
         requirement.getPreferredList().forEach(segment -> topology.nodeOf(segment).ifPresent(nodes::add));
         requirement.getRequisiteList().forEach(segment -> topology.nodeOf(segment).ifPresent(nodes::add));
-        return new ArrayList<>(nodes);
+        return nodes.stream();
     }
 }
