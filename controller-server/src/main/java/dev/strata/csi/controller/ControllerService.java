@@ -239,7 +239,7 @@ public final class ControllerService extends ControllerGrpc.ControllerImplBase {
                 throw CsiException.missing("volume_id");
             }
             var notFound = CsiException.notFound("volume " + CsiException.printable(request.getVolumeId()) + " does not exist");
-            var volume = backends.forDelete(request.getVolumeId()).orElseThrow(() -> notFound);
+            var volume = backends.provisioned(request.getVolumeId()).orElseThrow(() -> notFound);
             var entry = volume.get(request.getVolumeId()).orElseThrow(() -> notFound);
             return ControllerGetVolumeResponse.newBuilder().setVolume(entry.getVolume())
                     .setStatus(ControllerGetVolumeResponse.VolumeStatus.newBuilder()
