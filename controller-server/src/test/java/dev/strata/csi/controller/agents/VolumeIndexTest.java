@@ -44,6 +44,16 @@ class VolumeIndexTest {
     }
 
     @Test
+    void aPageStartsWhereTheLastEndedWhateverWasCreatedOrDeletedMeanwhile() {
+        index.report(everything("n1", 1, List.of(image("a", 1), image("b", 1), image("c", 1), image("d", 1)), List.of()));
+        assertEquals(List.of("n1/a", "n1/b", "n1/c"), page("", 3)); // a page of two, and the next id: n1/c
+        index.image("n1", "c", null, 2); // the next page's first entry deleted
+        index.image("n1", "a0", image("a0", 1), 3); // one made behind the token: not in this pass
+        index.image("n1", "e", image("e", 1), 4); // one made ahead of it: listed
+        assertEquals(List.of("n1/d", "n1/e"), page("n1/c", 3));
+    }
+
+    @Test
     void anImageComesBackAsReportedWithoutWhatNoListNeeds() {
         Image full = image("v", 64).toBuilder().setDevicePath("/dev/loop3").addPublishedNodeIds("n1")
                 .setSource(ContentSource.newBuilder().setSnapshot("s")).build();
