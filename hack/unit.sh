@@ -32,13 +32,16 @@ work=$(mktemp -d /tmp/strata-unit.XXXXXX)
 user="strata-unit-$$"
 cleanup() {
   if id "$user" >/dev/null 2>&1; then
-    # JUnit removes its temporary directories; should a killed run have left any, they go too.
+    # A run stopped early leaves Maven and its test JVMs running as the user: they go first.
+    pkill -KILL -u "$user" 2>/dev/null && sleep 1
+    # JUnit removes its temporary directories; should a stopped run have left any, they go too.
     find /tmp -xdev -mindepth 1 -maxdepth 1 -user "$user" -exec rm -rf {} + 2>/dev/null || true
     userdel "$user" >/dev/null 2>&1 || true
   fi
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 useradd --system --user-group --no-create-home --home-dir "$work/home" --shell /usr/sbin/nologin "$user"
 
 echo "hack: running the unit tests as $user, a throwaway user without root, on a copy of the work tree" >&2
@@ -66,7 +69,10 @@ chown "$user:$user" "$work" "$work/home"
 # The copy appears at the work tree's own path, in a mount namespace of this run only (gone with
 # it): Maven's incremental build state names absolute paths, so there it builds again only what
 # changed, and nothing of the user's is written into the real work tree.
+# In the background, so that an interrupt reaches the trap at once (bash waits for a command in
+# the foreground before it runs a trap); the cleanup then stops the run.
 unshare --mount --propagation private \
   bash -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' bind "$work/src" "$REPO_ROOT" \
   setpriv --reuid="$user" --regid="$user" --init-groups \
-  env HOME="$work/home" USER="$user" LOGNAME="$user" MAVEN_OPTS="$maven_opts_given" bash "$REPO_ROOT/hack/unit.sh" "$@"
+  env HOME="$work/home" USER="$user" LOGNAME="$user" MAVEN_OPTS="$maven_opts_given" bash "$REPO_ROOT/hack/unit.sh" "$@" &
+wait $!
