@@ -19,7 +19,7 @@ import java.util.function.ToIntFunction;
  * A backend's on-disk records: one protobuf text-format file per key ({@code <key><suffix>}) in
  * one directory, written durably ({@link DurableFiles}: a crash leaves the old record or the new
  * one). Every record written carries the format's current version; a record of an older version
- * (or none: records from before the field, read as 0) is read as it is, one of a newer release is
+ * (or none, read as 0) is read as it is, one of a newer release is
  * {@link Unreadable}, like a damaged one, and left alone.
  *
  * @param <M> the record message, defined in the backend's own record proto

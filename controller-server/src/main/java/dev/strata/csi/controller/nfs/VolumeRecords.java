@@ -22,7 +22,7 @@ final class VolumeRecords {
 
     private static final String SUFFIX = ".record";
 
-    /** Version 1: the format the driver wrote before the field existed (no version) (read as 0, the same format). */
+    /** Version 1; a record without the field (one written by hand) reads as 0, the same format. */
     static final RecordFiles.Format<NfsVolumeRecord> FORMAT = new RecordFiles.Format<>(NfsVolumeRecord.class, 1,
             NfsVolumeRecord::getVersion, (record, version) -> record.toBuilder().setVersion(version).build());
 

@@ -22,7 +22,7 @@ final class RecordStore {
 
     static final String SUFFIX = ".record";
 
-    /** Version 1: the format the driver wrote before the field existed (no version) (read as 0, the same format). */
+    /** Version 1; a record without the field (one written by hand) reads as 0, the same format. */
     static final RecordFiles.Format<ImageRecord> FORMAT = new RecordFiles.Format<>(ImageRecord.class, 1,
             ImageRecord::getVersion, (record, version) -> record.toBuilder().setVersion(version).build());
 
