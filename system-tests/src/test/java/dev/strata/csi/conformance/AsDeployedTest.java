@@ -28,6 +28,7 @@ class AsDeployedTest {
 
     @Test
     void aFlagTheManifestsGiveThatTheProgramRefusesFailsTheRun() throws Exception {
+        DriverContainers.requirePossible();
         Path deploy = copy(Kubelet.deployDir().toAbsolutePath(), dir.resolve("deploy"));
         Path node = deploy.resolve("node.yaml");
         String manifest = Files.readString(node);
