@@ -18,6 +18,9 @@ import dev.strata.csi.node.agent.Registration;
 import dev.strata.csi.node.backend.NodeBackends;
 import dev.strata.csi.node.cgroup.SystemPodCgroups;
 import dev.strata.csi.node.local.CrashPoint;
+import dev.strata.csi.node.local.Filesystems;
+import dev.strata.csi.node.local.SystemEncryptedDevices;
+import dev.strata.csi.node.local.VolumeEncryption;
 import dev.strata.csi.node.local.ImageContent;
 import dev.strata.csi.node.local.ImageFiles;
 import dev.strata.csi.node.local.ImagePool;
@@ -148,9 +151,11 @@ public final class NodeServer {
                     Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, inventory, security, log);
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
+                    Filesystems filesystems = new MeteredFilesystems(SystemFilesystems.preferringLibblkid(commands), steps);
                     // The backends, one line each; NodeBackends chooses among them by volume id and context.
                     NodeBackends backends = new NodeBackends(List.of(
-                            new LocalNodeBackend(nodeId, pool, loops, new MeteredFilesystems(SystemFilesystems.preferringLibblkid(commands), steps), mounter, stats, ioLimits, crashes, log),
+                            new LocalNodeBackend(nodeId, pool, loops, filesystems, mounter, stats, ioLimits,
+                                    new VolumeEncryption(new SystemEncryptedDevices(commands), filesystems, crashes, log), crashes, log),
                             new NfsNodeBackend(mounter, new NfsMounter(commands, nfsTimeout, log), new NfsProbe(commands, nfsTimeout), log)));
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),

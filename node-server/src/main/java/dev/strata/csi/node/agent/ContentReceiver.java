@@ -314,7 +314,7 @@ final class ContentReceiver {
                         + " differs from the sender's " + HexFormat.of().formatHex(sent));
             }
             crashes.reach(CrashPoint.TRANSFER_VERIFIED);
-            Image image = pool.finishReceive(name, start.getSizeBytes(), start.getFilesystem(), start.getUsedAsBlock());
+            Image image = pool.finishReceive(name, start.getSizeBytes(), start.getFilesystem(), start.getUsedAsBlock(), start.getEncrypted());
             log.info("content received", "volume", name, "data_bytes", written,
                     "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
             return image;

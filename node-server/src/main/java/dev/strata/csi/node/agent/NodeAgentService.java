@@ -90,7 +90,8 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                     var sourceHeld = source.isPresent() ? locks.acquire(sourceLockKey(source.get())) : null) { // null: nothing to close
                 try {
                     return CreateImageResponse.newBuilder()
-                            .setImage(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source))
+                            .setImage(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source,
+                                    request.getEncrypted()))
                             .setGeneration(inventory.imageChanged(request.getName()))
                             .build();
                 } catch (Exception e) {

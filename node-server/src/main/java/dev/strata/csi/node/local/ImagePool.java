@@ -101,6 +101,16 @@ public final class ImagePool {
      */
     public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source)
             throws IOException, DeviceException, MountException {
+        return create(name, capacityBytes, allocation, source, false);
+    }
+
+    /**
+     * As {@link #create(String, long, Allocation, Optional)}, encrypted at rest or not: recorded, so
+     * that the node stages it only as what it is. A copy holds its source's bytes, so it must be
+     * what its source is: INVALID_ARGUMENT otherwise, before anything is made.
+     */
+    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted)
+            throws IOException, DeviceException, MountException {
         VolumeId.checkName(name);
         Optional<Source> wantedSource = source.map(ImagePool::recorded);
         Optional<ImageRecord> existing = records.read(name);
@@ -109,6 +119,10 @@ public final class ImagePool {
             switch (record.getState()) {
                 case READY -> {
                     requireSame(record, capacityBytes, allocation, wantedSource);
+                    if (record.getEncrypted() != encrypted) {
+                        throw CsiException.alreadyExists("volume " + name + " exists " + (record.getEncrypted() ? "encrypted" : "not encrypted")
+                                + "; asked for " + (encrypted ? "an encrypted" : "a plain") + " volume");
+                    }
                     return image(record);
                 }
                 case DELETING -> finishDelete(record);
@@ -126,10 +140,16 @@ public final class ImagePool {
                 .setName(name)
                 .setCapacityBytes(capacityBytes)
                 .setAllocation(recorded(allocation))
+                .setEncrypted(encrypted)
                 .setState(ImageRecord.State.CREATING);
         Optional<ConsistentCopy.Content> content = Optional.empty();
         if (wantedSource.isPresent()) {
             content = Optional.of(content(wantedSource.get()));
+            if (content.get().encrypted() != encrypted) {
+                throw CsiException.invalidArgument("volume " + name + " is to be " + (encrypted ? "encrypted" : "plain") + " but "
+                        + describe(wantedSource) + " is " + (content.get().encrypted() ? "encrypted" : "plain")
+                        + "; a copy holds its source's bytes, so its StorageClass must have the same encryption");
+            }
             if (content.get().capacityBytes() > capacityBytes) {
                 throw CsiException.outOfRange("volume " + name + " of " + capacityBytes + " bytes cannot hold " + describe(wantedSource)
                         + " of " + content.get().capacityBytes() + " bytes");
@@ -290,16 +310,18 @@ public final class ImagePool {
 
     /**
      * The RECEIVING image is complete, synced and checked: READY from now on, holding the
-     * {@code filesystem} its source's record named (or raw block content), never to be formatted;
+     * {@code filesystem} its source's record named (or raw block content), never to be formatted,
+     * and encrypted when its source is (the bytes are the source's);
      * a filesystem from a smaller source grows at the next stage.
      */
-    public Image finishReceive(String name, long sourceBytes, String filesystem, boolean usedAsBlock) throws IOException {
+    public Image finishReceive(String name, long sourceBytes, String filesystem, boolean usedAsBlock, boolean encrypted) throws IOException {
         ImageRecord record = receiving(name);
         record = record.toBuilder()
                 .setState(ImageRecord.State.READY)
                 .clearReceiveProgressTime()
                 .setFilesystem(filesystem)
                 .setUsedAsBlock(usedAsBlock)
+                .setEncrypted(encrypted)
                 .setGrowFilesystem(!filesystem.isEmpty() && sourceBytes < record.getCapacityBytes())
                 .build();
         records.write(record);
@@ -757,6 +779,7 @@ public final class ImagePool {
                 .setDevicePath(devicePath)
                 .addAllPublishedNodeIds(record.getPublishedNodeIdsList())
                 .setIoLimits(ioLimits(record.getIoLimits()))
+                .setEncrypted(record.getEncrypted())
                 .build();
     }
 
