@@ -200,6 +200,11 @@ final class ContentReceiver {
                 throw CsiException.outOfRange("content of " + start.getSizeBytes() + " bytes does not fit volume " + name + " of "
                         + record.getCapacityBytes() + " bytes");
             }
+            if (start.getEncrypted() != record.getEncrypted()) {
+                throw CsiException.invalidArgument("volume " + name + " is to be " + (record.getEncrypted() ? "encrypted" : "plain")
+                        + " but its source is " + (start.getEncrypted() ? "encrypted" : "plain")
+                        + "; a copy holds its source's bytes, so its StorageClass must have the same encryption");
+            }
             if (!start.getTag().equals(record.getReceiveTag())) {
                 if (start.getOffset() != 0) {
                     throw CsiException.failedPrecondition("volume " + name + " holds nothing of content " + start.getTag()

@@ -230,7 +230,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                     throw CsiException.missing("source");
                 }
                 ImageRecord record = pool.receive(request.getName(), request.getCapacityBytes(), request.getAllocation(),
-                        request.getSource());
+                        request.getSource(), request.getEncrypted());
                 var reply = ReceiveImageResponse.newBuilder().setTag(record.getReceiveTag()).setReceivedBytes(record.getReceivedBytes());
                 if (record.getState() == ImageRecord.State.READY) {
                     pool.get(request.getName()).ifPresent(reply::setImage);

@@ -214,7 +214,7 @@ public final class ImagePool {
      * or the one an earlier attempt left, with how far it got; a READY one is returned as it is.
      * ALREADY_EXISTS when the name is taken with another size, allocation or source.
      */
-    public ImageRecord receive(String name, long capacityBytes, Allocation allocation, ContentSource source)
+    public ImageRecord receive(String name, long capacityBytes, Allocation allocation, ContentSource source, boolean encrypted)
             throws IOException, DeviceException, MountException {
         VolumeId.checkName(name);
         Source from = recorded(source);
@@ -224,10 +224,12 @@ public final class ImagePool {
             switch (record.getState()) {
                 case READY, RECEIVING -> {
                     Optional<Source> has = record.hasSource() ? Optional.of(record.getSource()) : Optional.empty();
-                    if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation || !has.equals(Optional.of(from))) {
+                    if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation || !has.equals(Optional.of(from))
+                            || record.getEncrypted() != encrypted) {
                         throw CsiException.alreadyExists("volume " + name + " exists with " + record.getCapacityBytes() + " bytes, "
-                                + allocation(record) + ", " + describe(has) + "; asked for " + capacityBytes + " bytes, " + allocation
-                                + ", " + describe(Optional.of(from)) + " of another node");
+                                + allocation(record) + ", " + describe(has) + (record.getEncrypted() ? ", encrypted" : "") + "; asked for "
+                                + capacityBytes + " bytes, " + allocation + ", " + describe(Optional.of(from)) + " of another node"
+                                + (encrypted ? ", encrypted" : ""));
                     }
                     if (record.getState() == ImageRecord.State.RECEIVING) { // the copy is back for it: not abandoned
                         record = progressed(record.toBuilder());
@@ -246,6 +248,7 @@ public final class ImagePool {
                 .setAllocation(recorded(allocation))
                 .setState(ImageRecord.State.CREATING)
                 .setSource(from)
+                .setEncrypted(encrypted)
                 .build();
         reserve(record, existing);
         crashes.reach(CrashPoint.CREATE_RECORDED);
