@@ -46,7 +46,7 @@ public final class SystemEncryptedDevices implements EncryptedDevices {
     @Override
     public void format(Path device, Passphrase passphrase) throws DeviceException {
         String path = absolute(device);
-        check(run(passphrase, "cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--pbkdf", "argon2id",
+        DeviceException.check(run(passphrase, "cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--pbkdf", "argon2id",
                 "--pbkdf-memory", "65536", "--key-file=-", path), "cryptsetup luksFormat " + path);
     }
 
@@ -57,7 +57,7 @@ public final class SystemEncryptedDevices implements EncryptedDevices {
         if (result.exitCode() == NO_PERMISSION) {
             throw new WrongPassphraseException("the passphrase opens no key slot of " + path);
         }
-        check(result, "cryptsetup open " + path + " " + name);
+        DeviceException.check(result, "cryptsetup open " + path + " " + name);
         return find(name).orElseThrow(() -> new DeviceException("cryptsetup opened " + name + " but sysfs shows no such mapping"));
     }
 
@@ -67,7 +67,7 @@ public final class SystemEncryptedDevices implements EncryptedDevices {
             return;
         }
         try {
-            check(commands.run(TIMEOUT, "cryptsetup", "close", name), "cryptsetup close " + name);
+            DeviceException.check(commands.run(TIMEOUT, "cryptsetup", "close", name), "cryptsetup close " + name);
         } catch (CommandException e) {
             throw new DeviceException(e.getMessage(), e);
         }
@@ -79,7 +79,7 @@ public final class SystemEncryptedDevices implements EncryptedDevices {
         if (result.exitCode() == NO_PERMISSION) {
             throw new WrongPassphraseException("the passphrase opens no key slot of the device under " + name);
         }
-        check(result, "cryptsetup resize " + name);
+        DeviceException.check(result, "cryptsetup resize " + name);
     }
 
     @Override
@@ -119,14 +119,6 @@ public final class SystemEncryptedDevices implements EncryptedDevices {
     private CommandResult run(Passphrase passphrase, String... argv) throws DeviceException {
         try {
             return commands.run(TIMEOUT, passphrase.bytes(), argv);
-        } catch (CommandException e) {
-            throw new DeviceException(e.getMessage(), e);
-        }
-    }
-
-    private static void check(CommandResult result, String what) throws DeviceException {
-        try {
-            result.check(what);
         } catch (CommandException e) {
             throw new DeviceException(e.getMessage(), e);
         }
