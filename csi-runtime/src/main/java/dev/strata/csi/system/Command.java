@@ -19,12 +19,20 @@ public final class Command implements Commands {
 
     @Override
     public CommandResult run(Duration timeout, String... argv) throws CommandException {
+        return run(timeout, null, argv);
+    }
+
+    @Override
+    public CommandResult run(Duration timeout, byte[] input, String... argv) throws CommandException {
         if (argv.length == 0) {
             throw new IllegalArgumentException("no program to run");
         }
         String program = argv[0];
         long deadline = System.nanoTime() + timeout.toNanos();
-        ProcessBuilder builder = new ProcessBuilder(argv).redirectInput(NO_INPUT);
+        ProcessBuilder builder = new ProcessBuilder(argv);
+        if (input == null) {
+            builder.redirectInput(NO_INPUT);
+        }
         // Tools' messages are quoted in errors and their output is parsed; keep both in one language.
         builder.environment().put("LC_ALL", "C");
         Process process;
@@ -35,6 +43,14 @@ public final class Command implements Commands {
         }
         FutureTask<String> stdout = drain(process.getInputStream());
         FutureTask<String> stderr = drain(process.getErrorStream());
+        if (input != null) {
+            // A program that exits before reading it all closes the pipe: its exit status tells what went wrong.
+            try (var stdin = process.getOutputStream()) {
+                stdin.write(input);
+            } catch (IOException e) {
+                // the result below says why the program stopped
+            }
+        }
         try {
             if (!process.waitFor(remaining(deadline), TimeUnit.NANOSECONDS)) {
                 kill(process);

@@ -13,4 +13,13 @@ public interface Commands {
      * @throws CommandException if the program cannot be started or does not finish within {@code timeout}
      */
     CommandResult run(Duration timeout, String... argv) throws CommandException;
+
+    /**
+     * As {@link #run(Duration, String...)}, with {@code input} written to the program's standard
+     * input and then closed: how a secret reaches a program, never on its command line, which
+     * every process of the node can read. A stand-in that takes no input refuses.
+     */
+    default CommandResult run(Duration timeout, byte[] input, String... argv) throws CommandException {
+        throw new CommandException("cannot pass input to " + argv[0] + " with this runner");
+    }
 }

@@ -35,6 +35,19 @@ class CommandTest {
     }
 
     @Test
+    void inputReachesTheProgramsStdinAsItIsAndOnlyThere() throws Exception {
+        CommandResult result = commands.run(SHORT, "pass\nphrase".getBytes(java.nio.charset.StandardCharsets.UTF_8),
+                "sh", "-c", "cat; echo \"|$#|\"");
+        assertEquals("pass\nphrase|0|\n", result.stdout());
+        assertEquals("", commands.run(SHORT, "cat").stdout(), "without input, stdin is empty");
+    }
+
+    @Test
+    void aProgramThatReadsNoInputStillGivesItsResult() throws Exception {
+        assertEquals(new CommandResult(4, "", ""), commands.run(SHORT, new byte[1 << 20], "sh", "-c", "exit 4"));
+    }
+
+    @Test
     void checkPassesSuccessThrough() throws Exception {
         CommandResult result = commands.run(SHORT, "true");
         assertSame(result, result.check("true"));

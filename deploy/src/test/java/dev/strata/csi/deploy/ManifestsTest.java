@@ -277,7 +277,7 @@ class ManifestsTest {
         assertEquals(List.of(), checks().storageClasses());
         List<String> names = new ArrayList<>(manifests().ofKind("StorageClass").stream().map(KubeObject::name).toList());
         names.sort(null);
-        assertEquals(List.of("strata-local-ext4", "strata-local-xfs", "strata-nfs"), names);
+        assertEquals(List.of("strata-local-encrypted", "strata-local-ext4", "strata-local-xfs", "strata-nfs"), names);
         assertFalse(broken(m -> Tree.map(m.one("StorageClass", "strata-local-ext4").body(), "parameters").put("fsType", "ext4"))
                 .storageClasses().isEmpty(), "the shipped classes write the current filesystem key");
         assertEquals(1, broken(m -> Tree.map(m.one("StorageClass", "strata-local-xfs").body(), "parameters").put("allocaton", "full"))

@@ -17,6 +17,7 @@ import dev.strata.csi.node.agent.Registration;
 import dev.strata.csi.node.backend.NodeBackends;
 import dev.strata.csi.node.cgroup.SystemPodCgroups;
 import dev.strata.csi.node.local.CrashPoint;
+import dev.strata.csi.node.local.Filesystems;
 import dev.strata.csi.node.local.ImageContent;
 import dev.strata.csi.node.local.ImageFiles;
 import dev.strata.csi.node.local.ImagePool;
@@ -27,10 +28,12 @@ import dev.strata.csi.node.local.MeteredFilesystems;
 import dev.strata.csi.node.local.MeteredImageFiles;
 import dev.strata.csi.node.local.MeteredLoopDevices;
 import dev.strata.csi.node.local.PoolMetrics;
+import dev.strata.csi.node.local.SystemEncryptedDevices;
 import dev.strata.csi.node.local.SystemFilesystemFreezer;
 import dev.strata.csi.node.local.SystemFilesystems;
 import dev.strata.csi.node.local.SystemImageFiles;
 import dev.strata.csi.node.local.SystemLoopDevices;
+import dev.strata.csi.node.local.VolumeEncryption;
 import dev.strata.csi.node.local.VolumeIoLimits;
 import dev.strata.csi.node.mount.MeteredMounter;
 import dev.strata.csi.node.mount.MountHelpers;
@@ -143,9 +146,11 @@ public final class NodeServer {
                             security.verifiers(), log);
                     Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), nodeId,
                             flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, inventory, security, log);
+                    Filesystems filesystems = new MeteredFilesystems(SystemFilesystems.preferringLibblkid(commands), steps);
                     // The backends, one line each; NodeBackends chooses among them by volume id and context.
                     NodeBackends backends = new NodeBackends(List.of(
-                            new LocalNodeBackend(nodeId, pool, loops, new MeteredFilesystems(SystemFilesystems.preferringLibblkid(commands), steps), mounter, stats, ioLimits, crashes, log),
+                            new LocalNodeBackend(nodeId, pool, loops, filesystems, mounter, stats, ioLimits,
+                                    new VolumeEncryption(new SystemEncryptedDevices(commands), filesystems, crashes, log), crashes, log),
                             NfsNodeWiring.fromFlags(context, commands, mounter)));
                     return new DriverProgram.Plan(
                             List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),

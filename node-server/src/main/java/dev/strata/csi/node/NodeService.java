@@ -68,7 +68,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
             volume.capabilities().require(List.of(request.getVolumeCapability()), "volume_capability");
             checkMountFlags(request.getVolumeCapability());
             try (var held = locks.acquire(volume.lockKey())) {
-                volume.stage(staging, request.getVolumeCapability(), request.getVolumeContextMap());
+                volume.stage(staging, request.getVolumeCapability(), request.getVolumeContextMap(), request.getSecretsMap());
                 return NodeStageVolumeResponse.getDefaultInstance();
             }
         });
@@ -134,7 +134,7 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
                     ? Optional.of(request.getVolumeCapability()) : Optional.empty();
             capability.ifPresent(given -> volume.capabilities().require(List.of(given), "volume_capability"));
             try (var held = locks.acquire(volume.lockKey())) {
-                return NodeExpandVolumeResponse.newBuilder().setCapacityBytes(volume.expand(path, capability)).build();
+                return NodeExpandVolumeResponse.newBuilder().setCapacityBytes(volume.expand(path, capability, request.getSecretsMap())).build();
             }
         });
     }

@@ -64,7 +64,7 @@ final class Relays {
         ManagedChannel to = channel(target);
         try {
             ContentSource source = ContentSource.newBuilder().setImage(image).build();
-            return relay().copy(agent(holder, from), source, source, agent(target, to), name, capacityBytes, Allocation.SPARSE, progress);
+            return relay().copy(agent(holder, from), source, source, agent(target, to), name, capacityBytes, Allocation.SPARSE, false, progress);
         } finally {
             from.shutdownNow();
             to.shutdownNow();

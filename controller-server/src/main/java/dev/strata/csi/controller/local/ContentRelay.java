@@ -61,9 +61,9 @@ public final class ContentRelay {
      * is a temporary snapshot of it). {@code progress} counts the data bytes relayed.
      */
     public Image copy(Agent holder, ContentSource source, ContentSource read, Agent target, String name, long capacityBytes,
-            Allocation allocation, AtomicLong progress) throws InterruptedException {
+            Allocation allocation, boolean encrypted, AtomicLong progress) throws InterruptedException {
         ReceiveImageResponse receiving = target.calls().receiveImage(ReceiveImageRequest.newBuilder()
-                .setName(name).setCapacityBytes(capacityBytes).setAllocation(allocation).setSource(source).build());
+                .setName(name).setCapacityBytes(capacityBytes).setAllocation(allocation).setSource(source).setEncrypted(encrypted).build());
         if (receiving.hasImage()) {
             return receiving.getImage();
         }

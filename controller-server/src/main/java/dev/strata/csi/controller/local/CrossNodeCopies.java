@@ -48,7 +48,7 @@ final class CrossNodeCopies {
                 read = ContentSource.newBuilder().setSnapshot(snapshot).build();
             }
             Image image = relay.copy(agent(holder), source, read, agent(target), wanted.name(), wanted.capacityBytes(),
-                    wanted.allocation(), progress);
+                    wanted.allocation(), wanted.encrypted(), progress);
             cleanUp(holder, source, wanted.name());
             return image;
         });

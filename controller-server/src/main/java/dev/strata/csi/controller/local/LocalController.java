@@ -109,10 +109,11 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         var existing = placement.find(wanted.name());
         if (existing.isPresent()) {
             Image image = existing.get().image();
-            if (image.getCapacityBytes() != wanted.capacityBytes() || image.getAllocation() != wanted.allocation()) {
+            if (image.getCapacityBytes() != wanted.capacityBytes() || image.getAllocation() != wanted.allocation()
+                    || image.getEncrypted() != wanted.encrypted()) {
                 throw CsiException.alreadyExists("volume " + wanted.name() + " exists on node " + existing.get().nodeId()
-                        + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation()
-                        + "; asked for " + wanted.capacityBytes() + " bytes, " + wanted.allocation());
+                        + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation() + (image.getEncrypted() ? ", encrypted" : "")
+                        + "; asked for " + wanted.capacityBytes() + " bytes, " + wanted.allocation() + (wanted.encrypted() ? ", encrypted" : ""));
             }
         }
         Placement.Placed placed = existing.isPresent() ? existing.get() : placement.create(wanted, wanted.requirements());

@@ -72,7 +72,8 @@ final class Placement {
             CreateImageRequest.Builder create = CreateImageRequest.newBuilder()
                     .setName(wanted.name())
                     .setCapacityBytes(wanted.capacityBytes())
-                    .setAllocation(wanted.allocation());
+                    .setAllocation(wanted.allocation())
+                    .setEncrypted(wanted.encrypted());
             source.ifPresent(create::setSource);
             CreateImageResponse created = agents.stub(nodeId).createImage(create.build());
             agents.index().image(nodeId, wanted.name(), created.getImage(), created.getGeneration());

@@ -23,13 +23,15 @@ import java.util.TreeSet;
  * limits (the mutable parameters, {@link IoLimitParameters}).
  *
  * <p>StorageClass parameters: {@code allocation} = {@code sparse} (default: blocks are allocated
- * on first write, capacity is still reserved) or {@code full} (every block allocated at creation).
+ * on first write, capacity is still reserved) or {@code full} (every block allocated at creation);
+ * {@code encryption} = {@code none} (default) or {@code luks2} (encrypted at rest, recorded with
+ * the image, so that its node never stages it plainly).
  * The keys Kubernetes adds are accepted, any other refused ({@link LocalParameters#STORAGE_CLASS}).
  * The filesystem made is the capability's fs_type; a filesystem key among the parameters (the
  * deprecated {@code fsType}, which the provisioner passes through) must agree with it.
  */
 record VolumeRequest(String name, long capacityBytes, Allocation allocation, TopologyRequirement requirements,
-        Optional<VolumeContentSource> source, CapacityRange range, long minimumBytes, IoLimits ioLimits) {
+        Optional<VolumeContentSource> source, CapacityRange range, long minimumBytes, IoLimits ioLimits, boolean encrypted) {
 
     static final long MIB = 1L << 20;
     static final long DEFAULT_BYTES = 1L << 30;
@@ -49,7 +51,8 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
         return new VolumeRequest(request.getName(), size(request.getCapacityRange(), minimum),
                 allocation(request.getParametersMap()), request.getAccessibilityRequirements(),
                 request.hasVolumeContentSource() ? Optional.of(request.getVolumeContentSource()) : Optional.empty(),
-                request.getCapacityRange(), minimum, IoLimitParameters.parse(request.getMutableParamsMap()));
+                request.getCapacityRange(), minimum, IoLimitParameters.parse(request.getMutableParamsMap()),
+                encrypted(request.getParametersMap()));
     }
 
     /**
@@ -66,7 +69,7 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
             throw CsiException.outOfRange("capacity_range limit_bytes " + range.getLimitBytes() + " is below the size of the content source ("
                     + size + " bytes)");
         }
-        return new VolumeRequest(name, size, allocation, requirements, source, range, minimumBytes, ioLimits);
+        return new VolumeRequest(name, size, allocation, requirements, source, range, minimumBytes, ioLimits, encrypted);
     }
 
     /** The size to allocate: the required bytes (or a default) rounded up to whole MiB, at least {@code minimum}. */
@@ -127,6 +130,16 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
             case "sparse" -> Allocation.SPARSE;
             case "full" -> Allocation.FULL;
             default -> throw CsiException.invalidArgument("parameter " + LocalParameters.ALLOCATION + " must be sparse or full, got '"
+                    + CsiException.printable(value) + "'");
+        };
+    }
+
+    private static boolean encrypted(Map<String, String> parameters) {
+        String value = parameters.getOrDefault(LocalParameters.ENCRYPTION, "none");
+        return switch (value) {
+            case "none" -> false;
+            case "luks2" -> true;
+            default -> throw CsiException.invalidArgument("parameter " + LocalParameters.ENCRYPTION + " must be none or luks2, got '"
                     + CsiException.printable(value) + "'");
         };
     }

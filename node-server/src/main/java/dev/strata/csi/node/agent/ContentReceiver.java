@@ -200,6 +200,11 @@ final class ContentReceiver {
                 throw CsiException.outOfRange("content of " + start.getSizeBytes() + " bytes does not fit volume " + name + " of "
                         + record.getCapacityBytes() + " bytes");
             }
+            if (start.getEncrypted() != record.getEncrypted()) {
+                throw CsiException.invalidArgument("volume " + name + " is to be " + (record.getEncrypted() ? "encrypted" : "plain")
+                        + " but its source is " + (start.getEncrypted() ? "encrypted" : "plain")
+                        + "; a copy holds its source's bytes, so its StorageClass must have the same encryption");
+            }
             if (!start.getTag().equals(record.getReceiveTag())) {
                 if (start.getOffset() != 0) {
                     throw CsiException.failedPrecondition("volume " + name + " holds nothing of content " + start.getTag()
@@ -314,7 +319,7 @@ final class ContentReceiver {
                         + " differs from the sender's " + HexFormat.of().formatHex(sent));
             }
             crashes.reach(CrashPoint.TRANSFER_VERIFIED);
-            Image image = pool.finishReceive(name, start.getSizeBytes(), start.getFilesystem(), start.getUsedAsBlock());
+            Image image = pool.finishReceive(name, start.getSizeBytes(), start.getFilesystem(), start.getUsedAsBlock(), start.getEncrypted());
             log.info("content received", "volume", name, "data_bytes", written,
                     "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
             return image;

@@ -46,7 +46,7 @@ final class ContentSender {
     private static final int CHUNKS_BEFORE_CRASH_POINT = 4;
 
     /** What a stream reads: a file, what its content is, and what it holds until the stream ends. */
-    private record Source(String name, Path file, String tag, long sizeBytes, String filesystem, boolean usedAsBlock,
+    private record Source(String name, Path file, String tag, long sizeBytes, String filesystem, boolean usedAsBlock, boolean encrypted,
             VolumeLocks.Held held) {}
 
     private final ImagePool pool;
@@ -111,7 +111,7 @@ final class ContentSender {
             // Any write changes the ctime: another tag, so that a transfer cut short never resumes on other content.
             long changed = ((FileTime) Files.getAttribute(file, "unix:ctime")).to(TimeUnit.NANOSECONDS);
             return new Source(name, file, "image/" + name + "/" + size + "/" + changed, size, record.getFilesystem(),
-                    record.getUsedAsBlock(), held);
+                    record.getUsedAsBlock(), record.getEncrypted(), held);
         } catch (IOException | DeviceException | RuntimeException e) {
             held.close();
             throw e;
@@ -129,7 +129,7 @@ final class ContentSender {
             SnapshotRecord record = pool.snapshots().ready(name);
             var taken = record.getCreationTime();
             return new Source(name, pool.snapshots().path(name), "snapshot/" + name + "/" + taken.getSeconds() + "." + taken.getNanos(),
-                    record.getCapacityBytes(), record.getFilesystem(), record.getUsedAsBlock(), held);
+                    record.getCapacityBytes(), record.getFilesystem(), record.getUsedAsBlock(), record.getEncrypted(), held);
         } catch (IOException | RuntimeException e) {
             held.close();
             throw e;
@@ -144,7 +144,8 @@ final class ContentSender {
             ready.await();
             out.onNext(ContentChunk.newBuilder().setStart(ContentStart.newBuilder()
                     .setTag(source.tag()).setSizeBytes(source.sizeBytes()).setOffset(from)
-                    .setFilesystem(source.filesystem()).setUsedAsBlock(source.usedAsBlock())).build());
+                    .setFilesystem(source.filesystem()).setUsedAsBlock(source.usedAsBlock())
+                    .setEncrypted(source.encrypted())).build());
             byte[] digest = content.read(source.file(), from, (offset, data) -> {
                 ready.await();
                 int length = data.remaining();

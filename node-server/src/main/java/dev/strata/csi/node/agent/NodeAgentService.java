@@ -90,7 +90,8 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                     var sourceHeld = source.isPresent() ? locks.acquire(sourceLockKey(source.get())) : null) { // null: nothing to close
                 try {
                     return CreateImageResponse.newBuilder()
-                            .setImage(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source))
+                            .setImage(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source,
+                                    request.getEncrypted()))
                             .setGeneration(inventory.imageChanged(request.getName()))
                             .build();
                 } catch (Exception e) {
@@ -229,7 +230,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                     throw CsiException.missing("source");
                 }
                 ImageRecord record = pool.receive(request.getName(), request.getCapacityBytes(), request.getAllocation(),
-                        request.getSource());
+                        request.getSource(), request.getEncrypted());
                 var reply = ReceiveImageResponse.newBuilder().setTag(record.getReceiveTag()).setReceivedBytes(record.getReceivedBytes());
                 if (record.getState() == ImageRecord.State.READY) {
                     pool.get(request.getName()).ifPresent(reply::setImage);

@@ -33,6 +33,12 @@ public interface NodeBackend<V> extends VolumeScheme<V> {
 
     void stage(V volume, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception;
 
+    /** NodeStageVolume with the request's secrets (the node-stage secret); a backend that takes none ignores them. */
+    default void stage(V volume, Path staging, VolumeCapability capability, Map<String, String> context,
+            Map<String, String> secrets) throws Exception {
+        stage(volume, staging, capability, context);
+    }
+
     void unstage(V volume, Path staging) throws Exception;
 
     void publish(V volume, Path staging, Path target, VolumeCapability capability, Map<String, String> context,
@@ -46,6 +52,11 @@ public interface NodeBackend<V> extends VolumeScheme<V> {
      * volume is not there.
      */
     long expand(V volume, Path volumePath, Optional<VolumeCapability> capability) throws Exception;
+
+    /** NodeExpandVolume with the request's secrets (the node-expand secret); a backend that takes none ignores them. */
+    default long expand(V volume, Path volumePath, Optional<VolumeCapability> capability, Map<String, String> secrets) throws Exception {
+        return expand(volume, volumePath, capability);
+    }
 
     /** Usage and condition of the volume mounted at {@code path}; NOT_FOUND when it is not mounted there. */
     NodeGetVolumeStatsResponse stats(V volume, Path path) throws Exception;

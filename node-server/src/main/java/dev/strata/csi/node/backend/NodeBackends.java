@@ -91,8 +91,9 @@ public final class NodeBackends {
             backend.volumeContextKeys().require(context);
         }
 
-        public void stage(Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
-            backend.stage(volume, staging, capability, context);
+        public void stage(Path staging, VolumeCapability capability, Map<String, String> context, Map<String, String> secrets)
+                throws Exception {
+            backend.stage(volume, staging, capability, context, secrets);
         }
 
         public void unstage(Path staging) throws Exception {
@@ -108,8 +109,8 @@ public final class NodeBackends {
             backend.unpublish(volume, target);
         }
 
-        public long expand(Path volumePath, Optional<VolumeCapability> capability) throws Exception {
-            return backend.expand(volume, volumePath, capability);
+        public long expand(Path volumePath, Optional<VolumeCapability> capability, Map<String, String> secrets) throws Exception {
+            return backend.expand(volume, volumePath, capability, secrets);
         }
 
         public NodeGetVolumeStatsResponse stats(Path path) throws Exception {

@@ -19,16 +19,18 @@ import java.util.Optional;
 final class ConsistentCopy {
 
     /** What a copy starts from: a snapshot's file or an image's, and what its record says the file holds. */
-    record Content(Path file, long capacityBytes, String filesystem, boolean usedAsBlock, Optional<String> liveImage) {
+    record Content(Path file, long capacityBytes, String filesystem, boolean usedAsBlock, boolean encrypted, Optional<String> liveImage) {
 
         /** A live image's content, which may be written while it is copied. */
         static Content ofImage(ImageRecord image, Path file) {
-            return new Content(file, image.getCapacityBytes(), image.getFilesystem(), image.getUsedAsBlock(), Optional.of(image.getName()));
+            return new Content(file, image.getCapacityBytes(), image.getFilesystem(), image.getUsedAsBlock(), image.getEncrypted(),
+                    Optional.of(image.getName()));
         }
 
         /** A snapshot's content, which nothing writes. */
         static Content ofSnapshot(SnapshotRecord snapshot, Path file) {
-            return new Content(file, snapshot.getCapacityBytes(), snapshot.getFilesystem(), snapshot.getUsedAsBlock(), Optional.empty());
+            return new Content(file, snapshot.getCapacityBytes(), snapshot.getFilesystem(), snapshot.getUsedAsBlock(), snapshot.getEncrypted(),
+                    Optional.empty());
         }
     }
 

@@ -31,10 +31,14 @@ public enum CrashPoint {
     SNAPSHOT_DELETE_UNLINKED,
     RESTORE_RECORDED,
     RESTORE_COPIED,
+    /** An encrypted volume's LUKS2 header written, not yet opened (reached where dm-crypt exists: {@link #encryption}). */
+    STAGE_ENCRYPTION_FORMATTED,
+    STAGE_ENCRYPTION_OPENED,
     STAGE_FORMATTED,
     STAGE_RECORDED,
     STAGE_MOUNTED,
     UNSTAGE_UNMOUNTED,
+    UNSTAGE_ENCRYPTION_CLOSED,
     PUBLISH_TARGET_MADE,
     PUBLISH_MOUNTED,
     UNPUBLISH_UNMOUNTED,
@@ -45,6 +49,11 @@ public enum CrashPoint {
     TRANSFER_WRITTEN,
     TRANSFER_CHECKPOINTED,
     TRANSFER_VERIFIED;
+
+    /** Reached only with an encrypted volume, where the kernel has dm-crypt (hack/luks-vm.sh runs them). */
+    public boolean encryption() {
+        return name().contains("_ENCRYPTION_");
+    }
 
     /** Reached only in a transfer between two nodes, which the one-node crash scenarios do not make. */
     public boolean transfer() {

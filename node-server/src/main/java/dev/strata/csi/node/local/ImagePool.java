@@ -101,6 +101,16 @@ public final class ImagePool {
      */
     public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source)
             throws IOException, DeviceException, MountException {
+        return create(name, capacityBytes, allocation, source, false);
+    }
+
+    /**
+     * As {@link #create(String, long, Allocation, Optional)}, encrypted at rest or not: recorded, so
+     * that the node stages it only as what it is. A copy holds its source's bytes, so it must be
+     * what its source is: INVALID_ARGUMENT otherwise, before anything is made.
+     */
+    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted)
+            throws IOException, DeviceException, MountException {
         VolumeId.checkName(name);
         Optional<Source> wantedSource = source.map(ImagePool::recorded);
         Optional<ImageRecord> existing = records.read(name);
@@ -109,6 +119,10 @@ public final class ImagePool {
             switch (record.getState()) {
                 case READY -> {
                     requireSame(record, capacityBytes, allocation, wantedSource);
+                    if (record.getEncrypted() != encrypted) {
+                        throw CsiException.alreadyExists("volume " + name + " exists " + (record.getEncrypted() ? "encrypted" : "not encrypted")
+                                + "; asked for " + (encrypted ? "an encrypted" : "a plain") + " volume");
+                    }
                     return image(record);
                 }
                 case DELETING -> finishDelete(record);
@@ -126,10 +140,16 @@ public final class ImagePool {
                 .setName(name)
                 .setCapacityBytes(capacityBytes)
                 .setAllocation(recorded(allocation))
+                .setEncrypted(encrypted)
                 .setState(ImageRecord.State.CREATING);
         Optional<ConsistentCopy.Content> content = Optional.empty();
         if (wantedSource.isPresent()) {
             content = Optional.of(content(wantedSource.get()));
+            if (content.get().encrypted() != encrypted) {
+                throw CsiException.invalidArgument("volume " + name + " is to be " + (encrypted ? "encrypted" : "plain") + " but "
+                        + describe(wantedSource) + " is " + (content.get().encrypted() ? "encrypted" : "plain")
+                        + "; a copy holds its source's bytes, so its StorageClass must have the same encryption");
+            }
             if (content.get().capacityBytes() > capacityBytes) {
                 throw CsiException.outOfRange("volume " + name + " of " + capacityBytes + " bytes cannot hold " + describe(wantedSource)
                         + " of " + content.get().capacityBytes() + " bytes");
@@ -194,7 +214,7 @@ public final class ImagePool {
      * or the one an earlier attempt left, with how far it got; a READY one is returned as it is.
      * ALREADY_EXISTS when the name is taken with another size, allocation or source.
      */
-    public ImageRecord receive(String name, long capacityBytes, Allocation allocation, ContentSource source)
+    public ImageRecord receive(String name, long capacityBytes, Allocation allocation, ContentSource source, boolean encrypted)
             throws IOException, DeviceException, MountException {
         VolumeId.checkName(name);
         Source from = recorded(source);
@@ -204,10 +224,12 @@ public final class ImagePool {
             switch (record.getState()) {
                 case READY, RECEIVING -> {
                     Optional<Source> has = record.hasSource() ? Optional.of(record.getSource()) : Optional.empty();
-                    if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation || !has.equals(Optional.of(from))) {
+                    if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation || !has.equals(Optional.of(from))
+                            || record.getEncrypted() != encrypted) {
                         throw CsiException.alreadyExists("volume " + name + " exists with " + record.getCapacityBytes() + " bytes, "
-                                + allocation(record) + ", " + describe(has) + "; asked for " + capacityBytes + " bytes, " + allocation
-                                + ", " + describe(Optional.of(from)) + " of another node");
+                                + allocation(record) + ", " + describe(has) + (record.getEncrypted() ? ", encrypted" : "") + "; asked for "
+                                + capacityBytes + " bytes, " + allocation + ", " + describe(Optional.of(from)) + " of another node"
+                                + (encrypted ? ", encrypted" : ""));
                     }
                     if (record.getState() == ImageRecord.State.RECEIVING) { // the copy is back for it: not abandoned
                         record = progressed(record.toBuilder());
@@ -226,6 +248,7 @@ public final class ImagePool {
                 .setAllocation(recorded(allocation))
                 .setState(ImageRecord.State.CREATING)
                 .setSource(from)
+                .setEncrypted(encrypted)
                 .build();
         reserve(record, existing);
         crashes.reach(CrashPoint.CREATE_RECORDED);
@@ -290,16 +313,18 @@ public final class ImagePool {
 
     /**
      * The RECEIVING image is complete, synced and checked: READY from now on, holding the
-     * {@code filesystem} its source's record named (or raw block content), never to be formatted;
+     * {@code filesystem} its source's record named (or raw block content), never to be formatted,
+     * and encrypted when its source is (the bytes are the source's);
      * a filesystem from a smaller source grows at the next stage.
      */
-    public Image finishReceive(String name, long sourceBytes, String filesystem, boolean usedAsBlock) throws IOException {
+    public Image finishReceive(String name, long sourceBytes, String filesystem, boolean usedAsBlock, boolean encrypted) throws IOException {
         ImageRecord record = receiving(name);
         record = record.toBuilder()
                 .setState(ImageRecord.State.READY)
                 .clearReceiveProgressTime()
                 .setFilesystem(filesystem)
                 .setUsedAsBlock(usedAsBlock)
+                .setEncrypted(encrypted)
                 .setGrowFilesystem(!filesystem.isEmpty() && sourceBytes < record.getCapacityBytes())
                 .build();
         records.write(record);
@@ -757,6 +782,7 @@ public final class ImagePool {
                 .setDevicePath(devicePath)
                 .addAllPublishedNodeIds(record.getPublishedNodeIdsList())
                 .setIoLimits(ioLimits(record.getIoLimits()))
+                .setEncrypted(record.getEncrypted())
                 .build();
     }
 

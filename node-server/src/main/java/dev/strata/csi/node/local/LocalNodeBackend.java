@@ -30,6 +30,7 @@ import java.util.Optional;
  * from the publish context alone: after a reboot the loop device number may differ from the one
  * the attacher recorded. The mount table is the truth about what is mounted where; every step
  * first checks whether it is already done, so a repeated call succeeds without a second effect.
+ * An encrypted volume is staged from its dm-crypt mapping over the loop device ({@link VolumeEncryption}).
  */
 public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolumeScheme {
 
@@ -41,12 +42,14 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     private final Mounter mounter;
     private final FilesystemStats stats;
     private final VolumeIoLimits ioLimits;
+    private final VolumeEncryption encryption;
     private final Crashes<CrashPoint> crashes;
     private final Log log;
 
     public LocalNodeBackend(String nodeId, ImagePool pool, LoopDevices loops, Filesystems filesystems, Mounter mounter,
-            FilesystemStats stats, VolumeIoLimits ioLimits, Crashes<CrashPoint> crashes, Log log) {
+            FilesystemStats stats, VolumeIoLimits ioLimits, VolumeEncryption encryption, Crashes<CrashPoint> crashes, Log log) {
         this.nodeId = nodeId;
+        this.encryption = encryption;
         this.ioLimits = ioLimits;
         this.crashes = crashes;
         this.pool = pool;
@@ -59,10 +62,18 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
 
     @Override
     public void stage(VolumeId id, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
-        LoopDevice device = attachedDevice(id);
+        stage(id, staging, capability, context, Map.of());
+    }
+
+    @Override
+    public void stage(VolumeId id, Path staging, VolumeCapability capability, Map<String, String> context,
+            Map<String, String> secrets) throws Exception {
+        LoopDevice loop = attachedDevice(id);
         if (!Files.isDirectory(staging)) {
             throw CsiException.invalidArgument("staging_target_path " + staging + " is not a directory");
         }
+        var record = pool.content(id.name());
+        BlockDevice device = record.getEncrypted() ? encryption.open(id, record, loop, secrets) : loop;
         if (LocalCapabilities.isBlock(capability)) {
             pool.recordBlockUse(id.name());
             return; // a raw block volume is published straight from its device
@@ -105,7 +116,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
      * for (kubelet calls NodeExpandVolume only after an expansion, not after a restore). A
      * read-only mount is not written; it grows at a later writable stage.
      */
-    private void growCopiedFilesystem(VolumeId id, LoopDevice device, Path staging, String fsType, boolean readOnly) throws Exception {
+    private void growCopiedFilesystem(VolumeId id, BlockDevice device, Path staging, String fsType, boolean readOnly) throws Exception {
         if (readOnly || !pool.content(id.name()).getGrowFilesystem()) {
             return;
         }
@@ -115,7 +126,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     }
 
     /** The filesystem a read-only stage mounts: one must be there already; nothing is made. */
-    private String existingFilesystem(VolumeId id, LoopDevice device) throws Exception {
+    private String existingFilesystem(VolumeId id, BlockDevice device) throws Exception {
         String recorded = pool.content(id.name()).getFilesystem();
         if (!recorded.isEmpty()) {
             return recorded;
@@ -130,7 +141,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
      * used as a raw block device, and blkid finds no signature. A probe that cannot read the
      * device therefore never leads to mkfs on a volume with data.
      */
-    private String holdsFilesystem(VolumeId id, LoopDevice device, String fsType) throws Exception {
+    private String holdsFilesystem(VolumeId id, BlockDevice device, String fsType) throws Exception {
         var content = pool.content(id.name());
         if (!content.getFilesystem().isEmpty()) {
             return content.getFilesystem();
@@ -155,12 +166,16 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
         requireHere(id);
         unmountOwn(id, "staging_target_path", staging);
         crashes.reach(CrashPoint.UNSTAGE_UNMOUNTED);
+        encryption.close(id);
     }
 
     @Override
     public void publish(VolumeId id, Path staging, Path target, VolumeCapability capability, Map<String, String> context,
             boolean readOnly) throws Exception {
-        LoopDevice device = attachedDevice(id);
+        LoopDevice loop = attachedDevice(id);
+        // Never the ciphertext: an encrypted volume is published from its mapping, opened at stage.
+        BlockDevice device = !pool.content(id.name()).getEncrypted() ? loop : encryption.find(id.name()).orElseThrow(
+                () -> CsiException.failedPrecondition("volume " + id + " is encrypted and its mapping is not open; NodeStageVolume first"));
         MountTable table = mounter.table();
         boolean block = LocalCapabilities.isBlock(capability);
         if (!block && !table.at(staging).map(device::backs).orElse(false)) {
@@ -202,17 +217,25 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     /**
      * The loop device takes the image's size (the agent did when it grew the image; a device
      * attached since has it already), then the filesystem mounted at {@code volumePath} grows to
-     * fill it. A raw block volume needs nothing more.
+     * fill it; an encrypted volume's mapping grows in between, with the passphrase of the
+     * node-expand {@code secrets}. A raw block volume needs nothing more.
      */
     @Override
     public long expand(VolumeId id, Path volumePath, Optional<VolumeCapability> capability) throws Exception {
-        LoopDevice device = attachedDevice(id);
+        return expand(id, volumePath, capability, Map.of());
+    }
+
+    @Override
+    public long expand(VolumeId id, Path volumePath, Optional<VolumeCapability> capability, Map<String, String> secrets)
+            throws Exception {
+        LoopDevice loop = attachedDevice(id);
         long recorded = pool.get(id.name()).orElseThrow(() -> CsiException.notFound("volume " + id + " does not exist on this node"))
                 .getCapacityBytes();
-        if (loops.sizeBytes(device.device()) < recorded) {
-            loops.refreshCapacity(device.device());
+        if (loops.sizeBytes(loop.device()) < recorded) {
+            loops.refreshCapacity(loop.device());
         }
-        long size = loops.sizeBytes(device.device());
+        long size = loops.sizeBytes(loop.device());
+        BlockDevice device = pool.content(id.name()).getEncrypted() ? encryption.resize(id, secrets) : loop;
         Optional<MountPoint> mount = mounter.table().at(volumePath).filter(device::backs);
         if (mount.isEmpty()) {
             throw CsiException.notFound("volume " + id + " is not staged or published at " + volumePath);
@@ -231,14 +254,15 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
         requireHere(id);
         Path image = pool.imagePath(id.name());
         Optional<MountPoint> mount = mounter.table().at(path);
-        // The loop device says which image a mount is of, also when the image file was deleted.
-        Optional<LoopDevice> device = mount.isEmpty() ? Optional.empty()
-                : pool.device(id.name()).filter(loop -> loop.backs(mount.get()));
+        // The loop device (or the mapping over it) says which image a mount is of, also when the image file was deleted.
+        Optional<BlockDevice> device = mount.isEmpty() ? Optional.empty()
+                : stagedDevice(id).filter(staged -> staged.backs(mount.get()));
         if (device.isEmpty()) {
             throw CsiException.notFound("volume " + id + " is not mounted at " + path);
         }
         if (!Files.isDirectory(path)) { // a published block volume: the device node bound onto a file
-            return VolumeStats.block(loops.sizeBytes(device.get().device()), condition(id, image));
+            long size = device.get() instanceof MappedDevice mapped ? mapped.sizeBytes() : loops.sizeBytes(device.get().device());
+            return VolumeStats.block(size, condition(id, image));
         }
         return VolumeStats.filesystem(stats.usage(path), condition(id, image));
     }
@@ -261,9 +285,15 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
         }
     }
 
-    /** Unmounts what the volume's loop device backs at {@code path}; anything else mounted there stays. */
+    /** The device the volume is staged from: its open mapping, if it is encrypted, else its loop device. */
+    private Optional<BlockDevice> stagedDevice(VolumeId id) throws Exception {
+        Optional<BlockDevice> mapped = encryption.find(id.name()).map(BlockDevice.class::cast);
+        return mapped.isPresent() ? mapped : pool.device(id.name()).map(BlockDevice.class::cast);
+    }
+
+    /** Unmounts what the volume's device backs at {@code path}; anything else mounted there stays. */
     private void unmountOwn(VolumeId id, String field, Path path) throws Exception {
-        Optional<LoopDevice> device = pool.device(id.name());
+        Optional<BlockDevice> device = stagedDevice(id);
         OwnMounts.unmount(mounter, log, id.toString(), field, path, mount -> device.map(d -> d.backs(mount)).orElse(false),
                 top -> mounter.unmount(path));
     }

@@ -2,7 +2,6 @@ package dev.strata.csi.node.local;
 
 import dev.strata.csi.linux.FileIdentity;
 import dev.strata.csi.mount.DeviceNumber;
-import dev.strata.csi.mount.MountPoint;
 import java.nio.file.Path;
 
 /**
@@ -16,18 +15,5 @@ import java.nio.file.Path;
  *                    the page cache of the filesystem that holds the image (no double caching)
  */
 public record LoopDevice(Path device, Path backingFile, FileIdentity backing, boolean deleted, DeviceNumber number,
-        boolean directIo) {
-
-    /**
-     * Whether {@code mount} uses this device: a filesystem on it (its source is the device, or its
-     * device number is, except for btrfs, which reports an anonymous number), or a bind mount of
-     * the device node itself, as a published block volume is: that mount's root is the node's
-     * name in /dev, a devtmpfs (or, in a container with its own /dev, a tmpfs).
-     */
-    public boolean backs(MountPoint mount) {
-        return mount.source().equals(device.toString())
-                || mount.device().equals(number)
-                || ((mount.fsType().equals("devtmpfs") || mount.fsType().equals("tmpfs"))
-                        && mount.root().equals("/" + device.getFileName()));
-    }
+        boolean directIo) implements BlockDevice {
 }

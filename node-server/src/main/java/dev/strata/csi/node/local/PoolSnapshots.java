@@ -83,6 +83,7 @@ public final class PoolSnapshots {
                 .setCreationTime(ImagePool.timestamp(clock.instant()))
                 .setFilesystem(source.getFilesystem())
                 .setUsedAsBlock(source.getUsedAsBlock())
+                .setEncrypted(source.getEncrypted())
                 .setCopyBytes(files.allocatedBytes(images.imagePath(sourceImage)))
                 .build();
         // From the record on, it reserves the copy's bytes.

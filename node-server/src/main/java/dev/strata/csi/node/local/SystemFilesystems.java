@@ -64,7 +64,7 @@ public final class SystemFilesystems implements Filesystems {
             return existing;
         }
         String[] argv = Stream.concat(mkfs.stream(), Stream.of(path)).toArray(String[]::new);
-        check(run(FORMAT_TIMEOUT, argv), mkfs.getFirst() + " " + path);
+        DeviceException.check(run(FORMAT_TIMEOUT, argv), mkfs.getFirst() + " " + path);
         return Optional.empty();
     }
 
@@ -78,20 +78,12 @@ public final class SystemFilesystems implements Filesystems {
             default -> throw new UnsupportedFilesystemException("cannot grow filesystem type \"" + fsType + "\"; supported: "
                     + String.join(", ", new TreeSet<>(MKFS.keySet())));
         };
-        check(run(FORMAT_TIMEOUT, argv), String.join(" ", argv));
+        DeviceException.check(run(FORMAT_TIMEOUT, argv), String.join(" ", argv));
     }
 
     private CommandResult run(Duration timeout, String... argv) throws DeviceException {
         try {
             return commands.run(timeout, argv);
-        } catch (CommandException e) {
-            throw new DeviceException(e.getMessage(), e);
-        }
-    }
-
-    private static void check(CommandResult result, String what) throws DeviceException {
-        try {
-            result.check(what);
         } catch (CommandException e) {
             throw new DeviceException(e.getMessage(), e);
         }

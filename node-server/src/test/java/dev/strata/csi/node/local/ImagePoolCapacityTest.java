@@ -153,7 +153,7 @@ class ImagePoolCapacityTest {
         ImagePool pool = pool(10 * GIB, 0, new MovingClock());
         for (ContentSource source : List.of(ContentSource.newBuilder().setImage("x".repeat(100_000)).build(),
                 ContentSource.newBuilder().setSnapshot("../pvc-a").build())) {
-            CsiException refused = assertThrows(CsiException.class, () -> pool.receive("pvc-copy", GIB, Allocation.SPARSE, source));
+            CsiException refused = assertThrows(CsiException.class, () -> pool.receive("pvc-copy", GIB, Allocation.SPARSE, source, false));
             assertEquals(Status.Code.INVALID_ARGUMENT, refused.code(), refused.getMessage());
             assertEquals(Optional.empty(), pool.get("pvc-copy"));
             assertEquals(10 * GIB, pool.status().getAvailableBytes());
@@ -166,14 +166,14 @@ class ImagePoolCapacityTest {
         MovingClock clock = new MovingClock();
         ImagePool pool = pool(10 * GIB, 0, clock);
         pool.create("pvc-ready", GIB, Allocation.SPARSE, Optional.empty());
-        pool.receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE);
+        pool.receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE, false);
         assertEquals(3 * GIB, pool.status().getAvailableBytes(), "the partial image reserves its capacity");
 
         clock.advance(EXPIRY.minusMinutes(1));
         pool.receivedUpTo("pvc-copy", 64L << 20); // a checkpoint
         clock.advance(EXPIRY.minusMinutes(1));
         assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since the checkpoint");
-        pool.receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE); // the retried CreateVolume asks again
+        pool.receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE, false); // the retried CreateVolume asks again
         clock.advance(EXPIRY.minusMinutes(1));
         assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since ReceiveImage");
         pool.restartReceive("pvc-copy", "other content");

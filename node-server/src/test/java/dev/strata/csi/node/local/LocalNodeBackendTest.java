@@ -65,7 +65,8 @@ class LocalNodeBackendTest {
         pool = new ImagePool(poolDir, files, loops, mounter, new SystemFilesystemFreezer(new Kernel()), Crashes.none(), Clock.systemUTC(), log);
         VolumeIoLimits ioLimits = new VolumeIoLimits(pool, mounter, kubelet, new InMemoryPodCgroups(), new PrometheusRegistry(), log);
         backend = new LocalNodeBackend("node-1", pool, loops, filesystems, mounter,
-                path -> new FilesystemUsage(GIB, GIB / 2, GIB / 2, 1000, 900, 100), ioLimits, Crashes.none(), log);
+                path -> new FilesystemUsage(GIB, GIB / 2, GIB / 2, 1000, 900, 100), ioLimits,
+                new VolumeEncryption(new InMemoryEncryptedDevices(), filesystems, Crashes.none(), log), Crashes.none(), log);
         pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         pool.attach("pvc-a", "node-1");
     }
