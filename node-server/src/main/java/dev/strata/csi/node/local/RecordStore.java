@@ -1,6 +1,7 @@
 package dev.strata.csi.node.local;
 
 import dev.strata.csi.backend.local.records.ImageRecord;
+import dev.strata.csi.backend.local.records.IoLimits;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.RecordFiles;
@@ -77,6 +78,38 @@ final class RecordStore {
         published.remove(nodeId);
         if (record.getAttached() || published.size() != record.getPublishedNodeIdsCount()) {
             write(record.toBuilder().setAttached(false).clearPublishedNodeIds().addAllPublishedNodeIds(published).build());
+        }
+    }
+
+    /** Remembers that the volume now holds {@code filesystem}: it will never be formatted again. */
+    void recordFilesystem(String name, String filesystem) throws IOException {
+        ImageRecord record = ready(name);
+        if (!record.getFilesystem().equals(filesystem)) {
+            write(record.toBuilder().setFilesystem(filesystem).build());
+        }
+    }
+
+    /** Remembers that the volume's filesystem fills its device now: a copy from a smaller source, grown at stage. */
+    void recordFilesystemGrown(String name) throws IOException {
+        ImageRecord record = ready(name);
+        if (record.getGrowFilesystem()) {
+            write(record.toBuilder().setGrowFilesystem(false).build());
+        }
+    }
+
+    /** Remembers that the volume was used as a raw block device: it will never be formatted. */
+    void recordBlockUse(String name) throws IOException {
+        ImageRecord record = ready(name);
+        if (!record.getUsedAsBlock()) {
+            write(record.toBuilder().setUsedAsBlock(true).build());
+        }
+    }
+
+    /** Remembers the volume's IO limits ({@link VolumeIoLimits}): the desired state a pass after a restart applies again. */
+    void recordIoLimits(String name, IoLimits limits) throws IOException {
+        ImageRecord record = ready(name);
+        if (!record.getIoLimits().equals(limits)) {
+            write(record.toBuilder().setIoLimits(limits).build());
         }
     }
 
