@@ -10,6 +10,10 @@
 # guest requires device-mapper (STRATA_TEST_LVM=required: its absence fails the test instead of
 # skipping it); afterwards this script checks the test report (every test ran, none failed,
 # errored or skipped) and the lines the test prints once ext4 grew and a snapshot was taken.
+# LvmPipelineTest then runs the pool end to end: controller-server and two node-servers as
+# processes, one with --volume-group (a group of the test's own), through every CSI phase with a
+# StorageClass of pool: lvm (create, attach, stage, publish, write, online growth, thin snapshot,
+# restore, delete; a linear block volume; capacity per class and thin overcommit).
 # Not part of .ci/run (an emulated VM: several minutes).
 # Usage (as root):
 #   hack/lvm-vm.sh
@@ -22,7 +26,8 @@ if ! command -v lvcreate >/dev/null 2>&1 || ! command -v thin_check >/dev/null 2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lvm2 thin-provisioning-tools >/dev/null
 fi
 
-classes=(dev.strata.csi.node.local.LvmPoolSystemTest)
+classes=(dev.strata.csi.node.local.LvmPoolSystemTest dev.strata.csi.e2e.LvmPipelineTest)
+started=$SECONDS
 
 vm_prepare_tests "${classes[@]}"
 
@@ -38,10 +43,12 @@ vm_run "loop ext4 dm-mod dm-thin-pool dm-snapshot" "$setup" mvn_run -o -Dmaven.c
 
 vm_check_reports "${classes[@]}" || status=1
 vm_output_lines "lvm: " "${classes[@]}" >&2 || true
-for line in "ext4 on a thin volume grown online" "thin snapshot of a mounted 64 MiB volume took"; do
+for line in "ext4 on a thin volume grown online" "thin snapshot of a mounted 64 MiB volume took" \
+    "pipeline: ext4 on an LVM volume grown online through the CSI calls"; do
   if ! vm_output_lines "lvm: " "${classes[@]}" 2>/dev/null | grep -qF "lvm: $line"; then
     echo "hack: FAILED: no \"lvm: $line\" in the test's output" >&2
     status=1
   fi
 done
+echo "hack: lvm-vm.sh took $((SECONDS - started)) s, status $status" >&2
 exit "$status"
