@@ -91,17 +91,7 @@ class LvmPipelineTest {
     }
 
     static VolumeCapability mount() {
-        return VolumeCapability.newBuilder()
-                .setMount(VolumeCapability.MountVolume.newBuilder().setFsType("ext4"))
-                .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER))
-                .build();
-    }
-
-    static VolumeCapability block() {
-        return VolumeCapability.newBuilder()
-                .setBlock(VolumeCapability.BlockVolume.getDefaultInstance())
-                .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER))
-                .build();
+        return PipelineTest.mount("ext4");
     }
 
     static CreateVolumeRequest.Builder request(String name, long bytes, Map<String, String> parameters, String node) {
@@ -240,9 +230,9 @@ class LvmPipelineTest {
     @Test
     void aLinearBlockVolumeIsTheLogicalVolumeAndThinOvercommitIsTheStorageClasssChoice() throws Exception {
         Volume volume = cluster.controller().createVolume(request("pvc-linear", 32 * MIB, LINEAR, "node-a")
-                .clearVolumeCapabilities().addVolumeCapabilities(block()).build()).getVolume();
+                .clearVolumeCapabilities().addVolumeCapabilities(PipelineTest.block()).build()).getVolume();
         assertEquals("linear", volume.getVolumeContextMap().get("lvType"));
-        Published p = publish(volume, block());
+        Published p = publish(volume, PipelineTest.block());
         assertEquals(32 * MIB, Long.parseLong(SystemState.run("blockdev", "--getsize64", p.target().toString()).strip()));
         byte[] data = new byte[(int) MIB];
         new Random(7).nextBytes(data);

@@ -92,11 +92,6 @@ public final class ImagePool implements VolumePool {
         return PoolKind.POOL_IMAGE;
     }
 
-    @Override
-    public boolean holds(String name) throws IOException {
-        return records.read(name).isPresent();
-    }
-
     /** The pool's snapshots. */
     @Override
     public PoolSnapshots snapshots() {
@@ -457,12 +452,6 @@ public final class ImagePool implements VolumePool {
         }
     }
 
-    /** Whether the image exists and is ready, as its record says; cheaper than {@link #get}, which finds its device. */
-    @Override
-    public boolean exists(String name) throws IOException {
-        return records.read(name).filter(record -> record.getState() == ImageRecord.State.READY).isPresent();
-    }
-
     @Override
     public Optional<Image> get(String name) throws IOException, DeviceException {
         Optional<ImageRecord> record = records.read(name);
@@ -489,28 +478,8 @@ public final class ImagePool implements VolumePool {
     }
 
     @Override
-    public ImageRecord content(String name) throws IOException {
-        return records.ready(name);
-    }
-
-    @Override
-    public void recordFilesystem(String name, String filesystem) throws IOException {
-        records.recordFilesystem(name, filesystem);
-    }
-
-    @Override
-    public void recordFilesystemGrown(String name) throws IOException {
-        records.recordFilesystemGrown(name);
-    }
-
-    @Override
-    public void recordBlockUse(String name) throws IOException {
-        records.recordBlockUse(name);
-    }
-
-    @Override
-    public void recordIoLimits(String name, IoLimits limits) throws IOException {
-        records.recordIoLimits(name, limits);
+    public RecordStore records() {
+        return records;
     }
 
     /** Capacity a new image can safely get ({@link PoolCapacity#status()}). */

@@ -87,7 +87,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
             throw CsiException.invalidArgument("staging_target_path " + staging + " is not a directory");
         }
         if (LocalCapabilities.isBlock(capability)) {
-            pool.recordBlockUse(id.name());
+            pool.records().recordBlockUse(id.name());
             return; // a raw block volume is published straight from its device
         }
         Optional<MountPoint> mounted = mounter.table().at(staging);
@@ -133,7 +133,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
             return;
         }
         filesystems.grow(device.device(), staging, fsType);
-        pool.recordFilesystemGrown(id.name());
+        pool.records().recordFilesystemGrown(id.name());
         log.info("filesystem copied from a smaller volume grown", "volume", id, "fs_type", fsType);
     }
 
@@ -168,7 +168,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
             log.info("made filesystem", "volume", id, "device", device.device(), "fs_type", fsType);
             crashes.reach(CrashPoint.STAGE_FORMATTED);
         }
-        pool.recordFilesystem(id.name(), holds);
+        pool.records().recordFilesystem(id.name(), holds);
         crashes.reach(CrashPoint.STAGE_RECORDED);
         return holds;
     }

@@ -9,7 +9,6 @@ import dev.strata.csi.agent.api.Snapshot;
 import dev.strata.csi.backend.local.SnapshotId;
 import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
-import dev.strata.csi.backend.local.records.IoLimits;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.backend.local.records.Source;
 import dev.strata.csi.log.Log;
@@ -86,11 +85,6 @@ public final class LvmPool implements VolumePool {
     @Override
     public PoolKind kind() {
         return PoolKind.POOL_LVM;
-    }
-
-    @Override
-    public boolean holds(String name) throws IOException {
-        return records.read(name).isPresent();
     }
 
     /** {@link #create(String, long, Allocation, Optional, boolean)} without overcommit. */
@@ -272,11 +266,6 @@ public final class LvmPool implements VolumePool {
             log.info("logical volume deactivated", "volume", name, "device", volume.get().device());
             crashes.reach(CrashPoint.DETACH_DETACHED);
         }
-    }
-
-    @Override
-    public boolean exists(String name) throws IOException {
-        return records.read(name).filter(r -> r.getState() == ImageRecord.State.READY).isPresent();
     }
 
     @Override
@@ -639,28 +628,8 @@ public final class LvmPool implements VolumePool {
     }
 
     @Override
-    public ImageRecord content(String name) throws IOException {
-        return records.ready(name);
-    }
-
-    @Override
-    public void recordFilesystem(String name, String filesystem) throws IOException {
-        records.recordFilesystem(name, filesystem);
-    }
-
-    @Override
-    public void recordFilesystemGrown(String name) throws IOException {
-        records.recordFilesystemGrown(name);
-    }
-
-    @Override
-    public void recordBlockUse(String name) throws IOException {
-        records.recordBlockUse(name);
-    }
-
-    @Override
-    public void recordIoLimits(String name, IoLimits limits) throws IOException {
-        records.recordIoLimits(name, limits);
+    public RecordStore records() {
+        return records;
     }
 
     private void checkName(String name) {

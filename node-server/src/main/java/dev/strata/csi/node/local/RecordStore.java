@@ -17,9 +17,9 @@ import java.util.concurrent.ConcurrentHashMap;
  * The agent's record of each image, {@code <name>.record} beside it (local_record.proto, through
  * {@link RecordFiles}: atomic, durable, versioned). The agent owns the pool (it holds the pool's
  * lock), so after the first full read the records are kept in memory too, and capacity
- * accounting costs no parsing.
+ * accounting costs no parsing. Both pools keep their volumes' records in one ({@link VolumePool#records()}).
  */
-final class RecordStore {
+public final class RecordStore {
 
     static final String SUFFIX = ".record";
 
@@ -40,7 +40,7 @@ final class RecordStore {
         this.log = log;
     }
 
-    Optional<ImageRecord> read(String name) throws IOException {
+    public Optional<ImageRecord> read(String name) throws IOException {
         if (loaded) {
             return Optional.ofNullable(cache.get(name));
         }
@@ -48,7 +48,7 @@ final class RecordStore {
     }
 
     /** The record of the READY image {@code name}; NOT_FOUND when there is none. */
-    ImageRecord ready(String name) throws IOException {
+    public ImageRecord ready(String name) throws IOException {
         return read(name)
                 .filter(record -> record.getState() == ImageRecord.State.READY)
                 .orElseThrow(() -> CsiException.notFound("volume " + name + " does not exist on this node"));
@@ -82,7 +82,7 @@ final class RecordStore {
     }
 
     /** Remembers that the volume now holds {@code filesystem}: it will never be formatted again. */
-    void recordFilesystem(String name, String filesystem) throws IOException {
+    public void recordFilesystem(String name, String filesystem) throws IOException {
         ImageRecord record = ready(name);
         if (!record.getFilesystem().equals(filesystem)) {
             write(record.toBuilder().setFilesystem(filesystem).build());
@@ -90,7 +90,7 @@ final class RecordStore {
     }
 
     /** Remembers that the volume's filesystem fills its device now: a copy from a smaller source, grown at stage. */
-    void recordFilesystemGrown(String name) throws IOException {
+    public void recordFilesystemGrown(String name) throws IOException {
         ImageRecord record = ready(name);
         if (record.getGrowFilesystem()) {
             write(record.toBuilder().setGrowFilesystem(false).build());
@@ -98,7 +98,7 @@ final class RecordStore {
     }
 
     /** Remembers that the volume was used as a raw block device: it will never be formatted. */
-    void recordBlockUse(String name) throws IOException {
+    public void recordBlockUse(String name) throws IOException {
         ImageRecord record = ready(name);
         if (!record.getUsedAsBlock()) {
             write(record.toBuilder().setUsedAsBlock(true).build());
@@ -106,7 +106,7 @@ final class RecordStore {
     }
 
     /** Remembers the volume's IO limits ({@link VolumeIoLimits}): the desired state a pass after a restart applies again. */
-    void recordIoLimits(String name, IoLimits limits) throws IOException {
+    public void recordIoLimits(String name, IoLimits limits) throws IOException {
         ImageRecord record = ready(name);
         if (!record.getIoLimits().equals(limits)) {
             write(record.toBuilder().setIoLimits(limits).build());

@@ -77,7 +77,7 @@ public final class VolumeIoLimits {
         ImageRecord record = pools.holding(name).content(name);
         IoLimits merged = merge(record.getIoLimits(), changes);
         if (!merged.equals(record.getIoLimits())) {
-            pools.holding(name).recordIoLimits(name, merged);
+            pools.holding(name).records().recordIoLimits(name, merged);
             log.info("IO limits recorded", "volume", name, "limits", describe(merged));
         }
         apply(name);

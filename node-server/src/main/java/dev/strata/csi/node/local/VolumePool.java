@@ -6,7 +6,6 @@ import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.backend.local.records.ImageRecord;
-import dev.strata.csi.backend.local.records.IoLimits;
 import dev.strata.csi.mount.MountException;
 import java.io.IOException;
 import java.util.List;
@@ -26,8 +25,13 @@ public interface VolumePool {
 
     PoolKind kind();
 
+    /** The records of the pool's volumes: what each is to be, and what it holds. */
+    RecordStore records();
+
     /** Whether the pool has a record of volume {@code name}, in any state: the pool it belongs to. */
-    boolean holds(String name) throws IOException;
+    default boolean holds(String name) throws IOException {
+        return records().read(name).isPresent();
+    }
 
     /**
      * Creates the volume, empty or with the content of {@code source} (a snapshot or a volume of
@@ -51,8 +55,10 @@ public interface VolumePool {
     /** Grows the volume, and its device when attached, to {@code capacityBytes}; never shrinks. */
     Image expand(String name, long capacityBytes) throws IOException, DeviceException, MountException;
 
-    /** Whether the volume exists and is ready, as its record says. */
-    boolean exists(String name) throws IOException;
+    /** Whether the volume exists and is ready, as its record says; cheaper than {@link #get}, which finds its device. */
+    default boolean exists(String name) throws IOException {
+        return records().read(name).filter(record -> record.getState() == ImageRecord.State.READY).isPresent();
+    }
 
     Optional<Image> get(String name) throws IOException, DeviceException;
 
@@ -85,17 +91,7 @@ public interface VolumePool {
     Optional<String> abnormality(String name) throws IOException, DeviceException;
 
     /** What the volume holds as far as the driver knows: the record of a READY volume; NOT_FOUND otherwise. */
-    ImageRecord content(String name) throws IOException;
-
-    /** Remembers that the volume now holds {@code filesystem}: it will never be formatted again. */
-    void recordFilesystem(String name, String filesystem) throws IOException;
-
-    /** Remembers that the volume's filesystem fills its device now: a copy from a smaller source, grown at stage. */
-    void recordFilesystemGrown(String name) throws IOException;
-
-    /** Remembers that the volume was used as a raw block device: it will never be formatted. */
-    void recordBlockUse(String name) throws IOException;
-
-    /** Remembers the volume's IO limits: the desired state a pass after a restart applies again. */
-    void recordIoLimits(String name, IoLimits limits) throws IOException;
+    default ImageRecord content(String name) throws IOException {
+        return records().ready(name);
+    }
 }
