@@ -22,12 +22,13 @@
 # of skipping them); afterwards this script checks the test reports (every test ran, none failed,
 # errored or skipped) and the lines the tests print. Not part of .ci/run (an emulated VM: minutes).
 # Usage (as root):
-#   hack/lvm-vm.sh [maven arguments...]
+#   hack/lvm-vm.sh                          # all three classes, then csi-sanity
+#   hack/lvm-vm.sh LvmCrashRecoveryTest     # some of them (simple names), then csi-sanity
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 sanity=${CSI_SANITY:-/opt/csi-sanity/csi-sanity}
-classes=(dev.strata.csi.node.local.LvmPoolSystemTest dev.strata.csi.e2e.LvmPipelineTest dev.strata.csi.e2e.LvmCrashRecoveryTest)
+all=(dev.strata.csi.node.local.LvmPoolSystemTest dev.strata.csi.e2e.LvmPipelineTest dev.strata.csi.e2e.LvmCrashRecoveryTest)
 
 if [ "${1:-}" = --in-vm ]; then # the guest's part
   shift
@@ -61,11 +62,15 @@ if ! command -v lvcreate >/dev/null 2>&1 || ! command -v thin_check >/dev/null 2
 fi
 
 started=$SECONDS
-maven_args=("$@")
-if [ ${#maven_args[@]} -eq 0 ]; then
-  tests=$(IFS=,; echo "${classes[*]##*.}")
-  maven_args=(test -pl system-tests -am -Dtest="$tests" -Dsurefire.failIfNoSpecifiedTests=false)
-fi
+classes=()
+for class in "${all[@]}"; do
+  if [ $# -eq 0 ] || [[ " $* " == *" ${class##*.} "* ]]; then
+    classes+=("$class")
+  fi
+done
+[ ${#classes[@]} -gt 0 ] || { echo "hack: no such class among ${all[*]##*.}" >&2; exit 2; }
+tests=$(IFS=,; echo "${classes[*]##*.}")
+maven_args=(test -pl system-tests -am -Dtest="$tests" -Dsurefire.failIfNoSpecifiedTests=false)
 # The jars csi-sanity.sh starts, then the tests' classes.
 echo "hack: packaging the programs on the host" >&2
 mvn_run -q package -DskipTests -pl node-server,controller-server -am
@@ -82,12 +87,17 @@ vm_run "loop ext4 dm-mod dm-thin-pool dm-snapshot" "$setup" env CSI_SANITY="$san
 
 vm_check_reports "${classes[@]}" || status=1
 vm_output_lines "lvm: " "${classes[@]}" >&2 || true
-for line in "ext4 on a thin volume grown online" "thin snapshot of a mounted 64 MiB volume took" \
-    "pipeline: ext4 on an LVM volume grown online through the CSI calls" "crash suite:"; do
-  if ! vm_output_lines "lvm: " "${classes[@]}" 2>/dev/null | grep -qF "lvm: $line"; then
-    echo "hack: FAILED: no \"lvm: $line\" in the tests' output" >&2
-    status=1
-  fi
+# The lines each class prints once its checks passed.
+declare -A lines=([LvmPoolSystemTest]="ext4 on a thin volume grown online|thin snapshot of a mounted 64 MiB volume took"
+  [LvmPipelineTest]="pipeline: ext4 on an LVM volume grown online through the CSI calls" [LvmCrashRecoveryTest]="crash suite:")
+for class in "${classes[@]}"; do
+  IFS='|' read -r -a wanted <<<"${lines[${class##*.}]}"
+  for line in "${wanted[@]}"; do
+    if ! vm_output_lines "lvm: " "$class" 2>/dev/null | grep -qF "lvm: $line"; then
+      echo "hack: FAILED: no \"lvm: $line\" in ${class##*.}'s output" >&2
+      status=1
+    fi
+  done
 done
 echo "hack: lvm-vm.sh took $((SECONDS - started)) s, status $status" >&2
 exit "$status"

@@ -286,15 +286,18 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         });
     }
 
-    /** INVALID_ARGUMENT when the restore's or clone's source is in another of the node's pools than the new volume. */
+    /**
+     * INVALID_ARGUMENT when the restore's or clone's source is in another of the node's pools than
+     * the new volume; a source no pool has is the pool's to answer (NOT_FOUND).
+     */
     private void requireSamePool(VolumePool pool, ContentSource source) throws java.io.IOException {
         VolumePool holding = switch (source.getKindCase()) {
-            case SNAPSHOT -> pools.holdingSnapshot(source.getSnapshot());
-            case IMAGE -> pools.holding(source.getImage());
+            case SNAPSHOT -> pools.findSnapshot(source.getSnapshot()).orElse(pool);
+            case IMAGE -> pools.find(source.getImage()).orElse(pool);
             case KIND_NOT_SET -> pool;
         };
         if (holding != pool) {
-            throw CsiException.invalidArgument("the source of volume is in this node's " + NodePools.describe(holding.kind())
+            throw CsiException.invalidArgument("the source of the new volume is in this node's " + NodePools.describe(holding.kind())
                     + ", the new volume is to be in its " + NodePools.describe(pool.kind()) + "; a restore or clone stays in its pool");
         }
     }

@@ -51,12 +51,17 @@ public final class NodePools {
 
     /** The pool volume {@code name} belongs to: the one with its record; the image pool when none has one. */
     public VolumePool holding(String name) throws IOException {
+        return find(name).orElse(images);
+    }
+
+    /** The pool with a record of volume {@code name}, if any has one. */
+    public Optional<VolumePool> find(String name) throws IOException {
         for (VolumePool pool : all()) {
             if (pool.holds(name)) {
-                return pool;
+                return Optional.of(pool);
             }
         }
-        return images;
+        return Optional.empty();
     }
 
     /** The pool of {@code kind} for new volume {@code name}; ALREADY_EXISTS when another pool has the name. */
@@ -73,12 +78,17 @@ public final class NodePools {
 
     /** The pool snapshot {@code name} belongs to: the one with its record; the image pool when none has one. */
     public VolumePool holdingSnapshot(String name) throws IOException {
+        return findSnapshot(name).orElse(images);
+    }
+
+    /** The pool with a record of snapshot {@code name}, if any has one. */
+    public Optional<VolumePool> findSnapshot(String name) throws IOException {
         for (VolumePool pool : all()) {
             if (pool.snapshots().holds(name)) {
-                return pool;
+                return Optional.of(pool);
             }
         }
-        return images;
+        return Optional.empty();
     }
 
     /** The pool for new snapshot {@code name} of volume {@code sourceImage}: the volume's; ALREADY_EXISTS when another pool has the name. */
