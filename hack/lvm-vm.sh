@@ -79,7 +79,8 @@ vm_prepare_tests "${classes[@]}"
 # LVM writes its metadata backups and archives under /etc/lvm, read-only in the guest (the host's
 # root over 9p): a copy on the guest's tmpfs, named by LVM_SYSTEM_DIR. No udev in the guest: the
 # tests' and the driver's commands turn udev synchronisation off themselves.
-setup='export STRATA_TEST_LVM=required STRATA_TEST_START_SECONDS=240 LVM_SYSTEM_DIR=/tmp/lvm-etc
+# A JVM takes a minute or more to start under emulation, several on a busy machine: 10 minutes at most.
+setup='export STRATA_TEST_LVM=required STRATA_TEST_START_SECONDS=600 LVM_SYSTEM_DIR=/tmp/lvm-etc
 cp -a /etc/lvm /tmp/lvm-etc && mkdir -p /run/lock/lvm'
 status=0
 vm_run "loop ext4 dm-mod dm-thin-pool dm-snapshot" "$setup" env CSI_SANITY="$sanity" bash hack/lvm-vm.sh --in-vm "${maven_args[@]}" \
@@ -92,8 +93,10 @@ declare -A lines=([LvmPoolSystemTest]="ext4 on a thin volume grown online|thin s
   [LvmPipelineTest]="pipeline: ext4 on an LVM volume grown online through the CSI calls" [LvmCrashRecoveryTest]="crash suite:")
 for class in "${classes[@]}"; do
   IFS='|' read -r -a wanted <<<"${lines[${class##*.}]}"
+  # Read whole first: grep -q stops at its first match, and under pipefail the writer's SIGPIPE would count as no match.
+  printed=$(vm_output_lines "lvm: " "$class" 2>/dev/null || true)
   for line in "${wanted[@]}"; do
-    if ! vm_output_lines "lvm: " "$class" 2>/dev/null | grep -qF "lvm: $line"; then
+    if ! grep -qF "lvm: $line" <<<"$printed"; then
       echo "hack: FAILED: no \"lvm: $line\" in ${class##*.}'s output" >&2
       status=1
     fi
