@@ -16,7 +16,7 @@
 # - LvmCrashRecoveryTest kills node-server at each crash point of the LVM pool's steps and checks
 #   that the retried calls finish the volume's life with its data;
 # then csi-sanity (CSI_SANITY, default /opt/csi-sanity/csi-sanity; built by you, not part of this
-# repository) runs every spec with the StorageClass parameters pool: lvm against a node-server
+# repository; CSI_SANITY=skip: not run) runs every spec with the StorageClass parameters pool: lvm against a node-server
 # with a volume group of its own, and no logical volume of the driver's may be left.
 # The guest requires device-mapper (STRATA_TEST_LVM=required: its absence fails the tests instead
 # of skipping them); afterwards this script checks the test reports (every test ran, none failed,
@@ -24,6 +24,7 @@
 # Usage (as root):
 #   hack/lvm-vm.sh                          # all three classes, then csi-sanity
 #   hack/lvm-vm.sh LvmCrashRecoveryTest     # some of them (simple names), then csi-sanity
+#   LVM_CRASH_POINTS=EXPAND_RECORDED,RESTORE_COPIED hack/lvm-vm.sh LvmCrashRecoveryTest   # some crash points
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -35,7 +36,9 @@ if [ "${1:-}" = --in-vm ]; then # the guest's part
   source "$(dirname "${BASH_SOURCE[0]}")/vm.sh"
   status=0
   vm_guest_maven "$@" || status=1
-  if [ -x "$sanity" ]; then
+  if [ "$sanity" = skip ]; then
+    echo "vm: csi-sanity not run (CSI_SANITY=skip)"
+  elif [ -x "$sanity" ]; then
     config='activation { udev_sync = 0 udev_rules = 0 verify_udev_operations = 0 monitoring = 0 }'
     truncate --size 4G /tmp/sanity-pv.img
     pv=$(losetup --find --show /tmp/sanity-pv.img)
@@ -71,6 +74,8 @@ done
 [ ${#classes[@]} -gt 0 ] || { echo "hack: no such class among ${all[*]##*.}" >&2; exit 2; }
 tests=$(IFS=,; echo "${classes[*]##*.}")
 maven_args=(test -pl system-tests -am -Dtest="$tests" -Dsurefire.failIfNoSpecifiedTests=false)
+# LVM_CRASH_POINTS=CREATE_ALLOCATED,ATTACH_RECORDED: only those scenarios of LvmCrashRecoveryTest.
+[ -z "${LVM_CRASH_POINTS:-}" ] || maven_args+=(-Dstrata.lvm.crashPoints="$LVM_CRASH_POINTS")
 # The jars csi-sanity.sh starts, then the tests' classes.
 echo "hack: packaging the programs on the host" >&2
 mvn_run -q package -DskipTests -pl node-server,controller-server -am
