@@ -69,7 +69,9 @@ class LvmPipelineTest {
     static void start() throws Exception {
         Root.require();
         group = TestVolumeGroup.make(dir, "strata-e2e-" + ProcessHandle.current().pid(), "1G", "512m");
-        cluster = Cluster.start(dir.resolve("cluster"), "node-b");
+        // lvm2's commands take seconds in an emulated VM: calls to agents get a longer deadline than --agent-call-timeout's 5 s.
+        cluster = Cluster.start(dir.resolve("cluster"), List.of("--agent-plaintext", "true"), List.of("--agent-call-timeout", "120s"),
+                Map.of(), "node-b");
         cluster.startNode("node-a", Cluster.Launch.HOST.with(Map.of("VOLUME_GROUP", group.name(), "THIN_POOL", TestVolumeGroup.THIN_POOL)));
     }
 
@@ -78,7 +80,7 @@ class LvmPipelineTest {
         if (cluster != null) {
             cluster.close();
         }
-        SystemState.cleanUp(dir);
+        SystemState.cleanUp(dir.resolve("cluster"));
         if (group != null) {
             group.close();
         }
@@ -86,7 +88,8 @@ class LvmPipelineTest {
 
     @AfterEach
     void nothingLeftBehind() throws Exception {
-        assertEquals(List.of(), SystemState.cleanUp(dir), "the test left mounts or loop devices behind");
+        // The cluster's directory only: the group's own loop device is in dir.
+        assertEquals(List.of(), SystemState.cleanUp(dir.resolve("cluster")), "the test left mounts or loop devices behind");
         assertEquals(List.of(), group.driverVolumes(), "the test left logical volumes behind");
     }
 
