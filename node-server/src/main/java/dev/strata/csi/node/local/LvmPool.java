@@ -300,10 +300,10 @@ public final class LvmPool implements VolumePool {
         PoolStatus.Builder status = PoolStatus.newBuilder()
                 .setKind(PoolKind.POOL_LVM)
                 .setTotalBytes(thin.map(LogicalVolumes.ThinPoolSpace::sizeBytes).orElse(0L))
-                .setAvailableBytes(available(Allocation.SPARSE, 1))
+                .setAvailableBytes(thinAvailable(thin, 1))
                 .setThinReservedBytes(thinReserved())
                 .setThinFull(thin.isEmpty() || full(thin.get()))
-                .setLinearAvailableBytes(available(Allocation.FULL, 1))
+                .setLinearAvailableBytes(volumes.groupSpace().freeBytes())
                 .setImageCount(count);
         thin.ifPresent(space -> status
                 .setThinDataBytes(space.sizeBytes())
@@ -550,7 +550,11 @@ public final class LvmPool implements VolumePool {
         if (allocation == Allocation.FULL) {
             return volumes.groupSpace().freeBytes();
         }
-        Optional<LogicalVolumes.ThinPoolSpace> pool = volumes.thinPoolSpace();
+        return thinAvailable(volumes.thinPoolSpace(), overcommitRatio);
+    }
+
+    /** What a new thin volume may take in {@code pool}, as {@link #available} says; one lvs for a registration's every figure. */
+    private long thinAvailable(Optional<LogicalVolumes.ThinPoolSpace> pool, double overcommitRatio) throws IOException {
         if (pool.isEmpty() || full(pool.get())) {
             return 0;
         }
