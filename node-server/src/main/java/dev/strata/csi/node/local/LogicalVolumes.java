@@ -29,14 +29,19 @@ public interface LogicalVolumes {
             return number.orElseThrow(() -> new IllegalStateException("logical volume " + name + " is not active"));
         }
 
-        /** A mount of the device: by its path, its device number, or (a block bind) its node in devtmpfs. */
+        /**
+         * A mount of the device: by its path, its device number, or (a block bind) its node in
+         * devtmpfs: /dm-N where udev links /dev/mapper's names to it, or /mapper/<name> itself
+         * where LVM made the node without udev (a node-server container, the test VM).
+         */
         @Override
         public boolean backs(MountPoint mount) {
             String kernelName = number.map(n -> "/dm-" + n.minor()).orElse("");
+            boolean deviceNode = mount.fsType().equals("devtmpfs") || mount.fsType().equals("tmpfs");
             return mount.source().equals(device.toString())
                     || number.map(mount.device()::equals).orElse(false)
-                    || ((mount.fsType().equals("devtmpfs") || mount.fsType().equals("tmpfs")) && !kernelName.isEmpty()
-                            && mount.root().equals(kernelName));
+                    || (deviceNode && !kernelName.isEmpty() && mount.root().equals(kernelName))
+                    || (deviceNode && device.startsWith("/dev/") && mount.root().equals("/" + Path.of("/dev").relativize(device)));
         }
     }
 
