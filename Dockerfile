@@ -12,11 +12,12 @@ FROM ${BASE_IMAGE}
 ENV LANG=C.UTF-8
 
 # Loop devices, mount and findmnt (util-linux, mount), mkfs for each filesystem the driver makes,
-# mount.nfs for the nfs backend, and cryptsetup for encrypted local volumes. Rarely changes, so it
-# comes before the jars.
+# mount.nfs for the nfs backend, cryptsetup for encrypted local volumes, and the lvm2 tools (with
+# thin_check, which activating a thin pool runs) for the LVM pool. Rarely changes, so it comes
+# before the jars.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      util-linux mount e2fsprogs xfsprogs btrfs-progs nfs-common cryptsetup-bin \
+      util-linux mount e2fsprogs xfsprogs btrfs-progs nfs-common cryptsetup-bin lvm2 thin-provisioning-tools \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
 
 # Both jars name their dependencies in lib/ (their manifests' Class-Path); the two lists are the same.

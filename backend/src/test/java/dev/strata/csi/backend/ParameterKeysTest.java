@@ -63,7 +63,7 @@ class ParameterKeysTest {
         CsiException e = assertThrows(CsiException.class, () -> LocalParameters.STORAGE_CLASS.require(Map.of("allocaton", "full")));
         assertEquals(Status.Code.INVALID_ARGUMENT, e.code());
         assertEquals("unknown StorageClass parameter 'allocaton' for a local volume (did you mean allocation?); an administrator "
-                + "may set: allocation; keys under csi.storage.k8s.io/ are Kubernetes' own", e.getMessage());
+                + "may set: allocation, encryption, lvType, pool, thinOvercommitRatio; keys under csi.storage.k8s.io/ are Kubernetes' own", e.getMessage());
         String nfs = NfsParameters.STORAGE_CLASS.problem(Map.of("server", "s", "share", "/x", "ondelete", "retain")).orElseThrow();
         assertTrue(nfs.contains("(did you mean onDelete?)"), nfs);
         assertTrue(nfs.contains("mountPermissions, onDelete, server, share, subDir"), nfs);
@@ -79,7 +79,7 @@ class ParameterKeysTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"size", "pool", "x", "sh", "replicas", "allocationPolicyForTheWholeCluster"})
+    @ValueSource(strings = {"size", "disk", "x", "sh", "replicas", "allocationPolicyForTheWholeCluster"})
     void keysUnlikeAnyKnownOneAreNotCalledMisspellings(String typed) {
         assertEquals(Optional.empty(), LocalParameters.STORAGE_CLASS.misspelt(typed));
         assertEquals(Optional.empty(), NfsParameters.STORAGE_CLASS.misspelt(typed));
@@ -94,7 +94,7 @@ class ParameterKeysTest {
         String context = NfsParameters.VOLUME_CONTEXT.problem(Map.of("server", "s", "share", "/x", "subdir", "d")).orElseThrow();
         assertTrue(context.startsWith("unknown volume_context key 'subdir' for an NFS volume (did you mean subDir?)"), context);
         assertTrue(context.contains("may set: mountPermissions, server, share, subDir;"), "the driver's own keys are not offered: " + context);
-        assertTrue(LocalParameters.VOLUME_CONTEXT.problem(Map.of("allocation", "full", "pool", "fast")).isPresent());
+        assertTrue(LocalParameters.VOLUME_CONTEXT.problem(Map.of("allocation", "full", "tier", "fast")).isPresent());
     }
 
     @Test

@@ -5,6 +5,7 @@ import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateImageRequest;
 import dev.strata.csi.agent.api.CreateImageResponse;
 import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.VolumeIndex;
@@ -12,6 +13,7 @@ import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.Iterator;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -24,7 +26,9 @@ import java.util.stream.Stream;
 /**
  * Where a new volume goes: the nodes the accessibility requirements name, preferred first (with
  * WaitForFirstConsumer, preferred[0] is the node the scheduler picked), then requisite; with no
- * requirements, the node with the most available capacity. The first that has room gets it.
+ * requirements, the node with the most available capacity. The first that has room in the pool the
+ * request asks for gets it; a node without that pool is passed over (RESOURCE_EXHAUSTED when no
+ * node has it: with WaitForFirstConsumer, external-provisioner then has the pod scheduled again).
  */
 final class Placement {
 
@@ -54,12 +58,12 @@ final class Placement {
     }
 
     Placed create(VolumeRequest wanted, TopologyRequirement requirement) {
-        return create(wanted, candidates(requirement), Optional.empty());
+        return create(wanted, candidates(wanted, requirement), Optional.empty());
     }
 
     /** Whether the requirement lets a volume go to {@code nodeId}: it names that node, or no node at all. */
     boolean allows(TopologyRequirement requirement, String nodeId) {
-        return requirement.getPreferredCount() + requirement.getRequisiteCount() == 0 || candidates(requirement).anyMatch(nodeId::equals);
+        return requirement.getPreferredCount() + requirement.getRequisiteCount() == 0 || named(requirement).contains(nodeId);
     }
 
     /** Creates the volume on {@code nodeId} as a copy of {@code source}, which is in that node's pool. */
@@ -73,6 +77,8 @@ final class Placement {
                     .setName(wanted.name())
                     .setCapacityBytes(wanted.capacityBytes())
                     .setAllocation(wanted.allocation())
+                    .setPool(wanted.pool().kind())
+                    .setThinOvercommitRatio(wanted.pool().thinOvercommitRatio())
                     .setEncrypted(wanted.encrypted());
             source.ifPresent(create::setSource);
             CreateImageResponse created = agents.stub(nodeId).createImage(create.build());
@@ -89,7 +95,7 @@ final class Placement {
 
     /** Makes the volume with {@code maker} on the first node the requirement allows that has room. */
     <E extends Exception> Placed place(VolumeRequest wanted, Maker<E> maker) throws E {
-        return place(wanted, candidates(wanted.requirements()), maker);
+        return place(wanted, candidates(wanted, wanted.requirements()), maker);
     }
 
     private <E extends Exception> Placed place(VolumeRequest wanted, Stream<String> allowed, Maker<E> maker) throws E {
@@ -123,8 +129,15 @@ final class Placement {
                 silent = true;
                 continue;
             }
-            if (agent.get().pool().getAvailableBytes() < wanted.capacityBytes()) {
-                refusals.add(nodeId + ": " + agent.get().pool().getAvailableBytes() + " bytes available");
+            Optional<Long> available = wanted.pool().available(agent.get());
+            if (available.isEmpty()) {
+                refusals.add(nodeId + ": no " + wanted.pool().describe() + (wanted.pool().kind() == PoolKind.POOL_LVM
+                        ? " (its node-server runs without --volume-group)" : ""));
+                full = true;
+                continue;
+            }
+            if (available.get() < wanted.capacityBytes()) {
+                refusals.add(nodeId + ": " + available.get() + " bytes available in its " + wanted.pool().describe());
                 full = true;
                 continue;
             }
@@ -158,13 +171,28 @@ final class Placement {
                 + wanted.name() + ": " + String.join("; ", refusals));
     }
 
-    private Stream<String> candidates(TopologyRequirement requirement) {
+    /**
+     * The nodes the requirement names, in its order; with none, every live node with the request's
+     * pool, the most room first. The directory keeps agents in the order of the image pool's room,
+     * so that case reads only as far as a node with room; for an LVM pool they are sorted per call.
+     */
+    private Stream<String> candidates(VolumeRequest wanted, TopologyRequirement requirement) {
         if (requirement.getPreferredCount() == 0 && requirement.getRequisiteCount() == 0) {
-            return agents.emptiestFirst().map(AgentDirectory.Agent::nodeId);
+            if (wanted.pool().kind() == PoolKind.POOL_IMAGE) {
+                return agents.emptiestFirst().map(AgentDirectory.Agent::nodeId);
+            }
+            return agents.live().stream()
+                    .filter(agent -> wanted.pool().available(agent).isPresent())
+                    .sorted(Comparator.comparingLong((AgentDirectory.Agent agent) -> wanted.pool().available(agent).orElseThrow()).reversed())
+                    .map(AgentDirectory.Agent::nodeId);
         }
+        return named(requirement).stream();
+    }
+
+    private Set<String> named(TopologyRequirement requirement) {
         Set<String> nodes = new LinkedHashSet<>();
         requirement.getPreferredList().forEach(segment -> topology.nodeOf(segment).ifPresent(nodes::add));
         requirement.getRequisiteList().forEach(segment -> topology.nodeOf(segment).ifPresent(nodes::add));
-        return nodes.stream();
+        return nodes;
     }
 }

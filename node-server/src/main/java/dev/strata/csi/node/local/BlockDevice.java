@@ -4,13 +4,17 @@ import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.mount.MountPoint;
 import java.nio.file.Path;
 
-/** A block device a volume is staged from: its loop device, or the dm-crypt mapping over it for an encrypted volume. */
+/**
+ * A block device a volume lives on or is staged from: a loop device, a logical volume's
+ * device-mapper device, or the dm-crypt mapping over either for an encrypted volume.
+ */
 public interface BlockDevice {
 
-    /** The device node, in /dev. */
+    /** The device node, as it is mounted and published from. */
     Path device();
 
-    DeviceNumber number();
+    /** The device's number, by which mounts are matched and cgroups limit its IO. */
+    DeviceNumber deviceNumber();
 
     /**
      * Whether {@code mount} uses this device: a filesystem on it (its source is the device, or its
@@ -20,7 +24,7 @@ public interface BlockDevice {
      */
     default boolean backs(MountPoint mount) {
         return mount.source().equals(device().toString())
-                || mount.device().equals(number())
+                || mount.device().equals(deviceNumber())
                 || ((mount.fsType().equals("devtmpfs") || mount.fsType().equals("tmpfs"))
                         && mount.root().equals("/" + device().getFileName()));
     }

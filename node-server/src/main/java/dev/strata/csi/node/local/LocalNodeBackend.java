@@ -26,18 +26,18 @@ import java.util.Optional;
 
 /**
  * The local backend on the node: stage, publish and their undoing for volumes of this node's
- * pool, written as the spec reads. Which device a volume uses is asked of the pool, never taken
- * from the publish context alone: after a reboot the loop device number may differ from the one
- * the attacher recorded. The mount table is the truth about what is mounted where; every step
+ * pools, written as the spec reads, the same for every kind of pool ({@link VolumePool}): the
+ * pool that holds the volume's name ({@link NodePools}) gives its device. Which device a volume
+ * uses is asked of the pool, never taken from the publish context alone: after a reboot the loop
+ * device number may differ from the one the attacher recorded. The mount table is the truth about what is mounted where; every step
  * first checks whether it is already done, so a repeated call succeeds without a second effect.
- * An encrypted volume is staged from its dm-crypt mapping over the loop device ({@link VolumeEncryption}).
+ * An encrypted volume is staged from its dm-crypt mapping over that device ({@link VolumeEncryption}).
  */
 public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolumeScheme {
 
     private final String nodeId;
 
-    private final ImagePool pool;
-    private final LoopDevices loops;
+    private final NodePools pools;
     private final Filesystems filesystems;
     private final Mounter mounter;
     private final FilesystemStats stats;
@@ -46,14 +46,13 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     private final Crashes<CrashPoint> crashes;
     private final Log log;
 
-    public LocalNodeBackend(String nodeId, ImagePool pool, LoopDevices loops, Filesystems filesystems, Mounter mounter,
+    public LocalNodeBackend(String nodeId, NodePools pools, Filesystems filesystems, Mounter mounter,
             FilesystemStats stats, VolumeIoLimits ioLimits, VolumeEncryption encryption, Crashes<CrashPoint> crashes, Log log) {
         this.nodeId = nodeId;
         this.encryption = encryption;
         this.ioLimits = ioLimits;
         this.crashes = crashes;
-        this.pool = pool;
-        this.loops = loops;
+        this.pools = pools;
         this.filesystems = filesystems;
         this.mounter = mounter;
         this.stats = stats;
@@ -68,20 +67,21 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     @Override
     public void stage(VolumeId id, Path staging, VolumeCapability capability, Map<String, String> context,
             Map<String, String> secrets) throws Exception {
-        LoopDevice loop = attachedDevice(id);
+        VolumePool pool = pools.holding(id.name());
+        BlockDevice attached = attachedDevice(id, pool);
         if (!Files.isDirectory(staging)) {
             throw CsiException.invalidArgument("staging_target_path " + staging + " is not a directory");
         }
         var record = pool.content(id.name());
-        BlockDevice device = record.getEncrypted() ? encryption.open(id, record, loop, secrets) : loop;
+        BlockDevice device = record.getEncrypted() ? encryption.open(id, record, attached, secrets) : attached;
         if (LocalCapabilities.isBlock(capability)) {
-            pool.recordBlockUse(id.name());
+            pool.records().recordBlockUse(id.name());
             return; // a raw block volume is published straight from its device
         }
         Optional<MountPoint> mounted = mounter.table().at(staging);
         if (mounted.isPresent()) {
             if (device.backs(mounted.get())) {
-                growCopiedFilesystem(id, device, staging, mounted.get().fsType(), mounted.get().readOnly());
+                growCopiedFilesystem(id, pool, device, staging, mounted.get().fsType(), mounted.get().readOnly());
                 return;
             }
             throw CsiException.alreadyExists("staging_target_path " + staging + " already has another filesystem mounted ("
@@ -89,7 +89,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
         }
         String fsType = LocalCapabilities.fsType(capability);
         boolean readOnly = CAPABILITIES.readOnly(capability);
-        String holds = readOnly ? existingFilesystem(id, device) : holdsFilesystem(id, device, fsType);
+        String holds = readOnly ? existingFilesystem(id, pool, device) : holdsFilesystem(id, pool, device, fsType);
         if (!holds.equals(fsType)) {
             throw CsiException.failedPrecondition("volume " + id + " holds a " + holds
                     + " filesystem; it cannot be staged as " + fsType + " (the driver never reformats a volume with data)");
@@ -107,7 +107,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
         }
         mounter.mount(device.device().toString(), staging, fsType, options);
         crashes.reach(CrashPoint.STAGE_MOUNTED);
-        growCopiedFilesystem(id, device, staging, fsType, readOnly);
+        growCopiedFilesystem(id, pool, device, staging, fsType, readOnly);
     }
 
     /**
@@ -116,17 +116,17 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
      * for (kubelet calls NodeExpandVolume only after an expansion, not after a restore). A
      * read-only mount is not written; it grows at a later writable stage.
      */
-    private void growCopiedFilesystem(VolumeId id, BlockDevice device, Path staging, String fsType, boolean readOnly) throws Exception {
+    private void growCopiedFilesystem(VolumeId id, VolumePool pool, BlockDevice device, Path staging, String fsType, boolean readOnly) throws Exception {
         if (readOnly || !pool.content(id.name()).getGrowFilesystem()) {
             return;
         }
         filesystems.grow(device.device(), staging, fsType);
-        pool.recordFilesystemGrown(id.name());
+        pool.records().recordFilesystemGrown(id.name());
         log.info("filesystem copied from a smaller volume grown", "volume", id, "fs_type", fsType);
     }
 
     /** The filesystem a read-only stage mounts: one must be there already; nothing is made. */
-    private String existingFilesystem(VolumeId id, BlockDevice device) throws Exception {
+    private String existingFilesystem(VolumeId id, VolumePool pool, BlockDevice device) throws Exception {
         String recorded = pool.content(id.name()).getFilesystem();
         if (!recorded.isEmpty()) {
             return recorded;
@@ -141,7 +141,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
      * used as a raw block device, and blkid finds no signature. A probe that cannot read the
      * device therefore never leads to mkfs on a volume with data.
      */
-    private String holdsFilesystem(VolumeId id, BlockDevice device, String fsType) throws Exception {
+    private String holdsFilesystem(VolumeId id, VolumePool pool, BlockDevice device, String fsType) throws Exception {
         var content = pool.content(id.name());
         if (!content.getFilesystem().isEmpty()) {
             return content.getFilesystem();
@@ -156,7 +156,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
             log.info("made filesystem", "volume", id, "device", device.device(), "fs_type", fsType);
             crashes.reach(CrashPoint.STAGE_FORMATTED);
         }
-        pool.recordFilesystem(id.name(), holds);
+        pool.records().recordFilesystem(id.name(), holds);
         crashes.reach(CrashPoint.STAGE_RECORDED);
         return holds;
     }
@@ -172,9 +172,10 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     @Override
     public void publish(VolumeId id, Path staging, Path target, VolumeCapability capability, Map<String, String> context,
             boolean readOnly) throws Exception {
-        LoopDevice loop = attachedDevice(id);
+        VolumePool pool = pools.holding(id.name());
+        BlockDevice attached = attachedDevice(id, pool);
         // Never the ciphertext: an encrypted volume is published from its mapping, opened at stage.
-        BlockDevice device = !pool.content(id.name()).getEncrypted() ? loop : encryption.find(id.name()).orElseThrow(
+        BlockDevice device = !pool.content(id.name()).getEncrypted() ? attached : encryption.find(id.name()).orElseThrow(
                 () -> CsiException.failedPrecondition("volume " + id + " is encrypted and its mapping is not open; NodeStageVolume first"));
         MountTable table = mounter.table();
         boolean block = LocalCapabilities.isBlock(capability);
@@ -215,10 +216,10 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     }
 
     /**
-     * The loop device takes the image's size (the agent did when it grew the image; a device
-     * attached since has it already), then the filesystem mounted at {@code volumePath} grows to
-     * fill it; an encrypted volume's mapping grows in between, with the passphrase of the
-     * node-expand {@code secrets}. A raw block volume needs nothing more.
+     * The device takes the volume's size (the agent did when it grew the volume; a device attached
+     * since has it already), then the filesystem mounted at {@code volumePath} grows to fill it; an
+     * encrypted volume's mapping grows in between, with the passphrase of the node-expand
+     * {@code secrets}. A raw block volume needs nothing more.
      */
     @Override
     public long expand(VolumeId id, Path volumePath, Optional<VolumeCapability> capability) throws Exception {
@@ -228,14 +229,15 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     @Override
     public long expand(VolumeId id, Path volumePath, Optional<VolumeCapability> capability, Map<String, String> secrets)
             throws Exception {
-        LoopDevice loop = attachedDevice(id);
+        VolumePool pool = pools.holding(id.name());
+        BlockDevice attached = attachedDevice(id, pool);
         long recorded = pool.get(id.name()).orElseThrow(() -> CsiException.notFound("volume " + id + " does not exist on this node"))
                 .getCapacityBytes();
-        if (loops.sizeBytes(loop.device()) < recorded) {
-            loops.refreshCapacity(loop.device());
+        if (pool.deviceBytes(attached) < recorded) {
+            pool.refreshDevice(attached);
         }
-        long size = loops.sizeBytes(loop.device());
-        BlockDevice device = pool.content(id.name()).getEncrypted() ? encryption.resize(id, secrets) : loop;
+        long size = pool.deviceBytes(attached);
+        BlockDevice device = pool.content(id.name()).getEncrypted() ? encryption.resize(id, secrets) : attached;
         Optional<MountPoint> mount = mounter.table().at(volumePath).filter(device::backs);
         if (mount.isEmpty()) {
             throw CsiException.notFound("volume " + id + " is not staged or published at " + volumePath);
@@ -252,30 +254,24 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     @Override
     public NodeGetVolumeStatsResponse stats(VolumeId id, Path path) throws Exception {
         requireHere(id);
-        Path image = pool.imagePath(id.name());
+        VolumePool pool = pools.holding(id.name());
         Optional<MountPoint> mount = mounter.table().at(path);
-        // The loop device (or the mapping over it) says which image a mount is of, also when the image file was deleted.
+        // The device (or the mapping over it) says which volume a mount is of, also when an image file was deleted.
         Optional<BlockDevice> device = mount.isEmpty() ? Optional.empty()
-                : stagedDevice(id).filter(staged -> staged.backs(mount.get()));
+                : stagedDevice(id, pool).filter(staged -> staged.backs(mount.get()));
         if (device.isEmpty()) {
             throw CsiException.notFound("volume " + id + " is not mounted at " + path);
         }
         if (!Files.isDirectory(path)) { // a published block volume: the device node bound onto a file
-            long size = device.get() instanceof MappedDevice mapped ? mapped.sizeBytes() : loops.sizeBytes(device.get().device());
-            return VolumeStats.block(size, condition(id, image));
+            long size = device.get() instanceof MappedDevice mapped ? mapped.sizeBytes() : pool.deviceBytes(device.get());
+            return VolumeStats.block(size, condition(pool, id));
         }
-        return VolumeStats.filesystem(stats.usage(path), condition(id, image));
+        return VolumeStats.filesystem(stats.usage(path), condition(pool, id));
     }
 
-    /** Abnormal when the image file or the pool's record of it is gone from under a mounted volume. */
-    private VolumeCondition condition(VolumeId id, Path image) throws Exception {
-        if (!Files.exists(image)) {
-            return VolumeStats.abnormal("image file " + image + " is missing; the volume lives on only while it stays mounted");
-        }
-        if (pool.get(id.name()).isEmpty()) {
-            return VolumeStats.abnormal("the pool has no record of volume " + id);
-        }
-        return VolumeStats.healthy("healthy");
+    /** Abnormal when the volume's storage or the pool's record of it is gone from under a mounted volume. */
+    private static VolumeCondition condition(VolumePool pool, VolumeId id) throws Exception {
+        return pool.abnormality(id.name()).map(VolumeStats::abnormal).orElseGet(() -> VolumeStats.healthy("healthy"));
     }
 
     /** NOT_FOUND for a volume of another node's pool. */
@@ -285,25 +281,25 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
         }
     }
 
-    /** The device the volume is staged from: its open mapping, if it is encrypted, else its loop device. */
-    private Optional<BlockDevice> stagedDevice(VolumeId id) throws Exception {
+    /** The device the volume is staged from: its open mapping, if it is encrypted, else its pool's device. */
+    private Optional<BlockDevice> stagedDevice(VolumeId id, VolumePool pool) throws Exception {
         Optional<BlockDevice> mapped = encryption.find(id.name()).map(BlockDevice.class::cast);
         return mapped.isPresent() ? mapped : pool.device(id.name()).map(BlockDevice.class::cast);
     }
 
     /** Unmounts what the volume's device backs at {@code path}; anything else mounted there stays. */
     private void unmountOwn(VolumeId id, String field, Path path) throws Exception {
-        Optional<BlockDevice> device = stagedDevice(id);
+        Optional<BlockDevice> device = stagedDevice(id, pools.holding(id.name()));
         OwnMounts.unmount(mounter, log, id.toString(), field, path, mount -> device.map(d -> d.backs(mount)).orElse(false),
                 top -> mounter.unmount(path));
     }
 
-    private LoopDevice attachedDevice(VolumeId id) throws Exception {
+    private BlockDevice attachedDevice(VolumeId id, VolumePool pool) throws Exception {
         requireHere(id);
         if (!pool.exists(id.name())) {
             throw CsiException.notFound("volume " + id + " does not exist on this node");
         }
-        return loops.find(pool.imagePath(id.name())).orElseThrow(() -> CsiException.failedPrecondition(
+        return pool.attachedDevice(id.name()).orElseThrow(() -> CsiException.failedPrecondition(
                 "volume " + id + " is not attached to this node; ControllerPublishVolume first"));
     }
 }

@@ -2,6 +2,7 @@ package dev.strata.csi.node.local;
 
 import dev.strata.csi.linux.FileIdentity;
 import dev.strata.csi.mount.DeviceNumber;
+import dev.strata.csi.mount.MountPoint;
 import java.nio.file.Path;
 
 /**
@@ -16,4 +17,9 @@ import java.nio.file.Path;
  */
 public record LoopDevice(Path device, Path backingFile, FileIdentity backing, boolean deleted, DeviceNumber number,
         boolean directIo) implements BlockDevice {
+
+    @Override
+    public DeviceNumber deviceNumber() {
+        return number;
+    }
 }

@@ -11,4 +11,10 @@ import java.nio.file.Path;
  * @param backing   the device it maps, the volume's loop device
  * @param sizeBytes its size: the backing device's less the LUKS2 header
  */
-public record MappedDevice(String name, Path device, DeviceNumber number, Path backing, long sizeBytes) implements BlockDevice { }
+public record MappedDevice(String name, Path device, DeviceNumber number, Path backing, long sizeBytes) implements BlockDevice {
+
+    @Override
+    public DeviceNumber deviceNumber() {
+        return number;
+    }
+}

@@ -44,30 +44,30 @@ public final class VolumeEncryption {
     }
 
     /**
-     * The stage step: the volume's mapping over {@code loop}, opened with the passphrase from the
+     * The stage step: the volume's mapping over {@code volumeDevice} (its loop device or logical volume), opened with the passphrase from the
      * node-stage {@code secrets} (the header written first on a blank, never used volume), or the
      * one open already.
      */
-    public MappedDevice open(VolumeId id, ImageRecord record, LoopDevice loop, Map<String, String> secrets) throws Exception {
+    public MappedDevice open(VolumeId id, ImageRecord record, BlockDevice volumeDevice, Map<String, String> secrets) throws Exception {
         String name = mappingName(id.name());
         Optional<MappedDevice> open = devices.find(name);
         if (open.isPresent()) {
-            if (!open.get().backing().equals(loop.device())) {
+            if (!open.get().backing().equals(volumeDevice.device())) {
                 throw CsiException.failedPrecondition("volume " + id + ": mapping " + name + " is open over " + open.get().backing()
-                        + ", not over the volume's device " + loop.device() + "; close it first (cryptsetup close " + name + ")");
+                        + ", not over the volume's device " + volumeDevice.device() + "; close it first (cryptsetup close " + name + ")");
             }
             return open.get();
         }
         Passphrase passphrase = passphrase(id, secrets, "NodeStageVolume", "node-stage");
-        Optional<String> holds = filesystems.probe(loop.device());
+        Optional<String> holds = filesystems.probe(volumeDevice.device());
         if (holds.isEmpty()) {
             if (!record.getFilesystem().isEmpty() || record.getUsedAsBlock()) {
                 throw CsiException.failedPrecondition("volume " + id + " should hold data (its record says "
                         + (record.getUsedAsBlock() ? "it was used as a raw block device" : "it holds " + record.getFilesystem())
-                        + ") but no LUKS header is found on " + loop.device() + "; the driver does not format it");
+                        + ") but no LUKS header is found on " + volumeDevice.device() + "; the driver does not format it");
             }
-            devices.format(loop.device(), passphrase);
-            log.info("encrypted volume formatted (LUKS2)", "volume", id, "device", loop.device());
+            devices.format(volumeDevice.device(), passphrase);
+            log.info("encrypted volume formatted (LUKS2)", "volume", id, "device", volumeDevice.device());
             crashes.reach(CrashPoint.STAGE_ENCRYPTION_FORMATTED);
         } else if (!holds.get().equals(LUKS_SIGNATURE)) {
             throw CsiException.failedPrecondition("volume " + id + " is to be encrypted but holds " + holds.get()
@@ -75,7 +75,7 @@ public final class VolumeEncryption {
         }
         MappedDevice mapped;
         try {
-            mapped = devices.open(loop.device(), name, passphrase);
+            mapped = devices.open(volumeDevice.device(), name, passphrase);
         } catch (WrongPassphraseException e) {
             throw wrongPassphrase(id, "node-stage");
         }

@@ -211,7 +211,7 @@ class ImagePoolTest {
         pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         Path device = Path.of(pool.attach("pvc-a", "node-1").getDevicePath());
         new InMemoryFilesystems(loops, mounter).formatIfBlank(device, "xfs");
-        pool.recordFilesystem("pvc-a", "xfs");
+        pool.records().recordFilesystem("pvc-a", "xfs");
 
         ContentSource source = ContentSource.newBuilder().setImage("pvc-a").build();
         assertEquals(Status.Code.OUT_OF_RANGE,

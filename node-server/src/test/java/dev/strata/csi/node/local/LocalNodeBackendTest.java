@@ -63,8 +63,9 @@ class LocalNodeBackendTest {
         target = kubelet.resolve("pods/uid/volumes/mount");
         Files.createDirectories(target.getParent());
         pool = new ImagePool(poolDir, files, loops, mounter, new SystemFilesystemFreezer(new Kernel()), Crashes.none(), Clock.systemUTC(), log);
-        VolumeIoLimits ioLimits = new VolumeIoLimits(pool, mounter, kubelet, new InMemoryPodCgroups(), new PrometheusRegistry(), log);
-        backend = new LocalNodeBackend("node-1", pool, loops, filesystems, mounter,
+        NodePools pools = new NodePools(pool, Optional.empty());
+        VolumeIoLimits ioLimits = new VolumeIoLimits(pools, mounter, kubelet, new InMemoryPodCgroups(), new PrometheusRegistry(), log);
+        backend = new LocalNodeBackend("node-1", pools, filesystems, mounter,
                 path -> new FilesystemUsage(GIB, GIB / 2, GIB / 2, 1000, 900, 100), ioLimits,
                 new VolumeEncryption(new InMemoryEncryptedDevices(), filesystems, Crashes.none(), log), Crashes.none(), log);
         pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
