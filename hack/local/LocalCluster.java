@@ -136,7 +136,8 @@ final class LocalCluster implements AutoCloseable {
         // One after the other, each until its Probe says ready: what a start costs, without the other's start beside it.
         start("controller-server", "controller", "--endpoint", "unix://" + socket("controller"),
                 "--agent-token-file", token.toString(), "--agent-registry-address", "127.0.0.1:" + registryPort,
-                "--agent-renew-interval", "1s", "--agent-settle-time", "0s", "--agent-plaintext", "true");
+                "--agent-renew-interval", System.getenv().getOrDefault("STRATA_AGENT_RENEW_INTERVAL", "1s"),
+                "--agent-settle-time", "0s", "--agent-plaintext", "true");
         for (String node : nodeIds) {
             pools.prepare(node, Files.createDirectories(pool(node)));
             List<String> flags = new ArrayList<>(List.of("--endpoint", "unix://" + socket(node), "--node-id", node,
@@ -267,9 +268,16 @@ final class LocalCluster implements AutoCloseable {
     private void awaitRegistered(String nodeId) throws Exception {
         long deadline = System.nanoTime() + startNanos;
         while (System.nanoTime() < deadline) {
-            if (controller().getCapacity(GetCapacityRequest.newBuilder().setAccessibleTopology(on(nodeId)).build())
-                    .getAvailableCapacity() > 0) {
-                return;
+            try {
+                if (controller().getCapacity(GetCapacityRequest.newBuilder().setAccessibleTopology(on(nodeId)).build())
+                        .getAvailableCapacity() > 0) {
+                    return;
+                }
+            } catch (io.grpc.StatusRuntimeException e) {
+                // UNAVAILABLE: registered, but its lease lapsed before the next renewal (a slow, emulated machine)
+                if (e.getStatus().getCode() != io.grpc.Status.Code.UNAVAILABLE) {
+                    throw e;
+                }
             }
             Thread.sleep(100);
         }
