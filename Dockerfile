@@ -12,10 +12,11 @@ FROM ${BASE_IMAGE}
 ENV LANG=C.UTF-8
 
 # Loop devices, mount and findmnt (util-linux, mount), mkfs for each filesystem the driver makes,
-# and mount.nfs for the nfs backend. Rarely changes, so it comes before the jars.
+# mount.nfs for the nfs backend, and the lvm2 tools (with thin_check, which activating a thin pool
+# runs) for the LVM pool. Rarely changes, so it comes before the jars.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      util-linux mount e2fsprogs xfsprogs btrfs-progs nfs-common \
+      util-linux mount e2fsprogs xfsprogs btrfs-progs nfs-common lvm2 thin-provisioning-tools \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
 
 # Both jars name their dependencies in lib/ (their manifests' Class-Path); the two lists are the same.

@@ -3,18 +3,60 @@
 # lacks: in a VM (hack/vm.sh) whose Debian kernel has dm-mod, dm-thin-pool and dm-snapshot (loaded
 # at boot: the guest's modprobe cannot, and lvcreate --snapshot wants the snapshot target even for
 # a thin snapshot), with lvm2 and thin-provisioning-tools from Debian's packages (installed on the
-# host here: the guest's root is the host's). LvmPoolSystemTest makes its own volume group on a loop device, with a thin pool,
-# and drives volumes through create, attach (the device-mapper device appears), mkfs, mount and
-# write, detach (the device goes), reconcile after a restart, online growth under a mounted ext4,
-# a thin snapshot of a mounted volume, its restore after the source is deleted, and delete. The
-# guest requires device-mapper (STRATA_TEST_LVM=required: its absence fails the test instead of
-# skipping it); afterwards this script checks the test report (every test ran, none failed,
-# errored or skipped) and the lines the test prints once ext4 grew and a snapshot was taken.
-# Not part of .ci/run (an emulated VM: several minutes).
+# host here: the guest's root is the host's). Each test makes its own volume group on a loop
+# device, with a thin pool:
+# - LvmPoolSystemTest drives the pool itself through create, attach (the device-mapper device
+#   appears), mkfs, mount and write, detach (the device goes), reconcile after a restart, online
+#   growth under a mounted ext4, a thin snapshot of a mounted volume, its restore after the source
+#   is deleted, and delete;
+# - LvmPipelineTest runs it end to end: controller-server and two node-servers as processes, one
+#   with --volume-group, through every CSI phase with a StorageClass of pool: lvm (create, attach,
+#   stage, publish, write, online growth, thin snapshot, restore, delete; a linear block volume;
+#   capacity per class and thin overcommit);
+# - LvmCrashRecoveryTest kills node-server at each crash point of the LVM pool's steps and checks
+#   that the retried calls finish the volume's life with its data;
+# then csi-sanity (CSI_SANITY, default /opt/csi-sanity/csi-sanity; built by you, not part of this
+# repository; CSI_SANITY=skip: not run) runs every spec with the StorageClass parameters pool: lvm against a node-server
+# with a volume group of its own, and no logical volume of the driver's may be left.
+# The guest requires device-mapper (STRATA_TEST_LVM=required: its absence fails the tests instead
+# of skipping them); afterwards this script checks the test reports (every test ran, none failed,
+# errored or skipped) and the lines the tests print. Not part of .ci/run (an emulated VM: minutes).
 # Usage (as root):
-#   hack/lvm-vm.sh
+#   hack/lvm-vm.sh                          # all three classes, then csi-sanity
+#   hack/lvm-vm.sh LvmCrashRecoveryTest     # some of them (simple names), then csi-sanity
+#   LVM_CRASH_POINTS=EXPAND_RECORDED,RESTORE_COPIED hack/lvm-vm.sh LvmCrashRecoveryTest   # some crash points
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+sanity=${CSI_SANITY:-/opt/csi-sanity/csi-sanity}
+all=(dev.strata.csi.node.local.LvmPoolSystemTest dev.strata.csi.e2e.LvmPipelineTest dev.strata.csi.e2e.LvmCrashRecoveryTest)
+
+if [ "${1:-}" = --in-vm ]; then # the guest's part
+  shift
+  source "$(dirname "${BASH_SOURCE[0]}")/vm.sh"
+  status=0
+  vm_guest_maven "$@" || status=1
+  if [ "$sanity" = skip ]; then
+    echo "vm: csi-sanity not run (CSI_SANITY=skip)"
+  elif [ -x "$sanity" ]; then
+    config='activation { udev_sync = 0 udev_rules = 0 verify_udev_operations = 0 monitoring = 0 }'
+    truncate --size 4G /tmp/sanity-pv.img
+    pv=$(losetup --find --show /tmp/sanity-pv.img)
+    vgcreate --config "$config" strata-sanity "$pv" >/dev/null
+    lvcreate --config "$config" --type thin-pool --size 3g --name thinpool strata-sanity >/dev/null
+    printf 'pool: lvm\n' > /tmp/lvm-parameters.yaml
+    VOLUME_GROUP=strata-sanity THIN_POOL=thinpool STRATA_PREBUILT=1 hack/csi-sanity.sh "$sanity" mount \
+      --csi.testvolumeparameters /tmp/lvm-parameters.yaml --csi.testvolumesize 67108864 || status=1
+    left=$(lvs --config "$config" --noheadings -o lv_name @strata.csi.dev | grep -c . || true)
+    echo "vm: csi-sanity with pool: lvm left $left logical volumes of the driver's"
+    [ "$left" = 0 ] || status=1
+    echo "vm: csi-sanity done $(cut -d' ' -f1 /proc/uptime) s after boot"
+  else
+    echo "vm: FAILED: no csi-sanity binary at $sanity (set CSI_SANITY)" >&2
+    status=1
+  fi
+  exit $status
+fi
 source "$(dirname "${BASH_SOURCE[0]}")/vm.sh"
 
 if ! command -v lvcreate >/dev/null 2>&1 || ! command -v thin_check >/dev/null 2>&1; then
@@ -22,26 +64,48 @@ if ! command -v lvcreate >/dev/null 2>&1 || ! command -v thin_check >/dev/null 2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lvm2 thin-provisioning-tools >/dev/null
 fi
 
-classes=(dev.strata.csi.node.local.LvmPoolSystemTest)
-
+started=$SECONDS
+classes=()
+for class in "${all[@]}"; do
+  if [ $# -eq 0 ] || [[ " $* " == *" ${class##*.} "* ]]; then
+    classes+=("$class")
+  fi
+done
+[ ${#classes[@]} -gt 0 ] || { echo "hack: no such class among ${all[*]##*.}" >&2; exit 2; }
+tests=$(IFS=,; echo "${classes[*]##*.}")
+maven_args=(test -pl system-tests -am -Dtest="$tests" -Dsurefire.failIfNoSpecifiedTests=false)
+# LVM_CRASH_POINTS=CREATE_ALLOCATED,ATTACH_RECORDED: only those scenarios of LvmCrashRecoveryTest.
+[ -z "${LVM_CRASH_POINTS:-}" ] || maven_args+=(-Dstrata.lvm.crashPoints="$LVM_CRASH_POINTS")
+# The jars csi-sanity.sh starts, then the tests' classes.
+echo "hack: packaging the programs on the host" >&2
+mvn_run -q package -DskipTests -pl node-server,controller-server -am
 vm_prepare_tests "${classes[@]}"
 
 # LVM writes its metadata backups and archives under /etc/lvm, read-only in the guest (the host's
 # root over 9p): a copy on the guest's tmpfs, named by LVM_SYSTEM_DIR. No udev in the guest: the
 # tests' and the driver's commands turn udev synchronisation off themselves.
-setup='export STRATA_TEST_LVM=required STRATA_TEST_START_SECONDS=240 LVM_SYSTEM_DIR=/tmp/lvm-etc
+# A JVM takes a minute or more to start under emulation, several on a busy machine: 10 minutes at most.
+setup='export STRATA_TEST_LVM=required STRATA_TEST_START_SECONDS=600 LVM_SYSTEM_DIR=/tmp/lvm-etc
 cp -a /etc/lvm /tmp/lvm-etc && mkdir -p /run/lock/lvm'
-tests=$(IFS=,; echo "${classes[*]##*.}")
 status=0
-vm_run "loop ext4 dm-mod dm-thin-pool dm-snapshot" "$setup" mvn_run -o -Dmaven.compiler.useIncrementalCompilation=false -Dprotoc.skip=true \
-  test -pl system-tests -am -Dtest="$tests" -Dsurefire.failIfNoSpecifiedTests=false || status=$?
+vm_run "loop ext4 dm-mod dm-thin-pool dm-snapshot" "$setup" env CSI_SANITY="$sanity" bash hack/lvm-vm.sh --in-vm "${maven_args[@]}" \
+  || status=$?
 
 vm_check_reports "${classes[@]}" || status=1
 vm_output_lines "lvm: " "${classes[@]}" >&2 || true
-for line in "ext4 on a thin volume grown online" "thin snapshot of a mounted 64 MiB volume took"; do
-  if ! vm_output_lines "lvm: " "${classes[@]}" 2>/dev/null | grep -qF "lvm: $line"; then
-    echo "hack: FAILED: no \"lvm: $line\" in the test's output" >&2
-    status=1
-  fi
+# The lines each class prints once its checks passed.
+declare -A lines=([LvmPoolSystemTest]="ext4 on a thin volume grown online|thin snapshot of a mounted 64 MiB volume took"
+  [LvmPipelineTest]="pipeline: ext4 on an LVM volume grown online through the CSI calls" [LvmCrashRecoveryTest]="crash suite:")
+for class in "${classes[@]}"; do
+  IFS='|' read -r -a wanted <<<"${lines[${class##*.}]}"
+  # Read whole first: grep -q stops at its first match, and under pipefail the writer's SIGPIPE would count as no match.
+  printed=$(vm_output_lines "lvm: " "$class" 2>/dev/null || true)
+  for line in "${wanted[@]}"; do
+    if ! grep -qF "lvm: $line" <<<"$printed"; then
+      echo "hack: FAILED: no \"lvm: $line\" in ${class##*.}'s output" >&2
+      status=1
+    fi
+  done
 done
+echo "hack: lvm-vm.sh took $((SECONDS - started)) s, status $status" >&2
 exit "$status"

@@ -14,11 +14,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 sanity=${CSI_SANITY:-/opt/csi-sanity/csi-sanity}
 if [ "${1:-}" = --in-vm ]; then # the guest's part
   shift
+  source "$(dirname "${BASH_SOURCE[0]}")/vm.sh"
   status=0
-  # protoc.skip: the host's build generated the protocol classes; generating them again would have
-  # javac recompile them all, which takes over ten minutes under emulation.
-  mvn_run -o -Dmaven.compiler.useIncrementalCompilation=false -Dprotoc.skip=true "$@" || status=1
-  echo "vm: Maven done $(cut -d' ' -f1 /proc/uptime) s after boot"
+  vm_guest_maven "$@" || status=1
   if [ -x "$sanity" ]; then
     STRATA_PREBUILT=1 hack/csi-sanity.sh "$sanity" nfs || status=1
     echo "vm: csi-sanity done $(cut -d' ' -f1 /proc/uptime) s after boot"

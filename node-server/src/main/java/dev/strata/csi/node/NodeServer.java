@@ -9,67 +9,30 @@ import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.identity.IdentityService;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.metrics.SystemSteps;
-import dev.strata.csi.node.agent.AbandonedCopies;
-import dev.strata.csi.node.agent.ControllerAddresses;
-import dev.strata.csi.node.agent.Inventory;
-import dev.strata.csi.node.agent.NodeAgentService;
-import dev.strata.csi.node.agent.PoolOwnership;
-import dev.strata.csi.node.agent.Registration;
 import dev.strata.csi.node.backend.NodeBackends;
-import dev.strata.csi.node.cgroup.SystemPodCgroups;
-import dev.strata.csi.node.local.CrashPoint;
-import dev.strata.csi.node.local.ImageContent;
-import dev.strata.csi.node.local.ImageFiles;
-import dev.strata.csi.node.local.ImagePool;
-import dev.strata.csi.node.local.LocalNodeBackend;
-import dev.strata.csi.node.local.LoopDevices;
-import dev.strata.csi.node.local.MeteredFilesystemFreezer;
-import dev.strata.csi.node.local.MeteredFilesystems;
-import dev.strata.csi.node.local.MeteredImageFiles;
-import dev.strata.csi.node.local.MeteredLoopDevices;
-import dev.strata.csi.node.local.PoolMetrics;
-import dev.strata.csi.node.local.SystemFilesystemFreezer;
-import dev.strata.csi.node.local.SystemFilesystems;
-import dev.strata.csi.node.local.SystemImageFiles;
-import dev.strata.csi.node.local.SystemLoopDevices;
-import dev.strata.csi.node.local.VolumeIoLimits;
+import dev.strata.csi.node.local.LocalNodeWiring;
 import dev.strata.csi.node.mount.MeteredMounter;
 import dev.strata.csi.node.mount.MountHelpers;
 import dev.strata.csi.node.mount.Mounter;
-import dev.strata.csi.node.mount.SystemFilesystemStats;
 import dev.strata.csi.node.mount.SystemMounter;
 import dev.strata.csi.node.nfs.NfsNodeBackend;
 import dev.strata.csi.node.nfs.NfsProbe;
 import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.server.DriverProgram;
-import dev.strata.csi.server.Periodic;
-import dev.strata.csi.server.TcpComponent;
 import dev.strata.csi.system.Command;
-import dev.strata.csi.system.Crashes;
 import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Clock;
 import java.time.Duration;
 import java.util.List;
 
 /**
  * The node-server program, run as a DaemonSet on every node: the CSI Identity and Node services
- * on the kubelet socket, and the node agent that owns this node's pool and serves controller-server.
+ * on the kubelet socket, and the node agent that owns this node's pools and serves controller-server.
  */
 public final class NodeServer {
 
     static final Flag NODE_ID = new Flag("node-id", "NODE_ID", null,
             "this node's id as Kubernetes knows it (usually spec.nodeName via the downward API)");
-    static final Flag POOL_DIR = new Flag("pool-dir", "POOL_DIR", "/var/lib/strata/pool",
-            "directory holding this node's volume images and their records");
-    static final Flag CONTROLLER_ADDRESS = new Flag("controller-address", "CONTROLLER_ADDRESS", null,
-            "host:port of controller-server's agent registry, or a comma-separated list; the agent registers with every "
-                    + "address each name resolves to (a headless Service: every replica), resolved again at every renewal");
-    static final Flag AGENT_ADDRESS = new Flag("agent-address", "AGENT_ADDRESS", "0.0.0.0:9870",
-            "host:port the node agent listens on for controller-server (port 0 picks a free one)");
-    static final Flag ADVERTISE_HOST = new Flag("agent-advertise-host", "NODE_IP", "127.0.0.1",
-            "host or IP controller-server dials to reach this agent (usually status.hostIP via the downward API)");
     static final Flag KUBELET_DIR = new Flag("kubelet-dir", "KUBELET_DIR", "/var/lib/kubelet",
             "kubelet's root directory; staging and target paths outside it are refused");
     static final Flag MAX_VOLUMES = new Flag("max-volumes", "MAX_VOLUMES", "0",
@@ -78,25 +41,11 @@ public final class NodeServer {
     static final Flag NFS_TIMEOUT = new Flag("nfs-timeout", "NFS_TIMEOUT", "60s",
             "deadline for one NFS mount, for one unmount with its forced and lazy retries, and for each stat, statfs or chmod of a share (a child process killed at it)");
 
-    static final Flag ABANDONED_COPY_EXPIRY = new Flag("abandoned-copy-expiry", "ABANDONED_COPY_EXPIRY", "1h",
-            "a volume partly received from another node (restore or clone across nodes) that no step of its copy touched for "
-                    + "this long is removed, its capacity freed: its PVC was deleted and nobody comes back for it. A copy in "
-                    + "progress records a step at least every 64 MiB, and external-provisioner retries CreateVolume at least "
-                    + "every 5 minutes by default, each retry a step; 0 keeps them forever");
-
-    static final Flag CGROUP_ROOT = new Flag("cgroup-root", "CGROUP_ROOT", "/sys/fs/cgroup",
-            "where the host's cgroup hierarchies are mounted (v2, or v1 with its blkio hierarchy): volumes' IO limits go "
-                    + "into the cgroups kubelet makes for the pods there");
-    static final Flag IO_LIMITS_RESYNC = new Flag("io-limits-resync", "IO_LIMITS_RESYNC", "30s",
-            "how often every volume's IO limits are applied again to the pods it is published to, besides at start, at "
-                    + "publish and when they change: on cgroup v1 a container started later gets them at the next pass; "
-                    + "0: never");
-
     private NodeServer() {}
 
     private static List<Flag> flags() {
-        List<Flag> flags = new java.util.ArrayList<>(List.of(NODE_ID, POOL_DIR, KUBELET_DIR, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, MAX_VOLUMES, NFS_TIMEOUT,
-                ABANDONED_COPY_EXPIRY, CGROUP_ROOT, IO_LIMITS_RESYNC));
+        List<Flag> flags = new java.util.ArrayList<>(List.of(NODE_ID, KUBELET_DIR, MAX_VOLUMES, NFS_TIMEOUT));
+        flags.addAll(LocalNodeWiring.flags());
         flags.addAll(AgentSecurity.flags());
         return flags;
     }
@@ -113,49 +62,26 @@ public final class NodeServer {
                     var flags = context.flags();
                     var log = context.log();
                     String nodeId = nodeId(flags.get(NODE_ID));
-                    Duration abandonedCopyExpiry = flags.durationValue(ABANDONED_COPY_EXPIRY);
-                    Path cgroupRoot = absolute(CGROUP_ROOT, flags.get(CGROUP_ROOT));
-                    Duration resyncPeriod = flags.durationValue(IO_LIMITS_RESYNC);
-                    var controllers = ControllerAddresses.parse(CONTROLLER_ADDRESS.name(), flags.get(CONTROLLER_ADDRESS));
                     AgentSecurity security = AgentSecurity.fromFlags(flags, context.environment(), log);
                     Topology topology = Topology.forDriver(context.plugin().name());
-                    Path poolDir = poolDir(flags.get(POOL_DIR));
                     Path kubeletDir = kubeletDir(flags.get(KUBELET_DIR));
                     Command commands = new Command();
                     Kernel kernel = new Kernel();
                     SystemSteps steps = new SystemSteps(context.metrics());
-                    LoopDevices loops = new MeteredLoopDevices(new SystemLoopDevices(kernel), steps);
                     Mounter mounter = new MeteredMounter(new SystemMounter(kernel, commands, MountHelpers.system()), steps);
-                    SystemFilesystemStats stats = new SystemFilesystemStats();
-                    Crashes<CrashPoint> crashes = Crashes.fromEnvironment(CrashPoint.class, log);
-                    ImageFiles files = new MeteredImageFiles(new SystemImageFiles(kernel, stats), steps);
-                    ImagePool pool = new ImagePool(poolDir, files, loops, mounter,
-                            new MeteredFilesystemFreezer(new SystemFilesystemFreezer(kernel), steps), crashes, Clock.systemUTC(), log);
-                    PoolMetrics.register(pool, context.metrics());
                     VolumeLocks locks = new VolumeLocks();
-                    VolumeIoLimits ioLimits = new VolumeIoLimits(pool, mounter, kubeletDir,
-                            new SystemPodCgroups(cgroupRoot), context.metrics(), log);
-                    // At start, once the pool is reconciled and before any call; then every --io-limits-resync.
-                    Periodic ioLimitsResync = new Periodic("io-limits-resync", resyncPeriod, ioLimits::applyAll);
-                    PoolOwnership ownership = new PoolOwnership(pool);
-                    // After the pool's reconcile, before any call: a copy abandoned while the node was down goes at start.
-                    AbandonedCopies abandoned = new AbandonedCopies(pool, locks, abandonedCopyExpiry, context.metrics(), log);
-                    Inventory inventory = new Inventory(pool);
-                    TcpComponent agent = new TcpComponent(
-                            TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
-                            List.of(new NodeAgentService(pool, locks, new ImageContent(files), inventory, ioLimits, context.metrics(), crashes, log)),
-                            security.verifiers(), log);
-                    Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), nodeId,
-                            flags.get(ADVERTISE_HOST), agent::port, topology.of(nodeId).getSegmentsMap(), pool, inventory, security, log);
+                    LocalNodeWiring local = LocalNodeWiring.fromFlags(context,
+                            new LocalNodeWiring.Node(nodeId, topology, kubeletDir, security, kernel, commands, mounter, steps, locks));
                     Duration nfsTimeout = flags.durationValue(NFS_TIMEOUT);
                     // The backends, one line each; NodeBackends chooses among them by volume id and context.
                     NodeBackends backends = new NodeBackends(List.of(
-                            new LocalNodeBackend(nodeId, pool, loops, new MeteredFilesystems(SystemFilesystems.preferringLibblkid(commands), steps), mounter, stats, ioLimits, crashes, log),
+                            local.backend(),
                             new NfsNodeBackend(mounter, new NfsMounter(commands, nfsTimeout, log), new NfsProbe(commands, nfsTimeout), log)));
                     return new DriverProgram.Plan(
-                            List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, ownership::ready),
-                                    new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), backends, locks, kubeletDir, poolDir)),
-                            List.of(ownership, abandoned, ioLimitsResync, agent, registration), ownership::ready);
+                            List.of(new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, local.ownership()::ready),
+                                    new NodeService(nodeId, topology, flags.intValue(MAX_VOLUMES, 0, 1 << 20), backends, locks, kubeletDir,
+                                            local.poolDir())),
+                            local.components(), local.ownership()::ready);
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));
     }
@@ -179,26 +105,6 @@ public final class NodeServer {
         } catch (IOException e) {
             throw new UsageException("flag --kubelet-dir: " + value + " is not a directory here (" + e.getMessage()
                     + "); mount kubelet's directory into the container");
-        }
-    }
-
-    private static Path absolute(Flag flag, String value) throws UsageException {
-        Path path = Path.of(value);
-        if (!path.isAbsolute()) {
-            throw new UsageException("flag --" + flag.name() + " must be an absolute path, got '" + value + "'");
-        }
-        return path;
-    }
-
-    private static Path poolDir(String value) throws UsageException {
-        Path dir = Path.of(value);
-        if (!dir.isAbsolute()) {
-            throw new UsageException("flag --pool-dir must be an absolute path, got '" + value + "'");
-        }
-        try {
-            return Files.createDirectories(dir).toRealPath();
-        } catch (IOException e) {
-            throw new UsageException("cannot use pool directory " + dir + ": " + e.getMessage());
         }
     }
 }

@@ -28,10 +28,7 @@ import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Programs;
 import dev.strata.csi.testing.Progress;
 import dev.strata.csi.testing.Root;
-import dev.strata.csi.testing.ServerProcess;
 import dev.strata.csi.testing.SystemState;
-import io.grpc.Status;
-import io.grpc.StatusRuntimeException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.MessageDigest;
@@ -159,8 +156,8 @@ class CrashRecoveryTest {
         private final boolean copies;
         private final VolumeCapability capability;
         private final long size;
+        private final CrashedCalls calls;
         private Volume volume;
-        private boolean crashed;
 
         Scenario(CrashPoint point, Cluster.Launch launch) throws Exception {
             this.point = point;
@@ -174,6 +171,7 @@ class CrashRecoveryTest {
                     || point == CrashPoint.FROZEN);
             this.capability = expands ? mount("xfs") : CAPABILITY;
             this.size = expands ? 320 * MIB : SIZE;
+            this.calls = new CrashedCalls(cluster, NODE, point, launch, name);
         }
 
         void run() throws Exception {
@@ -203,7 +201,10 @@ class CrashRecoveryTest {
             stagePublish();
             assertEquals(checksum, readData(), "the data written before the crash");
             unpublishUnstageDetachDelete();
-            assertTrue(crashed, "node-server never reached " + point + ":\n" + cluster.logs());
+            kills += calls.kills();
+            restarts += calls.restarts();
+            retries += calls.retries();
+            assertTrue(calls.crashed(), "node-server never reached " + point + ":\n" + cluster.logs());
         }
 
         void createAttachStagePublish() throws Exception {
@@ -384,73 +385,8 @@ class CrashRecoveryTest {
             }
         }
 
-        /**
-         * Makes the call; when it fails because node-server reached the armed crash point, starts
-         * node-server again (unarmed, launched as before) and repeats the call until it succeeds,
-         * as the sidecars and kubelet retry.
-         */
         private <T> T call(String rpc, Supplier<T> call) {
-            try {
-                return call.get();
-            } catch (StatusRuntimeException failure) {
-                ServerProcess process = cluster.node(NODE).process();
-                if (crashed || point == null || !exited(process)) {
-                    throw new AssertionError(name + ": " + rpc + " failed: " + failure.getStatus() + "\n" + cluster.logs(), failure);
-                }
-                // Once its output is all read: the last lines may still be on their way to the reader when the process is gone.
-                try {
-                    assertEquals(Crashes.EXIT_STATUS, process.exitCode(), name + ": node-server's exit status\n" + process.output());
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    throw new AssertionError(e);
-                }
-                assertTrue(process.output().contains("crash point " + point + " reached"),
-                        name + ": node-server died, but not at " + point + ":\n" + process.output());
-                crashed = true;
-                kills++;
-                try {
-                    cluster.startNode(NODE, launch);
-                } catch (Exception e) {
-                    throw new AssertionError(name + ": node-server did not start again after the crash\n" + cluster.logs(), e);
-                }
-                restarts++;
-                return retry(rpc, call);
-            }
-        }
-
-        private <T> T retry(String rpc, Supplier<T> call) {
-            long deadline = System.nanoTime() + 60_000_000_000L;
-            while (true) {
-                retries++;
-                try {
-                    return call.get();
-                } catch (StatusRuntimeException e) {
-                    Status.Code code = e.getStatus().getCode();
-                    boolean transient_ = code == Status.Code.UNAVAILABLE || code == Status.Code.ABORTED;
-                    if (!transient_ || System.nanoTime() > deadline) {
-                        throw new AssertionError(name + ": " + rpc + " retried after the crash at " + point + " failed: "
-                                + e.getStatus() + "\n" + cluster.logs(), e);
-                    }
-                }
-                try {
-                    Thread.sleep(200);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    throw new AssertionError(e);
-                }
-            }
-        }
-
-        private static boolean exited(ServerProcess process) {
-            try {
-                for (int i = 0; i < 100 && process.isAlive(); i++) {
-                    Thread.sleep(50);
-                }
-                return !process.isAlive();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return false;
-            }
+            return calls.call(rpc, call);
         }
     }
 

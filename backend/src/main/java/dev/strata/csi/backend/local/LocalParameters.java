@@ -6,15 +6,25 @@ import java.util.Set;
 
 /**
  * The keys of the maps a local volume's requests carry (docs/parameters.md): the StorageClass's
- * {@code allocation}; in the volume_context the allocation CreateVolume answered (a local volume
+ * {@code allocation}, {@code pool}, {@code lvType} and {@code thinOvercommitRatio}; in the
+ * volume_context the allocation CreateVolume answered, and for an LVM volume its pool and lvType (a local volume
  * is never written by hand: its id names its node); no VolumeSnapshotClass parameter; the IO
  * limits of a VolumeAttributesClass. The filesystem is the capability's fs_type, which the
  * provisioner sets from the StorageClass.
  */
 public final class LocalParameters {
 
-    /** {@code sparse} (the default: blocks allocated on first write, capacity still reserved) or {@code full}. */
+    /** Image pool: {@code sparse} (the default: blocks allocated on first write, capacity still reserved) or {@code full}. */
     public static final String ALLOCATION = "allocation";
+    /** {@code image} (the default: an image file on a loop device) or {@code lvm} (a logical volume of the node's volume group). */
+    public static final String POOL = "pool";
+    /** LVM pool: {@code thin} (the default: a thin volume in the thin pool, with thin snapshots) or {@code linear}. */
+    public static final String LV_TYPE = "lvType";
+    /**
+     * LVM thin volumes: how many times the thin pool's size the sizes of its thin volumes and
+     * snapshots may add up to; {@code "1"} (the default) never overcommits: every volume can be filled.
+     */
+    public static final String THIN_OVERCOMMIT_RATIO = "thinOvercommitRatio";
 
     /** IO limits, a VolumeAttributesClass's (docs/attributes.md): operations or bytes per second, or {@code max}. */
     public static final String READ_IOPS = "readIOPS";
@@ -23,9 +33,9 @@ public final class LocalParameters {
     public static final String WRITE_BYTES_PER_SECOND = "writeBytesPerSecond";
 
     public static final ParameterKeys STORAGE_CLASS = new ParameterKeys(Request.CREATE_VOLUME, "a local volume",
-            Set.of(ALLOCATION), Set.of());
+            Set.of(ALLOCATION, POOL, LV_TYPE, THIN_OVERCOMMIT_RATIO), Set.of());
     public static final ParameterKeys VOLUME_CONTEXT = new ParameterKeys(Request.VOLUME_CONTEXT, "a local volume",
-            Set.of(), Set.of(ALLOCATION));
+            Set.of(), Set.of(ALLOCATION, POOL, LV_TYPE));
     public static final ParameterKeys SNAPSHOT_CLASS = new ParameterKeys(Request.CREATE_SNAPSHOT, "a local snapshot",
             Set.of(), Set.of());
     public static final ParameterKeys ATTRIBUTES_CLASS = new ParameterKeys(Request.MODIFY_VOLUME, "a local volume",

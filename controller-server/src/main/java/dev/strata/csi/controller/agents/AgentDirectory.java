@@ -1,6 +1,7 @@
 package dev.strata.csi.controller.agents;
 
 import dev.strata.csi.agent.api.NodeAgentGrpc;
+import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.agent.api.ProbeRequest;
 import dev.strata.csi.agent.api.ProbeResponse;
@@ -45,8 +46,21 @@ import java.util.concurrent.TimeUnit;
  */
 public final class AgentDirectory implements AutoCloseable {
 
-    /** A live agent as it last described itself. */
-    public record Agent(String nodeId, String address, PoolStatus pool, Map<String, String> topology, Instant renewed) {}
+    /**
+     * A live agent as it last described itself: {@code pool} is its image pool, {@code pools} every
+     * pool it has (empty from an agent older than the LVM pool: its image pool alone).
+     */
+    public record Agent(String nodeId, String address, PoolStatus pool, Map<String, String> topology, Instant renewed,
+            List<PoolStatus> pools) {
+
+        /** The node's pool of that kind (unspecified: the image pool); empty when it has none. */
+        public Optional<PoolStatus> pool(PoolKind kind) {
+            if (kind == PoolKind.POOL_KIND_UNSPECIFIED || kind == PoolKind.POOL_IMAGE) {
+                return Optional.of(pool);
+            }
+            return pools.stream().filter(status -> status.getKind() == kind).findFirst();
+        }
+    }
 
     /** {@code instance}: the agent process's own id; a new one at the same address is a restarted agent. */
     private record Entry(Agent agent, String instance, ManagedChannel channel) {}
@@ -99,7 +113,7 @@ public final class AgentDirectory implements AutoCloseable {
             unreported.add(request.getNodeId());
         }
         Agent agent = new Agent(request.getNodeId(), request.getAddress(), request.getPool(),
-                Map.copyOf(request.getTopologyMap()), clock.instant());
+                Map.copyOf(request.getTopologyMap()), clock.instant(), List.copyOf(request.getPoolsList()));
         boolean[] newAgent = {false};
         agents.compute(request.getNodeId(), (nodeId, previous) -> {
             if (previous != null && previous.agent().address().equals(agent.address())
@@ -204,6 +218,15 @@ public final class AgentDirectory implements AutoCloseable {
      * unschedulable, where an error makes external-provisioner keep the capacity it published.
      */
     public Optional<PoolStatus> poolOf(String nodeId) {
+        return agentOf(nodeId).map(Agent::pool);
+    }
+
+    /** The node's pool of {@code kind}, as {@link #poolOf(String)}; empty too when the node has no such pool. */
+    public Optional<PoolStatus> poolOf(String nodeId, PoolKind kind) {
+        return agentOf(nodeId).flatMap(agent -> agent.pool(kind));
+    }
+
+    private Optional<Agent> agentOf(String nodeId) {
         forgetSilentAgents();
         Entry entry = agents.get(nodeId);
         if (entry == null) {
@@ -216,7 +239,7 @@ public final class AgentDirectory implements AutoCloseable {
             throw CsiException.unavailable("the agent of " + nodeId + " has not renewed its lease since " + entry.agent().renewed()
                     + "; is node-server restarting there?");
         }
-        return Optional.of(entry.agent().pool());
+        return Optional.of(entry.agent());
     }
 
     /**

@@ -20,7 +20,7 @@ import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.IoLimits;
 import dev.strata.csi.agent.api.ListImagesRequest;
 import dev.strata.csi.agent.api.ListSnapshotsRequest;
-import dev.strata.csi.agent.api.PoolStatus;
+import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.SetIoLimitsRequest;
 import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.ParameterKeys;
@@ -131,10 +131,12 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         var existing = placement.find(wanted.name());
         if (existing.isPresent()) {
             Image image = existing.get().image();
-            if (image.getCapacityBytes() != wanted.capacityBytes() || image.getAllocation() != wanted.allocation()) {
+            if (image.getCapacityBytes() != wanted.capacityBytes() || image.getAllocation() != wanted.allocation()
+                    || !wanted.pool().holds(image)) {
                 throw CsiException.alreadyExists("volume " + wanted.name() + " exists on node " + existing.get().nodeId()
-                        + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation()
-                        + "; asked for " + wanted.capacityBytes() + " bytes, " + wanted.allocation());
+                        + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation() + ", in its "
+                        + PoolRequest.describe(PoolRequest.kindOf(image)) + "; asked for " + wanted.capacityBytes() + " bytes, "
+                        + wanted.allocation() + ", in the " + wanted.pool().describe());
             }
         }
         Placement.Placed placed = existing.isPresent() ? existing.get() : placement.create(wanted, wanted.requirements());
@@ -175,10 +177,13 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         if (existing.isPresent()) {
             Image image = existing.get().image();
             boolean sizeDiffers = asked.range().getRequiredBytes() > 0 && image.getCapacityBytes() != asked.capacityBytes();
-            if (!image.getSource().equals(origin.source()) || image.getAllocation() != asked.allocation() || sizeDiffers) {
+            if (!image.getSource().equals(origin.source()) || image.getAllocation() != asked.allocation() || sizeDiffers
+                    || !asked.pool().holds(image)) {
                 throw CsiException.alreadyExists("volume " + asked.name() + " exists on node " + existing.get().nodeId()
-                        + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation() + ", other content or size than "
-                        + origin.description() + ", " + asked.capacityBytes() + " bytes, " + asked.allocation());
+                        + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation() + ", in its "
+                        + PoolRequest.describe(PoolRequest.kindOf(image)) + ", other content, size or pool than "
+                        + origin.description() + ", " + asked.capacityBytes() + " bytes, " + asked.allocation() + ", "
+                        + asked.pool().describe());
             }
             if (!existing.get().nodeId().equals(origin.nodeId())) {
                 try {
@@ -203,6 +208,11 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
      * room, its content streamed from the source's node through this controller ({@link CrossNodeCopies}).
      */
     private Volume createOnAnotherNode(VolumeRequest wanted, Origin origin) throws Exception {
+        if (wanted.pool().kind() == PoolKind.POOL_LVM) {
+            throw CsiException.failedPrecondition("volume " + wanted.name() + " is to be made from " + origin.description()
+                    + " on another node than " + origin.nodeId() + ", in its LVM pool; copies between nodes are made into image"
+                    + " pools only so far: restore or clone it on node " + origin.nodeId() + ", or with pool: image");
+        }
         Placement.Placed placed = placement.place(wanted,
                 nodeId -> copies.copy(origin.nodeId(), origin.source(), origin.description(), nodeId, wanted));
         return volume(placed.nodeId(), placed.image());
@@ -409,16 +419,21 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         return agents.index().imagesFrom(from, limit).stream().map(found -> entry(found.nodeId(), found.item())).toList();
     }
 
-    /** The pool of the node the topology names; without topology the emptiest node's, since a volume lives on one node. */
+    /**
+     * What a volume of the StorageClass (its pool, and for LVM its lvType and thinOvercommit) can
+     * get on the node the topology names, 0 on a node without that pool; without topology the
+     * emptiest node's, since a volume lives on one node.
+     */
     @Override
     public long availableBytes(GetCapacityRequest request) {
+        PoolRequest pool = PoolRequest.of(request.getParametersMap());
         if (request.hasAccessibleTopology()) {
             return topology.nodeOf(request.getAccessibleTopology())
-                    .flatMap(agents::poolOf) // empty: a segment that names no node with an agent
-                    .map(PoolStatus::getAvailableBytes)
+                    .flatMap(nodeId -> agents.poolOf(nodeId, pool.kind())) // empty: no node with an agent, or without the pool
+                    .map(pool::available)
                     .orElse(0L);
         }
-        List<Long> free = agents.live().stream().map(agent -> agent.pool().getAvailableBytes()).toList();
+        List<Long> free = agents.live().stream().flatMap(agent -> pool.available(agent).stream()).toList();
         if (free.isEmpty() && (agents.settling() || !agents.registered().isEmpty())) {
             throw CsiException.unavailable("no node agent has a current lease: they have not registered since "
                     + "controller-server started, or are restarting");
@@ -434,11 +449,14 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
 
     private Volume volume(String nodeId, Image image) {
         // The content source is not set here: ControllerService echoes the request's.
+        Map<String, String> context = new java.util.TreeMap<>();
+        context.put(LocalParameters.ALLOCATION, image.getAllocation().name().toLowerCase(Locale.ROOT));
+        PoolRequest.putContext(image, context);
         return Volume.newBuilder()
                 .setVolumeId(new VolumeId(nodeId, image.getName()).toString())
                 .setCapacityBytes(image.getCapacityBytes())
                 .addAccessibleTopology(topology.of(nodeId))
-                .putVolumeContext(LocalParameters.ALLOCATION, image.getAllocation().name().toLowerCase(Locale.ROOT))
+                .putAllVolumeContext(context)
                 .build();
     }
 }

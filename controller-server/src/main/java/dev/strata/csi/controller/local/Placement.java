@@ -5,6 +5,7 @@ import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateImageRequest;
 import dev.strata.csi.agent.api.CreateImageResponse;
 import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.backend.local.Topology;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.VolumeIndex;
@@ -12,6 +13,7 @@ import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
@@ -22,7 +24,9 @@ import java.util.Set;
 /**
  * Where a new volume goes: the nodes the accessibility requirements name, preferred first (with
  * WaitForFirstConsumer, preferred[0] is the node the scheduler picked), then requisite; with no
- * requirements, the node with the most available capacity. The first that has room gets it.
+ * requirements, the node with the most available capacity. The first that has room in the pool the
+ * request asks for gets it; a node without that pool is passed over (RESOURCE_EXHAUSTED when no
+ * node has it: with WaitForFirstConsumer, external-provisioner then has the pod scheduled again).
  */
 final class Placement {
 
@@ -52,12 +56,12 @@ final class Placement {
     }
 
     Placed create(VolumeRequest wanted, TopologyRequirement requirement) {
-        return create(wanted, candidates(requirement), Optional.empty());
+        return create(wanted, candidates(wanted, requirement), Optional.empty());
     }
 
     /** Whether the requirement lets a volume go to {@code nodeId}: it names that node, or no node at all. */
     boolean allows(TopologyRequirement requirement, String nodeId) {
-        return requirement.getPreferredCount() + requirement.getRequisiteCount() == 0 || candidates(requirement).contains(nodeId);
+        return requirement.getPreferredCount() + requirement.getRequisiteCount() == 0 || named(requirement).contains(nodeId);
     }
 
     /** Creates the volume on {@code nodeId} as a copy of {@code source}, which is in that node's pool. */
@@ -70,7 +74,9 @@ final class Placement {
             CreateImageRequest.Builder create = CreateImageRequest.newBuilder()
                     .setName(wanted.name())
                     .setCapacityBytes(wanted.capacityBytes())
-                    .setAllocation(wanted.allocation());
+                    .setAllocation(wanted.allocation())
+                    .setPool(wanted.pool().kind())
+                    .setThinOvercommitRatio(wanted.pool().thinOvercommitRatio());
             source.ifPresent(create::setSource);
             CreateImageResponse created = agents.stub(nodeId).createImage(create.build());
             agents.index().image(nodeId, wanted.name(), created.getImage(), created.getGeneration());
@@ -86,7 +92,7 @@ final class Placement {
 
     /** Makes the volume with {@code maker} on the first node the requirement allows that has room. */
     <E extends Exception> Placed place(VolumeRequest wanted, Maker<E> maker) throws E {
-        return place(wanted, candidates(wanted.requirements()), maker);
+        return place(wanted, candidates(wanted, wanted.requirements()), maker);
     }
 
     private <E extends Exception> Placed place(VolumeRequest wanted, List<String> allowed, Maker<E> maker) throws E {
@@ -118,8 +124,15 @@ final class Placement {
                 silent = true;
                 continue;
             }
-            if (agent.get().pool().getAvailableBytes() < wanted.capacityBytes()) {
-                refusals.add(nodeId + ": " + agent.get().pool().getAvailableBytes() + " bytes available");
+            Optional<Long> available = wanted.pool().available(agent.get());
+            if (available.isEmpty()) {
+                refusals.add(nodeId + ": no " + wanted.pool().describe() + (wanted.pool().kind() == PoolKind.POOL_LVM
+                        ? " (its node-server runs without --volume-group)" : ""));
+                full = true;
+                continue;
+            }
+            if (available.get() < wanted.capacityBytes()) {
+                refusals.add(nodeId + ": " + available.get() + " bytes available in its " + wanted.pool().describe());
                 full = true;
                 continue;
             }
@@ -153,10 +166,17 @@ final class Placement {
                 + wanted.name() + ": " + String.join("; ", refusals));
     }
 
-    private List<String> candidates(TopologyRequirement requirement) {
+    /** The nodes the requirement names, in its order; with none, every live node, the most room in the request's pool first. */
+    private List<String> candidates(VolumeRequest wanted, TopologyRequirement requirement) {
         if (requirement.getPreferredCount() == 0 && requirement.getRequisiteCount() == 0) {
-            return agents.live().stream().map(AgentDirectory.Agent::nodeId).toList();
+            return agents.live().stream()
+                    .sorted(Comparator.comparingLong((AgentDirectory.Agent agent) -> wanted.pool().available(agent).orElse(-1L)).reversed())
+                    .map(AgentDirectory.Agent::nodeId).toList();
         }
+        return named(requirement);
+    }
+
+    private List<String> named(TopologyRequirement requirement) {
         Set<String> nodes = new LinkedHashSet<>();
         requirement.getPreferredList().forEach(segment -> topology.nodeOf(segment).ifPresent(nodes::add));
         requirement.getRequisiteList().forEach(segment -> topology.nodeOf(segment).ifPresent(nodes::add));

@@ -9,7 +9,6 @@ import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.IoLimits;
 import dev.strata.csi.backend.KubernetesKeys;
 import dev.strata.csi.backend.local.LocalCapabilities;
-import dev.strata.csi.backend.local.LocalParameters;
 import dev.strata.csi.controller.backend.CreateChecks;
 import dev.strata.csi.rpc.CsiException;
 import java.util.List;
@@ -22,13 +21,12 @@ import java.util.TreeSet;
  * its blocks are allocated, the nodes it may go to, the content it starts with, if any, and its IO
  * limits (the mutable parameters, {@link IoLimitParameters}).
  *
- * <p>StorageClass parameters: {@code allocation} = {@code sparse} (default: blocks are allocated
- * on first write, capacity is still reserved) or {@code full} (every block allocated at creation).
- * The keys Kubernetes adds are accepted, any other refused ({@link LocalParameters#STORAGE_CLASS}).
+ * <p>StorageClass parameters: the pool and how the volume's blocks are allocated ({@link PoolRequest}).
+ * The keys Kubernetes adds are accepted, any other refused (LocalParameters.STORAGE_CLASS).
  * The filesystem made is the capability's fs_type; a filesystem key among the parameters (the
  * deprecated {@code fsType}, which the provisioner passes through) must agree with it.
  */
-record VolumeRequest(String name, long capacityBytes, Allocation allocation, TopologyRequirement requirements,
+record VolumeRequest(String name, long capacityBytes, PoolRequest pool, TopologyRequirement requirements,
         Optional<VolumeContentSource> source, CapacityRange range, long minimumBytes, IoLimits ioLimits) {
 
     static final long MIB = 1L << 20;
@@ -47,7 +45,7 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
             }
         }
         return new VolumeRequest(request.getName(), size(request.getCapacityRange(), minimum),
-                allocation(request.getParametersMap()), request.getAccessibilityRequirements(),
+                PoolRequest.of(request.getParametersMap()), request.getAccessibilityRequirements(),
                 request.hasVolumeContentSource() ? Optional.of(request.getVolumeContentSource()) : Optional.empty(),
                 request.getCapacityRange(), minimum, IoLimitParameters.parse(request.getMutableParamsMap()));
     }
@@ -66,7 +64,12 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
             throw CsiException.outOfRange("capacity_range limit_bytes " + range.getLimitBytes() + " is below the size of the content source ("
                     + size + " bytes)");
         }
-        return new VolumeRequest(name, size, allocation, requirements, source, range, minimumBytes, ioLimits);
+        return new VolumeRequest(name, size, pool, requirements, source, range, minimumBytes, ioLimits);
+    }
+
+    /** How the volume's blocks are allocated: the image pool's allocation, or an LVM volume's type (thin: sparse, linear: full). */
+    Allocation allocation() {
+        return pool.allocation();
     }
 
     /** The size to allocate: the required bytes (or a default) rounded up to whole MiB, at least {@code minimum}. */
@@ -86,7 +89,7 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
     /** Why the StorageClass parameters would be refused by CreateVolume, or empty when they are fine. */
     static Optional<String> parameterProblem(Map<String, String> parameters) {
         try {
-            allocation(parameters);
+            PoolRequest.of(parameters);
             return Optional.empty();
         } catch (CsiException e) {
             return Optional.of(e.getMessage());
@@ -118,16 +121,5 @@ record VolumeRequest(String name, long capacityBytes, Allocation allocation, Top
                         + "' but the volume capability's fs_type is '" + CsiException.printable(fsType) + "'");
             }
         }
-    }
-
-    private static Allocation allocation(Map<String, String> parameters) {
-        LocalParameters.STORAGE_CLASS.require(parameters);
-        String value = parameters.getOrDefault(LocalParameters.ALLOCATION, "sparse");
-        return switch (value) {
-            case "sparse" -> Allocation.SPARSE;
-            case "full" -> Allocation.FULL;
-            default -> throw CsiException.invalidArgument("parameter " + LocalParameters.ALLOCATION + " must be sparse or full, got '"
-                    + CsiException.printable(value) + "'");
-        };
     }
 }

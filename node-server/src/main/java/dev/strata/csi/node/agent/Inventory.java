@@ -5,7 +5,7 @@ import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.Snapshot;
 import dev.strata.csi.node.local.DeviceException;
-import dev.strata.csi.node.local.ImagePool;
+import dev.strata.csi.node.local.NodePools;
 import java.io.IOException;
 import java.util.HashMap;
 import java.util.List;
@@ -26,7 +26,7 @@ public final class Inventory {
     /** Past this many remembered names the memory is cleared: a controller further behind gets everything. */
     private static final int REMEMBERED = 100_000;
 
-    private final ImagePool pool;
+    private final NodePools pools;
     private final Map<String, Long> images = new HashMap<>();
     private final Map<String, Long> snapshots = new HashMap<>();
     private final List<Runnable> listeners = new CopyOnWriteArrayList<>();
@@ -34,8 +34,8 @@ public final class Inventory {
     /** Changes up to this generation are forgotten. */
     private long floor;
 
-    public Inventory(ImagePool pool) {
-        this.pool = pool;
+    public Inventory(NodePools pools) {
+        this.pools = pools;
     }
 
     /** Called at every change, after it is counted: the renewals push it to the controllers. */
@@ -89,16 +89,16 @@ public final class Inventory {
         request.setGeneration(now);
         if (everything) {
             request.setInventory(dev.strata.csi.agent.api.Inventory.newBuilder()
-                    .addAllImages(pool.list())
-                    .addAllSnapshots(pool.snapshots().list()));
+                    .addAllImages(pools.list())
+                    .addAllSnapshots(pools.snapshots()));
         } else if (confirmed < now) {
             InventoryChanges.Builder changes = InventoryChanges.newBuilder().setBaseGeneration(confirmed);
             for (String name : changedImages) {
-                Optional<Image> image = pool.get(name);
+                Optional<Image> image = pools.get(name);
                 image.ifPresentOrElse(changes::addImages, () -> changes.addRemovedImages(name));
             }
             for (String name : changedSnapshots) {
-                Optional<Snapshot> snapshot = pool.snapshots().listed(name);
+                Optional<Snapshot> snapshot = pools.listedSnapshot(name);
                 snapshot.ifPresentOrElse(changes::addSnapshots, () -> changes.addRemovedSnapshots(name));
             }
             request.setChanges(changes);

@@ -24,6 +24,7 @@ import dev.strata.csi.agent.api.ListImagesResponse;
 import dev.strata.csi.agent.api.ListSnapshotsRequest;
 import dev.strata.csi.agent.api.ListSnapshotsResponse;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
+import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.ProbeRequest;
 import dev.strata.csi.agent.api.ProbeResponse;
 import dev.strata.csi.agent.api.ReadContentRequest;
@@ -39,8 +40,9 @@ import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.node.local.ImageContent;
-import dev.strata.csi.node.local.ImagePool;
+import dev.strata.csi.node.local.NodePools;
 import dev.strata.csi.node.local.PoolSnapshots;
+import dev.strata.csi.node.local.VolumePool;
 import dev.strata.csi.node.local.VolumeIoLimits;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
@@ -52,13 +54,14 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.Optional;
 
 /**
- * The node agent's API for controller-server: the pool operations, one at a time per image and per
- * snapshot. A copy locks its source too (the image, or the snapshot): a source image is not staged
+ * The node agent's API for controller-server: the pools' operations, one at a time per image and
+ * per snapshot. A new volume goes into the pool its request names; every other call goes to the
+ * pool that holds the name ({@link NodePools}). A copy locks its source too (the image, or the snapshot): a source image is not staged
  * or unstaged while its filesystem is frozen, a snapshot not deleted while restored from.
  */
 public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
 
-    private final ImagePool pool;
+    private final NodePools pools;
     private final VolumeLocks locks;
     private final ContentSender sender;
     private final ContentReceiver receiver;
@@ -70,15 +73,15 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
      * Every change is counted in {@code inventory} under the name's lock, and the generation that
      * includes it is in the reply, so the controller can tell a report made before it from one after.
      */
-    public NodeAgentService(ImagePool pool, VolumeLocks locks, ImageContent content, Inventory inventory, VolumeIoLimits ioLimits,
+    public NodeAgentService(NodePools pools, VolumeLocks locks, ImageContent content, Inventory inventory, VolumeIoLimits ioLimits,
             PrometheusRegistry metrics, Crashes<CrashPoint> crashes, Log log) {
-        this.pool = pool;
+        this.pools = pools;
         this.locks = locks;
         this.inventory = inventory;
         this.ioLimits = ioLimits;
         TransferMetrics transfers = new TransferMetrics(metrics);
-        this.sender = new ContentSender(pool, locks, content, transfers, crashes, log);
-        this.receiver = new ContentReceiver(pool, locks, content, inventory, transfers, crashes, log);
+        this.sender = new ContentSender(pools.images(), locks, content, transfers, crashes, log);
+        this.receiver = new ContentReceiver(pools.images(), locks, content, inventory, transfers, crashes, log);
     }
 
     @Override
@@ -89,8 +92,13 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
             try (var held = locks.acquire(name(request.getName()));
                     var sourceHeld = source.isPresent() ? locks.acquire(sourceLockKey(source.get())) : null) { // null: nothing to close
                 try {
+                    VolumePool pool = pools.forNew(request.getName(), request.getPool());
+                    if (source.isPresent()) {
+                        requireSamePool(pool, source.get());
+                    }
                     return CreateImageResponse.newBuilder()
-                            .setImage(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source))
+                            .setImage(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source,
+                                    request.getThinOvercommitRatio()))
                             .setGeneration(inventory.imageChanged(request.getName()))
                             .build();
                 } catch (Exception e) {
@@ -106,7 +114,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         Rpc.answer(response, () -> {
             try (var held = locks.acquire(name(request.getName()))) {
                 try {
-                    pool.delete(request.getName());
+                    pools.holding(request.getName()).delete(request.getName());
                 } finally {
                     inventory.imageChanged(request.getName());
                 }
@@ -120,7 +128,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         Rpc.answer(response, () -> {
             try (var held = locks.acquire(name(request.getName()))) {
                 try {
-                    return AttachImageResponse.newBuilder().setImage(pool.attach(request.getName(), request.getNodeId())).build();
+                    return AttachImageResponse.newBuilder().setImage(pools.holding(request.getName()).attach(request.getName(), request.getNodeId())).build();
                 } finally {
                     inventory.imageChanged(request.getName()); // its published nodes, for ListVolumes
                 }
@@ -133,7 +141,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         Rpc.answer(response, () -> {
             try (var held = locks.acquire(name(request.getName()))) {
                 try {
-                    pool.detach(request.getName(), request.getNodeId());
+                    pools.holding(request.getName()).detach(request.getName(), request.getNodeId());
                 } finally {
                     inventory.imageChanged(request.getName());
                 }
@@ -150,7 +158,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
             }
             try (var held = locks.acquire(name(request.getName()))) {
                 try {
-                    return ExpandImageResponse.newBuilder().setImage(pool.expand(request.getName(), request.getCapacityBytes())).build();
+                    return ExpandImageResponse.newBuilder().setImage(pools.holding(request.getName()).expand(request.getName(), request.getCapacityBytes())).build();
                 } finally {
                     inventory.imageChanged(request.getName());
                 }
@@ -164,7 +172,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
             // Taking the lock: an image being created or deleted is neither there nor gone yet.
             try (var held = locks.acquire(name(request.getName()))) {
                 return GetImageResponse.newBuilder()
-                        .setImage(pool.get(request.getName()).orElseThrow(() ->
+                        .setImage(pools.get(request.getName()).orElseThrow(() ->
                                 CsiException.notFound("volume " + request.getName() + " does not exist on this node")))
                         .build();
             }
@@ -174,8 +182,9 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     @Override
     public void listImages(ListImagesRequest request, StreamObserver<ListImagesResponse> response) {
         Rpc.answer(response, () -> ListImagesResponse.newBuilder()
-                .addAllImages(pool.list())
-                .setPool(pool.status())
+                .addAllImages(pools.list())
+                .setPool(pools.images().status())
+                .addAllPools(pools.statuses())
                 .build());
     }
 
@@ -185,7 +194,8 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
             try (var source = locks.acquire(name(request.getSourceImage()));
                     var held = locks.acquire(snapshotName(request.getName()))) {
                 try {
-                    var taken = pool.snapshots().take(request.getName(), request.getSourceImage(), request.getTemporary());
+                    var taken = pools.forNewSnapshot(request.getName(), request.getSourceImage()).snapshots()
+                            .take(request.getName(), request.getSourceImage(), request.getTemporary());
                     return CreateSnapshotResponse.newBuilder().setSnapshot(taken)
                             .setGeneration(inventory.snapshotChanged(request.getName())).build();
                 } catch (Exception e) {
@@ -201,7 +211,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         Rpc.answer(response, () -> {
             try (var held = locks.acquire(snapshotName(request.getName()))) {
                 try {
-                    pool.snapshots().delete(request.getName());
+                    pools.holdingSnapshot(request.getName()).snapshots().delete(request.getName());
                 } finally {
                     inventory.snapshotChanged(request.getName());
                 }
@@ -212,11 +222,20 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
 
     @Override
     public void listSnapshots(ListSnapshotsRequest request, StreamObserver<ListSnapshotsResponse> response) {
-        Rpc.answer(response, () -> ListSnapshotsResponse.newBuilder().addAllSnapshots(pool.snapshots().list()).build());
+        Rpc.answer(response, () -> ListSnapshotsResponse.newBuilder().addAllSnapshots(pools.snapshots()).build());
     }
 
     @Override
     public void readContent(ReadContentRequest request, StreamObserver<ContentChunk> response) {
+        try {
+            requireImagePool(request.getSource());
+        } catch (CsiException e) {
+            response.onError(e.toStatus().asRuntimeException());
+            return;
+        } catch (java.io.IOException e) {
+            response.onError(CsiException.internal(CsiException.describe(e)).toStatus().asRuntimeException());
+            return;
+        }
         sender.send(request, (ServerCallStreamObserver<ContentChunk>) response);
     }
 
@@ -228,11 +247,15 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                 if (!request.hasSource()) {
                     throw CsiException.missing("source");
                 }
-                ImageRecord record = pool.receive(request.getName(), request.getCapacityBytes(), request.getAllocation(),
+                if (pools.forNew(request.getName(), request.getPool()).kind() != PoolKind.POOL_IMAGE) {
+                    throw CsiException.failedPrecondition("volume " + request.getName() + ": the LVM pool does not receive copies"
+                            + " from other nodes yet; restore or clone it on the node that holds its source");
+                }
+                ImageRecord record = pools.images().receive(request.getName(), request.getCapacityBytes(), request.getAllocation(),
                         request.getSource());
                 var reply = ReceiveImageResponse.newBuilder().setTag(record.getReceiveTag()).setReceivedBytes(record.getReceivedBytes());
                 if (record.getState() == ImageRecord.State.READY) {
-                    pool.get(request.getName()).ifPresent(reply::setImage);
+                    pools.get(request.getName()).ifPresent(reply::setImage);
                 }
                 return reply.build();
             }
@@ -261,6 +284,37 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                 }
             }
         });
+    }
+
+    /**
+     * INVALID_ARGUMENT when the restore's or clone's source is in another of the node's pools than
+     * the new volume; a source no pool has is the pool's to answer (NOT_FOUND).
+     */
+    private void requireSamePool(VolumePool pool, ContentSource source) throws java.io.IOException {
+        VolumePool holding = switch (source.getKindCase()) {
+            case SNAPSHOT -> pools.findSnapshot(source.getSnapshot()).orElse(pool);
+            case IMAGE -> pools.find(source.getImage()).orElse(pool);
+            case KIND_NOT_SET -> pool;
+        };
+        if (holding != pool) {
+            throw CsiException.invalidArgument("the source of the new volume is in this node's " + NodePools.describe(holding.kind())
+                    + ", the new volume is to be in its " + NodePools.describe(pool.kind()) + "; a restore or clone stays in its pool");
+        }
+    }
+
+    /** FAILED_PRECONDITION for content of the LVM pool: its copies to other nodes are not streamed yet. */
+    private void requireImagePool(ContentSource source) throws java.io.IOException {
+        // Names checked first, as the sender checks them: a missing one is the sender's to answer.
+        VolumePool holding = switch (source.getKindCase()) {
+            case SNAPSHOT -> source.getSnapshot().isEmpty() ? pools.images() : pools.holdingSnapshot(snapshotName(source.getSnapshot())
+                    .substring(PoolSnapshots.lockKey("").length()));
+            case IMAGE -> source.getImage().isEmpty() ? pools.images() : pools.holding(name(source.getImage()));
+            case KIND_NOT_SET -> pools.images();
+        };
+        if (holding.kind() != PoolKind.POOL_IMAGE) {
+            throw CsiException.failedPrecondition("the LVM pool's volumes and snapshots are not copied to other nodes yet;"
+                    + " restore or clone them on their own node");
+        }
     }
 
     /** The lock of a copy's source: the image's name, or the snapshot's key. */

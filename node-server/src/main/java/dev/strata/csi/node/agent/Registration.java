@@ -6,7 +6,7 @@ import dev.strata.csi.agent.api.RegisterResponse;
 import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.DeviceException;
-import dev.strata.csi.node.local.ImagePool;
+import dev.strata.csi.node.local.NodePools;
 import dev.strata.csi.server.Component;
 import io.grpc.ManagedChannel;
 import io.grpc.StatusRuntimeException;
@@ -45,7 +45,7 @@ public final class Registration implements Component {
     private final String advertisedHost;
     private final IntSupplier agentPort;
     private final Map<String, String> topology;
-    private final ImagePool pool;
+    private final NodePools pools;
     private final Inventory inventory;
     private final AgentSecurity security;
     private final Log log;
@@ -57,7 +57,7 @@ public final class Registration implements Component {
     private Thread loop;
 
     public Registration(ControllerAddresses controllers, String nodeId, String advertisedHost, IntSupplier agentPort,
-            Map<String, String> topology, ImagePool pool, Inventory inventory, AgentSecurity security, Log log) {
+            Map<String, String> topology, NodePools pools, Inventory inventory, AgentSecurity security, Log log) {
         this.inventory = inventory;
         inventory.onChange(() -> renewals.values().forEach(Renewal::changed));
         this.controllers = controllers;
@@ -65,7 +65,7 @@ public final class Registration implements Component {
         this.advertisedHost = advertisedHost;
         this.agentPort = agentPort;
         this.topology = topology;
-        this.pool = pool;
+        this.pools = pools;
         this.security = security;
         this.log = log;
     }
@@ -156,7 +156,8 @@ public final class Registration implements Component {
                 RegisterRequest.Builder request = RegisterRequest.newBuilder()
                         .setNodeId(nodeId)
                         .setAddress(advertisedHost + ":" + agentPort.getAsInt())
-                        .setPool(pool.status())
+                        .setPool(pools.images().status())
+                        .addAllPools(pools.statuses())
                         .putAllTopology(topology)
                         .setInstance(instance);
                 long reported = inventory.report(confirmed, request);

@@ -4,6 +4,7 @@ import com.google.protobuf.Timestamp;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.backend.local.SnapshotId;
 import dev.strata.csi.backend.local.VolumeId;
@@ -49,7 +50,7 @@ import java.util.Optional;
  * start as a copy of a snapshot (restore) or of another image (clone), made consistent as a
  * snapshot is ({@link ConsistentCopy}).
  */
-public final class ImagePool {
+public final class ImagePool implements VolumePool {
 
     static final String IMAGE_SUFFIX = ".img";
 
@@ -86,7 +87,13 @@ public final class ImagePool {
         return dir;
     }
 
+    @Override
+    public PoolKind kind() {
+        return PoolKind.POOL_IMAGE;
+    }
+
     /** The pool's snapshots. */
+    @Override
     public PoolSnapshots snapshots() {
         return snapshots;
     }
@@ -157,6 +164,16 @@ public final class ImagePool {
         records.write(record);
         log.info("image created", "volume", name, "bytes", capacityBytes, "allocation", allocation);
         return image(record, null); // a file made just now has no loop device
+    }
+
+    /** As {@link #create(String, long, Allocation, Optional)}: an image pool never overcommits. */
+    @Override
+    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, double overcommitRatio)
+            throws IOException, DeviceException, MountException {
+        if (overcommitRatio > 1) {
+            throw CsiException.invalidArgument("volume " + name + ": the image pool never overcommits; thin overcommit is the LVM pool's");
+        }
+        return create(name, capacityBytes, allocation, source);
     }
 
     /** ALREADY_EXISTS unless the READY volume's record has the size, allocation and source a repeated create asks for. */
@@ -347,6 +364,7 @@ public final class ImagePool {
     }
 
     /** Deletes the image and its record; succeeds when already gone. */
+    @Override
     public void delete(String name) throws IOException, DeviceException, MountException {
         Optional<ImageRecord> record = records.read(name);
         if (record.isEmpty()) {
@@ -361,6 +379,7 @@ public final class ImagePool {
     }
 
     /** Attaches the image to a loop device for {@code nodeId}, or returns the device it is attached to. */
+    @Override
     public Image attach(String name, String nodeId) throws IOException, DeviceException, MountException {
         ImageRecord record = records.attached(records.ready(name), nodeId);
         crashes.reach(CrashPoint.ATTACH_RECORDED);
@@ -381,6 +400,7 @@ public final class ImagePool {
      * recorded one changes nothing but finishing such a growth: nothing is ever shrunk.
      * RESOURCE_EXHAUSTED, with the image unchanged, when the pool cannot hold the difference.
      */
+    @Override
     public Image expand(String name, long capacityBytes) throws IOException, DeviceException, MountException {
         ImageRecord record = records.ready(name);
         if (capacityBytes > record.getCapacityBytes()) {
@@ -416,6 +436,7 @@ public final class ImagePool {
     }
 
     /** Detaches the image's loop device; succeeds when not attached. FAILED_PRECONDITION while mounted. */
+    @Override
     public void detach(String name, String nodeId) throws IOException, DeviceException, MountException {
         Optional<ImageRecord> record = records.read(name);
         if (record.isEmpty()) {
@@ -431,11 +452,7 @@ public final class ImagePool {
         }
     }
 
-    /** Whether the image exists and is ready, as its record says; cheaper than {@link #get}, which finds its device. */
-    public boolean exists(String name) throws IOException {
-        return records.read(name).filter(record -> record.getState() == ImageRecord.State.READY).isPresent();
-    }
-
+    @Override
     public Optional<Image> get(String name) throws IOException, DeviceException {
         Optional<ImageRecord> record = records.read(name);
         if (record.isEmpty() || record.get().getState() != ImageRecord.State.READY) {
@@ -444,6 +461,7 @@ public final class ImagePool {
         return Optional.of(image(record.get()));
     }
 
+    @Override
     public List<Image> list() throws IOException, DeviceException {
         // One sysfs scan for all images, not one per image: ListVolumes asks for every volume.
         Map<FileIdentity, LoopDevice> devices = new HashMap<>();
@@ -459,44 +477,13 @@ public final class ImagePool {
         return images;
     }
 
-    /** What the image holds as far as the driver knows: the record of a READY image. */
-    public ImageRecord content(String name) throws IOException {
-        return records.ready(name);
-    }
-
-    /** Remembers that the image now holds {@code filesystem}: it will never be formatted again. */
-    public void recordFilesystem(String name, String filesystem) throws IOException {
-        ImageRecord record = records.ready(name);
-        if (!record.getFilesystem().equals(filesystem)) {
-            records.write(record.toBuilder().setFilesystem(filesystem).build());
-        }
-    }
-
-    /** Remembers that the image's filesystem fills its device now: a copy from a smaller source, grown at stage. */
-    public void recordFilesystemGrown(String name) throws IOException {
-        ImageRecord record = records.ready(name);
-        if (record.getGrowFilesystem()) {
-            records.write(record.toBuilder().setGrowFilesystem(false).build());
-        }
-    }
-
-    /** Remembers that the image was used as a raw block device: it will never be formatted. */
-    public void recordBlockUse(String name) throws IOException {
-        ImageRecord record = records.ready(name);
-        if (!record.getUsedAsBlock()) {
-            records.write(record.toBuilder().setUsedAsBlock(true).build());
-        }
-    }
-
-    /** Remembers the image's IO limits ({@link VolumeIoLimits}): the desired state a pass after a restart applies again. */
-    public void recordIoLimits(String name, IoLimits limits) throws IOException {
-        ImageRecord record = records.ready(name);
-        if (!record.getIoLimits().equals(limits)) {
-            records.write(record.toBuilder().setIoLimits(limits).build());
-        }
+    @Override
+    public RecordStore records() {
+        return records;
     }
 
     /** Capacity a new image can safely get ({@link PoolCapacity#status()}). */
+    @Override
     public PoolStatus status() throws IOException {
         return capacity.status();
     }
@@ -507,6 +494,7 @@ public final class ImagePool {
      * pool images that nothing wants are detached, and the snapshots' own leftovers are cleared
      * ({@link PoolSnapshots}). Files it does not understand are left alone.
      */
+    @Override
     public void reconcile() throws IOException, DeviceException, MountException {
         copies.thawLeftovers(); // first: a frozen filesystem stops its volume's writers
         int temporaries = records.removeTemporaries() + snapshots.removeTemporaries();
@@ -696,6 +684,7 @@ public final class ImagePool {
     }
 
     /** The image's loop device, if it has one. */
+    @Override
     public Optional<LoopDevice> device(String name) throws IOException, DeviceException {
         return devicesOf(name).stream().findFirst();
     }
@@ -726,6 +715,36 @@ public final class ImagePool {
     /** The mounts that use the device: while there are any, it is never detached. */
     private List<MountPoint> inUse(LoopDevice device) throws MountException {
         return mounts.table().all().stream().filter(device::backs).toList();
+    }
+
+    /** The loop device holding the image file that is there now (a device of an image removed from under it is not). */
+    @Override
+    public Optional<LoopDevice> attachedDevice(String name) throws DeviceException {
+        return loops.find(imagePath(name));
+    }
+
+    @Override
+    public long deviceBytes(AttachedDevice device) throws DeviceException {
+        return loops.sizeBytes(device.device());
+    }
+
+    /** LOOP_SET_CAPACITY: a loop device keeps its size until told its file grew. */
+    @Override
+    public void refreshDevice(AttachedDevice device) throws DeviceException {
+        loops.refreshCapacity(device.device());
+    }
+
+    /** The image file or the pool's record of it gone from under a mounted volume. */
+    @Override
+    public Optional<String> abnormality(String name) throws IOException {
+        Path image = imagePath(name);
+        if (!Files.exists(image)) {
+            return Optional.of("image file " + image + " is missing; the volume lives on only while it stays mounted");
+        }
+        if (!exists(name)) {
+            return Optional.of("the pool has no record of volume " + name);
+        }
+        return Optional.empty();
     }
 
     public Path imagePath(String name) {

@@ -27,9 +27,10 @@ import java.util.Optional;
 
 /**
  * The local backend on the node: stage, publish and their undoing for volumes of this node's
- * pool, written as the spec reads. Which device a volume uses is asked of the pool, never taken
- * from the publish context alone: after a reboot the loop device number may differ from the one
- * the attacher recorded. The mount table is the truth about what is mounted where; every step
+ * pools, written as the spec reads, the same for every kind of pool ({@link VolumePool}): the
+ * pool that holds the volume's name ({@link NodePools}) gives its device. Which device a volume
+ * uses is asked of the pool, never taken from the publish context alone: after a reboot the loop
+ * device number may differ from the one the attacher recorded. The mount table is the truth about what is mounted where; every step
  * first checks whether it is already done, so a repeated call succeeds without a second effect.
  */
 public final class LocalNodeBackend implements NodeBackend<VolumeId> {
@@ -37,8 +38,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
     private final String nodeId;
     private final LocalCapabilities capabilities = new LocalCapabilities();
 
-    private final ImagePool pool;
-    private final LoopDevices loops;
+    private final NodePools pools;
     private final Filesystems filesystems;
     private final Mounter mounter;
     private final FilesystemStats stats;
@@ -46,13 +46,12 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
     private final Crashes<CrashPoint> crashes;
     private final Log log;
 
-    public LocalNodeBackend(String nodeId, ImagePool pool, LoopDevices loops, Filesystems filesystems, Mounter mounter,
+    public LocalNodeBackend(String nodeId, NodePools pools, Filesystems filesystems, Mounter mounter,
             FilesystemStats stats, VolumeIoLimits ioLimits, Crashes<CrashPoint> crashes, Log log) {
         this.nodeId = nodeId;
         this.ioLimits = ioLimits;
         this.crashes = crashes;
-        this.pool = pool;
-        this.loops = loops;
+        this.pools = pools;
         this.filesystems = filesystems;
         this.mounter = mounter;
         this.stats = stats;
@@ -82,18 +81,19 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
 
     @Override
     public void stage(VolumeId id, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
-        LoopDevice device = attachedDevice(id);
+        VolumePool pool = pools.holding(id.name());
+        AttachedDevice device = attachedDevice(id, pool);
         if (!Files.isDirectory(staging)) {
             throw CsiException.invalidArgument("staging_target_path " + staging + " is not a directory");
         }
         if (LocalCapabilities.isBlock(capability)) {
-            pool.recordBlockUse(id.name());
+            pool.records().recordBlockUse(id.name());
             return; // a raw block volume is published straight from its device
         }
         Optional<MountPoint> mounted = mounter.table().at(staging);
         if (mounted.isPresent()) {
             if (device.backs(mounted.get())) {
-                growCopiedFilesystem(id, device, staging, mounted.get().fsType(), mounted.get().readOnly());
+                growCopiedFilesystem(id, pool, device, staging, mounted.get().fsType(), mounted.get().readOnly());
                 return;
             }
             throw CsiException.alreadyExists("staging_target_path " + staging + " already has another filesystem mounted ("
@@ -101,7 +101,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
         }
         String fsType = LocalCapabilities.fsType(capability);
         boolean readOnly = capabilities.readOnly(capability);
-        String holds = readOnly ? existingFilesystem(id, device) : holdsFilesystem(id, device, fsType);
+        String holds = readOnly ? existingFilesystem(id, pool, device) : holdsFilesystem(id, pool, device, fsType);
         if (!holds.equals(fsType)) {
             throw CsiException.failedPrecondition("volume " + id + " holds a " + holds
                     + " filesystem; it cannot be staged as " + fsType + " (the driver never reformats a volume with data)");
@@ -119,7 +119,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
         }
         mounter.mount(device.device().toString(), staging, fsType, options);
         crashes.reach(CrashPoint.STAGE_MOUNTED);
-        growCopiedFilesystem(id, device, staging, fsType, readOnly);
+        growCopiedFilesystem(id, pool, device, staging, fsType, readOnly);
     }
 
     /**
@@ -128,17 +128,17 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
      * for (kubelet calls NodeExpandVolume only after an expansion, not after a restore). A
      * read-only mount is not written; it grows at a later writable stage.
      */
-    private void growCopiedFilesystem(VolumeId id, LoopDevice device, Path staging, String fsType, boolean readOnly) throws Exception {
+    private void growCopiedFilesystem(VolumeId id, VolumePool pool, AttachedDevice device, Path staging, String fsType, boolean readOnly) throws Exception {
         if (readOnly || !pool.content(id.name()).getGrowFilesystem()) {
             return;
         }
         filesystems.grow(device.device(), staging, fsType);
-        pool.recordFilesystemGrown(id.name());
+        pool.records().recordFilesystemGrown(id.name());
         log.info("filesystem copied from a smaller volume grown", "volume", id, "fs_type", fsType);
     }
 
     /** The filesystem a read-only stage mounts: one must be there already; nothing is made. */
-    private String existingFilesystem(VolumeId id, LoopDevice device) throws Exception {
+    private String existingFilesystem(VolumeId id, VolumePool pool, AttachedDevice device) throws Exception {
         String recorded = pool.content(id.name()).getFilesystem();
         if (!recorded.isEmpty()) {
             return recorded;
@@ -153,7 +153,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
      * used as a raw block device, and blkid finds no signature. A probe that cannot read the
      * device therefore never leads to mkfs on a volume with data.
      */
-    private String holdsFilesystem(VolumeId id, LoopDevice device, String fsType) throws Exception {
+    private String holdsFilesystem(VolumeId id, VolumePool pool, AttachedDevice device, String fsType) throws Exception {
         var content = pool.content(id.name());
         if (!content.getFilesystem().isEmpty()) {
             return content.getFilesystem();
@@ -168,7 +168,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
             log.info("made filesystem", "volume", id, "device", device.device(), "fs_type", fsType);
             crashes.reach(CrashPoint.STAGE_FORMATTED);
         }
-        pool.recordFilesystem(id.name(), holds);
+        pool.records().recordFilesystem(id.name(), holds);
         crashes.reach(CrashPoint.STAGE_RECORDED);
         return holds;
     }
@@ -183,7 +183,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
     @Override
     public void publish(VolumeId id, Path staging, Path target, VolumeCapability capability, Map<String, String> context,
             boolean readOnly) throws Exception {
-        LoopDevice device = attachedDevice(id);
+        AttachedDevice device = attachedDevice(id, pools.holding(id.name()));
         MountTable table = mounter.table();
         boolean block = LocalCapabilities.isBlock(capability);
         if (!block && !table.at(staging).map(device::backs).orElse(false)) {
@@ -223,19 +223,20 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
     }
 
     /**
-     * The loop device takes the image's size (the agent did when it grew the image; a device
-     * attached since has it already), then the filesystem mounted at {@code volumePath} grows to
-     * fill it. A raw block volume needs nothing more.
+     * The device takes the volume's size (the agent did when it grew the volume; a device attached
+     * since has it already), then the filesystem mounted at {@code volumePath} grows to fill it. A
+     * raw block volume needs nothing more.
      */
     @Override
     public long expand(VolumeId id, Path volumePath, Optional<VolumeCapability> capability) throws Exception {
-        LoopDevice device = attachedDevice(id);
+        VolumePool pool = pools.holding(id.name());
+        AttachedDevice device = attachedDevice(id, pool);
         long recorded = pool.get(id.name()).orElseThrow(() -> CsiException.notFound("volume " + id + " does not exist on this node"))
                 .getCapacityBytes();
-        if (loops.sizeBytes(device.device()) < recorded) {
-            loops.refreshCapacity(device.device());
+        if (pool.deviceBytes(device) < recorded) {
+            pool.refreshDevice(device);
         }
-        long size = loops.sizeBytes(device.device());
+        long size = pool.deviceBytes(device);
         Optional<MountPoint> mount = mounter.table().at(volumePath).filter(device::backs);
         if (mount.isEmpty()) {
             throw CsiException.notFound("volume " + id + " is not staged or published at " + volumePath);
@@ -252,29 +253,23 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
     @Override
     public NodeGetVolumeStatsResponse stats(VolumeId id, Path path) throws Exception {
         requireHere(id);
-        Path image = pool.imagePath(id.name());
+        VolumePool pool = pools.holding(id.name());
         Optional<MountPoint> mount = mounter.table().at(path);
-        // The loop device says which image a mount is of, also when the image file was deleted.
-        Optional<LoopDevice> device = mount.isEmpty() ? Optional.empty()
-                : pool.device(id.name()).filter(loop -> loop.backs(mount.get()));
+        // The device says which volume a mount is of, also when an image file was deleted.
+        Optional<? extends AttachedDevice> device = mount.isEmpty() ? Optional.empty()
+                : pool.device(id.name()).filter(held -> held.backs(mount.get()));
         if (device.isEmpty()) {
             throw CsiException.notFound("volume " + id + " is not mounted at " + path);
         }
         if (!Files.isDirectory(path)) { // a published block volume: the device node bound onto a file
-            return VolumeStats.block(loops.sizeBytes(device.get().device()), condition(id, image));
+            return VolumeStats.block(pool.deviceBytes(device.get()), condition(pool, id));
         }
-        return VolumeStats.filesystem(stats.usage(path), condition(id, image));
+        return VolumeStats.filesystem(stats.usage(path), condition(pool, id));
     }
 
-    /** Abnormal when the image file or the pool's record of it is gone from under a mounted volume. */
-    private VolumeCondition condition(VolumeId id, Path image) throws Exception {
-        if (!Files.exists(image)) {
-            return VolumeStats.abnormal("image file " + image + " is missing; the volume lives on only while it stays mounted");
-        }
-        if (pool.get(id.name()).isEmpty()) {
-            return VolumeStats.abnormal("the pool has no record of volume " + id);
-        }
-        return VolumeStats.healthy("healthy");
+    /** Abnormal when the volume's storage or the pool's record of it is gone from under a mounted volume. */
+    private static VolumeCondition condition(VolumePool pool, VolumeId id) throws Exception {
+        return pool.abnormality(id.name()).map(VolumeStats::abnormal).orElseGet(() -> VolumeStats.healthy("healthy"));
     }
 
     /** NOT_FOUND for a volume of another node's pool. */
@@ -284,19 +279,19 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId> {
         }
     }
 
-    /** Unmounts what the volume's loop device backs at {@code path}; anything else mounted there stays. */
+    /** Unmounts what the volume's device backs at {@code path}; anything else mounted there stays. */
     private void unmountOwn(VolumeId id, String field, Path path) throws Exception {
-        Optional<LoopDevice> device = pool.device(id.name());
+        Optional<? extends AttachedDevice> device = pools.holding(id.name()).device(id.name());
         OwnMounts.unmount(mounter, log, id.toString(), field, path, mount -> device.map(d -> d.backs(mount)).orElse(false),
                 top -> mounter.unmount(path));
     }
 
-    private LoopDevice attachedDevice(VolumeId id) throws Exception {
+    private AttachedDevice attachedDevice(VolumeId id, VolumePool pool) throws Exception {
         requireHere(id);
         if (!pool.exists(id.name())) {
             throw CsiException.notFound("volume " + id + " does not exist on this node");
         }
-        return loops.find(pool.imagePath(id.name())).orElseThrow(() -> CsiException.failedPrecondition(
+        return pool.attachedDevice(id.name()).orElseThrow(() -> CsiException.failedPrecondition(
                 "volume " + id + " is not attached to this node; ControllerPublishVolume first"));
     }
 }

@@ -1,6 +1,7 @@
 package dev.strata.csi.node.local;
 
 import dev.strata.csi.mount.DeviceNumber;
+import dev.strata.csi.mount.MountPoint;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Optional;
@@ -19,13 +20,31 @@ public interface LogicalVolumes {
      * @param device the device-mapper node (/dev/mapper/vg-lv), present while active
      * @param number the kernel's device number while active, by which mounts are matched
      */
-    record LogicalVolume(String name, long sizeBytes, boolean thin, boolean active, Path device, Optional<DeviceNumber> number) { }
+    record LogicalVolume(String name, long sizeBytes, boolean thin, boolean active, Path device, Optional<DeviceNumber> number)
+            implements AttachedDevice {
+
+        /** Known while active, as an attached volume is. */
+        @Override
+        public DeviceNumber deviceNumber() {
+            return number.orElseThrow(() -> new IllegalStateException("logical volume " + name + " is not active"));
+        }
+
+        /** A mount of the device: by its path, its device number, or (a block bind) its node in devtmpfs. */
+        @Override
+        public boolean backs(MountPoint mount) {
+            String kernelName = number.map(n -> "/dm-" + n.minor()).orElse("");
+            return mount.source().equals(device.toString())
+                    || number.map(mount.device()::equals).orElse(false)
+                    || ((mount.fsType().equals("devtmpfs") || mount.fsType().equals("tmpfs")) && !kernelName.isEmpty()
+                            && mount.root().equals(kernelName));
+        }
+    }
 
     /** The volume group's size and what no logical volume uses yet. */
     record GroupSpace(long sizeBytes, long freeBytes) { }
 
-    /** The thin pool's size and how full its data and metadata are, in percent. */
-    record ThinPoolSpace(long sizeBytes, double dataPercent, double metadataPercent) { }
+    /** The thin pool's data size, its metadata size, and how full each is, in percent. */
+    record ThinPoolSpace(long sizeBytes, double dataPercent, long metadataBytes, double metadataPercent) { }
 
     /** The volume group's name. */
     String volumeGroup();

@@ -16,7 +16,7 @@ import java.nio.file.Path;
  *                    the page cache of the filesystem that holds the image (no double caching)
  */
 public record LoopDevice(Path device, Path backingFile, FileIdentity backing, boolean deleted, DeviceNumber number,
-        boolean directIo) {
+        boolean directIo) implements AttachedDevice {
 
     /**
      * Whether {@code mount} uses this device: a filesystem on it (its source is the device, or its
@@ -24,6 +24,12 @@ public record LoopDevice(Path device, Path backingFile, FileIdentity backing, bo
      * the device node itself, as a published block volume is: that mount's root is the node's
      * name in /dev, a devtmpfs (or, in a container with its own /dev, a tmpfs).
      */
+    @Override
+    public DeviceNumber deviceNumber() {
+        return number;
+    }
+
+    @Override
     public boolean backs(MountPoint mount) {
         return mount.source().equals(device.toString())
                 || mount.device().equals(number)

@@ -3,6 +3,7 @@ package dev.strata.csi.node.local;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.agent.api.Snapshot;
 import dev.strata.csi.backend.local.SnapshotId;
@@ -47,10 +48,13 @@ import java.util.Optional;
  * blocks until its source is overwritten, and then needs them), and none while the pool's
  * metadata is nearly full; a linear volume while the group has the free extents.
  */
-public final class LvmPool {
+public final class LvmPool implements VolumePool {
 
-    /** A thin pool whose metadata is this full takes no new volume: a thin pool out of metadata fails every write. */
-    static final double METADATA_FULL_PERCENT = 95;
+    /**
+     * A thin pool whose metadata, or data, is this full takes no new volume, overcommit or not: a
+     * thin pool out of either fails every write.
+     */
+    static final double FULL_PERCENT = 95;
     /** LVM refuses volume names that begin with "snapshot", as the snapshots' CSI names do: their volumes get this prefix. */
     static final String SNAPSHOT_PREFIX = "snap.";
     /** The kernel's limit on a device-mapper name ({@code <group>-<volume>}, dashes doubled). */
@@ -66,6 +70,7 @@ public final class LvmPool {
     private final Clock clock;
     /** Held from the capacity check until the record that reserves the capacity is written. */
     private final Object capacityLock = new Object();
+    private final VolumeSnapshots snapshotView = new Snapshots();
 
     public LvmPool(Path recordsDir, LogicalVolumes volumes, Mounter mounts, Crashes<CrashPoint> crashes, Clock clock, Log log) {
         this.records = new RecordStore(recordsDir, log);
@@ -77,15 +82,29 @@ public final class LvmPool {
         this.log = log;
     }
 
+    @Override
+    public PoolKind kind() {
+        return PoolKind.POOL_LVM;
+    }
+
+    /** {@link #create(String, long, Allocation, Optional, boolean)} without overcommit. */
+    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source)
+            throws IOException, DeviceException, MountException {
+        return create(name, capacityBytes, allocation, source, 1);
+    }
+
     /**
      * Creates the logical volume, empty or as a thin snapshot of {@code source} (a snapshot:
      * restore; another volume: clone) extended to {@code capacityBytes}, or returns it when it
      * exists with the same size, allocation and source. A source that is not there: NOT_FOUND;
      * one larger than the size asked for: OUT_OF_RANGE; a copy that is to be linear
      * ({@code allocation: full}), or of a linear volume: INVALID_ARGUMENT, as only thin volumes
-     * have thin snapshots.
+     * have thin snapshots. A thin volume is admitted, and later grown, while the sizes of every
+     * thin volume and snapshot stay within the thin pool's size times {@code overcommitRatio}; at
+     * 1 (no overcommit) also within its unwritten data, so that each can always be filled.
      */
-    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source)
+    @Override
+    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, double overcommitRatio)
             throws IOException, DeviceException, MountException {
         checkName(name);
         Optional<Source> wantedSource = source.map(ImagePool::recorded);
@@ -109,6 +128,7 @@ public final class LvmPool {
                 .setName(name)
                 .setCapacityBytes(capacityBytes)
                 .setAllocation(allocation == Allocation.FULL ? ImageRecord.Allocation.FULL : ImageRecord.Allocation.SPARSE)
+                .setThinOvercommitRatio(allocation == Allocation.FULL || overcommitRatio <= 1 ? 0 : overcommitRatio)
                 .setState(ImageRecord.State.CREATING);
         Optional<String> origin = Optional.empty();
         if (wantedSource.isPresent()) {
@@ -129,7 +149,7 @@ public final class LvmPool {
         }
         ImageRecord record = wanted.build();
         synchronized (capacityLock) {
-            long available = available(allocation);
+            long available = available(allocation, record.getThinOvercommitRatio());
             if (capacityBytes > available) {
                 throw CsiException.resourceExhausted("volume " + name + " needs " + capacityBytes + " bytes; volume group "
                         + volumes.volumeGroup() + " has " + available + " for " + kind(allocation) + " volumes");
@@ -160,6 +180,7 @@ public final class LvmPool {
     }
 
     /** Deletes the logical volume and its record; succeeds when already gone. FAILED_PRECONDITION while mounted. */
+    @Override
     public void delete(String name) throws IOException, DeviceException, MountException {
         Optional<ImageRecord> record = records.read(name);
         if (record.isEmpty()) {
@@ -174,6 +195,7 @@ public final class LvmPool {
     }
 
     /** Activates the logical volume for {@code nodeId}, or returns it active as it is: its device path names the device. */
+    @Override
     public Image attach(String name, String nodeId) throws IOException, DeviceException {
         ImageRecord record = records.attached(records.ready(name), nodeId);
         crashes.reach(CrashPoint.ATTACH_RECORDED);
@@ -193,12 +215,13 @@ public final class LvmPool {
      * larger than its volume, which the retried call or the next start grows. Nothing is ever
      * shrunk. RESOURCE_EXHAUSTED, with the volume unchanged, when the pool cannot hold the difference.
      */
+    @Override
     public Image expand(String name, long capacityBytes) throws IOException, DeviceException {
         ImageRecord record = records.ready(name);
         if (capacityBytes > record.getCapacityBytes()) {
             Allocation allocation = allocation(record);
             synchronized (capacityLock) {
-                long available = available(allocation);
+                long available = available(allocation, record.getThinOvercommitRatio());
                 long more = capacityBytes - record.getCapacityBytes();
                 if (more > available) {
                     throw CsiException.resourceExhausted("growing volume " + name + " to " + capacityBytes + " bytes needs " + more
@@ -228,6 +251,7 @@ public final class LvmPool {
     }
 
     /** Deactivates the logical volume; succeeds when not active. FAILED_PRECONDITION while mounted. */
+    @Override
     public void detach(String name, String nodeId) throws IOException, DeviceException, MountException {
         Optional<ImageRecord> record = records.read(name);
         if (record.isEmpty()) {
@@ -244,6 +268,7 @@ public final class LvmPool {
         }
     }
 
+    @Override
     public Optional<Image> get(String name) throws IOException, DeviceException {
         Optional<ImageRecord> record = records.read(name).filter(r -> r.getState() == ImageRecord.State.READY);
         if (record.isEmpty()) {
@@ -252,6 +277,7 @@ public final class LvmPool {
         return Optional.of(image(record.get(), volumes.find(name)));
     }
 
+    @Override
     public List<Image> list() throws IOException, DeviceException {
         List<LogicalVolume> present = volumes.list(); // one lvs for every volume
         List<Image> images = new ArrayList<>();
@@ -263,11 +289,28 @@ public final class LvmPool {
         return images;
     }
 
-    /** What a new thin volume (the default kind) can get, against the thin pool's size. */
+    /**
+     * What a new thin volume (the default kind) can get, against the thin pool's size; with
+     * overcommit, and linear; and the thin pool's data and metadata.
+     */
+    @Override
     public PoolStatus status() throws IOException, DeviceException {
-        long total = volumes.thinPoolSpace().map(LogicalVolumes.ThinPoolSpace::sizeBytes).orElse(0L);
+        Optional<LogicalVolumes.ThinPoolSpace> thin = volumes.thinPoolSpace();
         int count = (int) records.all().stream().filter(r -> r.getState() == ImageRecord.State.READY).count();
-        return PoolStatus.newBuilder().setTotalBytes(total).setAvailableBytes(available(Allocation.SPARSE)).setImageCount(count).build();
+        PoolStatus.Builder status = PoolStatus.newBuilder()
+                .setKind(PoolKind.POOL_LVM)
+                .setTotalBytes(thin.map(LogicalVolumes.ThinPoolSpace::sizeBytes).orElse(0L))
+                .setAvailableBytes(available(Allocation.SPARSE, 1))
+                .setThinReservedBytes(thinReserved())
+                .setThinFull(thin.isEmpty() || full(thin.get()))
+                .setLinearAvailableBytes(available(Allocation.FULL, 1))
+                .setImageCount(count);
+        thin.ifPresent(space -> status
+                .setThinDataBytes(space.sizeBytes())
+                .setThinDataUsedBytes((long) (space.sizeBytes() * space.dataPercent() / 100))
+                .setThinMetadataBytes(space.metadataBytes())
+                .setThinMetadataUsedBytes((long) (space.metadataBytes() * space.metadataPercent() / 100)));
+        return status.build();
     }
 
     /**
@@ -276,6 +319,7 @@ public final class LvmPool {
      * deletes and expansions are finished, interrupted snapshots and snapshot deletes removed. A logical volume tagged as the driver's without a record is only
      * reported: it may hold someone's data.
      */
+    @Override
     public void reconcile() throws IOException, DeviceException {
         int temporaries = records.removeTemporaries();
         if (temporaries > 0) {
@@ -297,7 +341,7 @@ public final class LvmPool {
         List<String> known = new ArrayList<>(all.stream().map(ImageRecord::getName).toList());
         for (SnapshotRecord snapshot : snapshots.all()) {
             known.add(SNAPSHOT_PREFIX + snapshot.getName());
-            if (snapshot.getState() != SnapshotRecord.State.READY) {
+            if (snapshot.getState() != SnapshotRecord.State.READY || snapshot.getTemporary()) {
                 try {
                     finishSnapshotDelete(snapshot);
                     log.info("removed interrupted snapshot", "snapshot", snapshot.getName(), "state", snapshot.getState());
@@ -363,73 +407,99 @@ public final class LvmPool {
         records.delete(record.getName());
     }
 
+    /** The pool's thin snapshots. */
+    @Override
+    public VolumeSnapshots snapshots() {
+        return snapshotView;
+    }
+
     /**
-     * Takes a thin snapshot of volume {@code sourceImage} under {@code name}, or returns the
-     * snapshot when it exists of the same volume (another volume's: ALREADY_EXISTS). The record
-     * comes first (CREATING), the snapshot then, READY last. The source must be a thin volume
-     * (FAILED_PRECONDITION for a linear one), and the thin pool must have room for the snapshot's
-     * whole size (RESOURCE_EXHAUSTED).
+     * The thin snapshots, with the image pool's snapshot records ({@link SnapshotStore}); a
+     * temporary one (a copy to another node's) is not listed and is removed at the next start.
      */
-    public Snapshot takeSnapshot(String name, String sourceImage) throws IOException, DeviceException, MountException {
-        SnapshotId.checkName(name);
-        checkName(SNAPSHOT_PREFIX + name);
-        Optional<SnapshotRecord> existing = snapshots.read(name);
-        if (existing.isPresent()) {
-            SnapshotRecord record = existing.get();
-            if (record.getState() == SnapshotRecord.State.READY) {
-                if (!record.getSourceImage().equals(sourceImage)) {
-                    throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceImage()
-                            + ", not of " + sourceImage);
+    private final class Snapshots implements VolumeSnapshots {
+
+        /**
+         * Takes a thin snapshot of volume {@code sourceImage} under {@code name}, or returns the
+         * snapshot when it exists of the same volume (another volume's: ALREADY_EXISTS). The record
+         * comes first (CREATING), the snapshot then, READY last. The source must be a thin volume
+         * (FAILED_PRECONDITION for a linear one), and the thin pool must have room for the snapshot's
+         * whole size (RESOURCE_EXHAUSTED).
+         */
+        @Override
+        public Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
+            SnapshotId.checkName(name);
+            checkName(SNAPSHOT_PREFIX + name);
+            Optional<SnapshotRecord> existing = snapshots.read(name);
+            if (existing.isPresent()) {
+                SnapshotRecord record = existing.get();
+                if (record.getState() == SnapshotRecord.State.READY) {
+                    if (!record.getSourceImage().equals(sourceImage)) {
+                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceImage()
+                                + ", not of " + sourceImage);
+                    }
+                    return PoolSnapshots.snapshot(record);
                 }
-                return snapshot(record);
+                finishSnapshotDelete(record); // CREATING or DELETING: taken again from the start
             }
-            finishSnapshotDelete(record); // CREATING or DELETING: taken again from the start
-        }
-        ImageRecord source = records.ready(sourceImage);
-        if (source.getAllocation() == ImageRecord.Allocation.FULL) {
-            throw CsiException.failedPrecondition("volume " + sourceImage + " is a linear logical volume (allocation: full);"
-                    + " only thin volumes have snapshots in an LVM pool");
-        }
-        SnapshotRecord record = SnapshotRecord.newBuilder()
-                .setName(name)
-                .setSourceImage(sourceImage)
-                .setCapacityBytes(source.getCapacityBytes())
-                .setFilesystem(source.getFilesystem())
-                .setUsedAsBlock(source.getUsedAsBlock())
-                .setCreationTime(ImagePool.timestamp(clock.instant()))
-                .setState(SnapshotRecord.State.CREATING)
-                .build();
-        synchronized (capacityLock) {
-            long available = available(Allocation.SPARSE);
-            if (record.getCapacityBytes() > available) {
-                throw CsiException.resourceExhausted("snapshot " + name + " of volume " + sourceImage + " needs " + record.getCapacityBytes()
-                        + " bytes of the thin pool in " + volumes.volumeGroup() + ", which has " + available);
+            ImageRecord source = records.ready(sourceImage);
+            if (source.getAllocation() == ImageRecord.Allocation.FULL) {
+                throw CsiException.failedPrecondition("volume " + sourceImage + " is a linear logical volume (allocation: full);"
+                        + " only thin volumes have snapshots in an LVM pool");
             }
-            snapshots.write(record);
+            SnapshotRecord record = SnapshotRecord.newBuilder()
+                    .setName(name)
+                    .setSourceImage(sourceImage)
+                    .setCapacityBytes(source.getCapacityBytes())
+                    .setFilesystem(source.getFilesystem())
+                    .setUsedAsBlock(source.getUsedAsBlock())
+                    .setTemporary(temporary)
+                    .setCreationTime(ImagePool.timestamp(clock.instant()))
+                    .setState(SnapshotRecord.State.CREATING)
+                    .build();
+            synchronized (capacityLock) {
+                long available = available(Allocation.SPARSE, source.getThinOvercommitRatio());
+                if (record.getCapacityBytes() > available) {
+                    throw CsiException.resourceExhausted("snapshot " + name + " of volume " + sourceImage + " needs " + record.getCapacityBytes()
+                            + " bytes of the thin pool in " + volumes.volumeGroup() + ", which has " + available);
+                }
+                snapshots.write(record);
+            }
+            crashes.reach(CrashPoint.SNAPSHOT_RECORDED);
+            volumes.snapshot(sourceImage, SNAPSHOT_PREFIX + name);
+            crashes.reach(CrashPoint.SNAPSHOT_COPIED);
+            record = snapshots.write(record.toBuilder().setState(SnapshotRecord.State.READY).build());
+            log.info("thin snapshot taken", "snapshot", name, "volume", sourceImage, "group", volumes.volumeGroup());
+            return PoolSnapshots.snapshot(record);
         }
-        crashes.reach(CrashPoint.SNAPSHOT_RECORDED);
-        volumes.snapshot(sourceImage, SNAPSHOT_PREFIX + name);
-        crashes.reach(CrashPoint.SNAPSHOT_COPIED);
-        record = snapshots.write(record.toBuilder().setState(SnapshotRecord.State.READY).build());
-        log.info("thin snapshot taken", "snapshot", name, "volume", sourceImage, "group", volumes.volumeGroup());
-        return snapshot(record);
-    }
 
-    /** Removes the snapshot; succeeds when already gone. Volumes restored from it keep their data. */
-    public void deleteSnapshot(String name) throws IOException, DeviceException, MountException {
-        Optional<SnapshotRecord> record = snapshots.read(name);
-        if (record.isEmpty()) {
-            return;
+        /** Removes the snapshot; succeeds when already gone. Volumes restored from it keep their data. */
+        @Override
+        public void delete(String name) throws IOException, DeviceException, MountException {
+            Optional<SnapshotRecord> record = snapshots.read(name);
+            if (record.isEmpty()) {
+                return;
+            }
+            SnapshotRecord deleting = snapshots.write(record.get().toBuilder().setState(SnapshotRecord.State.DELETING).build());
+            crashes.reach(CrashPoint.SNAPSHOT_DELETE_RECORDED);
+            finishSnapshotDelete(deleting);
+            log.info("thin snapshot deleted", "snapshot", name, "group", volumes.volumeGroup());
         }
-        SnapshotRecord deleting = snapshots.write(record.get().toBuilder().setState(SnapshotRecord.State.DELETING).build());
-        crashes.reach(CrashPoint.SNAPSHOT_DELETE_RECORDED);
-        finishSnapshotDelete(deleting);
-        log.info("thin snapshot deleted", "snapshot", name, "group", volumes.volumeGroup());
-    }
 
-    /** The pool's complete snapshots. */
-    public List<Snapshot> snapshots() throws IOException {
-        return snapshots.all().stream().filter(record -> record.getState() == SnapshotRecord.State.READY).map(LvmPool::snapshot).toList();
+        @Override
+        public List<Snapshot> list() throws IOException {
+                return snapshots.all().stream().filter(PoolSnapshots::listed).map(PoolSnapshots::snapshot).toList();
+            }
+
+        @Override
+        public Optional<Snapshot> listed(String name) throws IOException {
+                return snapshots.read(name).filter(PoolSnapshots::listed).map(PoolSnapshots::snapshot);
+            }
+
+        @Override
+        public boolean holds(String name) throws IOException {
+                return snapshots.read(name).isPresent();
+            }
     }
 
     private void finishSnapshotDelete(SnapshotRecord record) throws IOException, DeviceException, MountException {
@@ -470,30 +540,38 @@ public final class LvmPool {
         };
     }
 
-    private static Snapshot snapshot(SnapshotRecord record) {
-        return Snapshot.newBuilder()
-                .setName(record.getName())
-                .setSourceImage(record.getSourceImage())
-                .setCapacityBytes(record.getCapacityBytes())
-                .setCreationTime(record.getCreationTime())
-                .build();
-    }
-
-    /** What a new volume of that kind may take: thin within the thin pool without overcommit, linear within the free extents. */
-    private long available(Allocation allocation) throws IOException, DeviceException {
+    /**
+     * What a new volume of that kind may take: linear within the free extents; thin within what
+     * the sizes of the thin volumes and snapshots leave of the thin pool's size times the
+     * overcommit ratio, and, without overcommit (a ratio of 1, or 0: unset), within the pool's
+     * unwritten data too. Nothing while the thin pool is nearly full.
+     */
+    private long available(Allocation allocation, double overcommitRatio) throws IOException, DeviceException {
         if (allocation == Allocation.FULL) {
             return volumes.groupSpace().freeBytes();
         }
         Optional<LogicalVolumes.ThinPoolSpace> pool = volumes.thinPoolSpace();
-        if (pool.isEmpty() || pool.get().metadataPercent() >= METADATA_FULL_PERCENT) {
+        if (pool.isEmpty() || full(pool.get())) {
             return 0;
         }
-        long reserved = records.all().stream()
+        long reserved = thinReserved();
+        if (overcommitRatio > 1) {
+            return Math.max(0, (long) (pool.get().sizeBytes() * overcommitRatio) - reserved);
+        }
+        long unwritten = (long) (pool.get().sizeBytes() * (100 - pool.get().dataPercent()) / 100);
+        return Math.max(0, Math.min(pool.get().sizeBytes() - reserved, unwritten));
+    }
+
+    /** The sizes of every thin volume and snapshot together. */
+    private long thinReserved() throws IOException {
+        return records.all().stream()
                 .filter(record -> record.getAllocation() != ImageRecord.Allocation.FULL)
                 .mapToLong(ImageRecord::getCapacityBytes).sum()
                 + snapshots.all().stream().mapToLong(SnapshotRecord::getCapacityBytes).sum();
-        long unwritten = (long) (pool.get().sizeBytes() * (100 - pool.get().dataPercent()) / 100);
-        return Math.max(0, Math.min(pool.get().sizeBytes() - reserved, unwritten));
+    }
+
+    private static boolean full(LogicalVolumes.ThinPoolSpace pool) {
+        return pool.metadataPercent() >= FULL_PERCENT || pool.dataPercent() >= FULL_PERCENT;
     }
 
     /** FAILED_PRECONDITION while a mount uses the volume's device. */
@@ -508,14 +586,50 @@ public final class LvmPool {
         }
     }
 
-    /** The mounts of the device: by its path, its device number, or (a block bind) its node in devtmpfs. */
+    /** The mounts of the volume's device. */
     private List<MountPoint> inUse(LogicalVolume volume) throws MountException {
-        String kernelName = volume.number().map(number -> "/dm-" + number.minor()).orElse("");
-        return mounts.table().all().stream()
-                .filter(mount -> mount.source().equals(volume.device().toString())
-                        || volume.number().map(mount.device()::equals).orElse(false)
-                        || (mount.fsType().equals("devtmpfs") && !kernelName.isEmpty() && mount.root().equals(kernelName)))
-                .toList();
+        return mounts.table().all().stream().filter(volume::backs).toList();
+    }
+
+    /** The active volume's device-mapper device. */
+    @Override
+    public Optional<LogicalVolume> attachedDevice(String name) throws DeviceException {
+        return volumes.find(name).filter(LogicalVolume::active);
+    }
+
+    /** A logical volume's device goes only when deactivated: the attached one is the only one. */
+    @Override
+    public Optional<LogicalVolume> device(String name) throws DeviceException {
+        return attachedDevice(name);
+    }
+
+    @Override
+    public long deviceBytes(AttachedDevice device) throws DeviceException {
+        return volumes.list().stream().filter(volume -> volume.device().equals(device.device())).findFirst()
+                .orElseThrow(() -> new DeviceException("no logical volume of group " + volumes.volumeGroup() + " at " + device.device()))
+                .sizeBytes();
+    }
+
+    /** lvextend grows an active volume's device-mapper device itself. */
+    @Override
+    public void refreshDevice(AttachedDevice device) {
+    }
+
+    @Override
+    public Optional<String> abnormality(String name) throws IOException, DeviceException {
+        if (volumes.find(name).isEmpty()) {
+            return Optional.of("logical volume " + name + " is missing from group " + volumes.volumeGroup()
+                    + "; the volume lives on only while it stays mounted");
+        }
+        if (!exists(name)) {
+            return Optional.of("the pool has no record of volume " + name);
+        }
+        return Optional.empty();
+    }
+
+    @Override
+    public RecordStore records() {
+        return records;
     }
 
     private void checkName(String name) {
@@ -541,6 +655,7 @@ public final class LvmPool {
     }
 
     private static Image image(ImageRecord record, Optional<LogicalVolume> volume) {
-        return ImagePool.apiImage(record, volume.filter(LogicalVolume::active).map(v -> v.device().toString()).orElse(""));
+        return ImagePool.apiImage(record, volume.filter(LogicalVolume::active).map(v -> v.device().toString()).orElse(""))
+                .toBuilder().setPool(PoolKind.POOL_LVM).build();
     }
 }

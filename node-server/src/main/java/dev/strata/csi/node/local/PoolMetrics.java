@@ -18,7 +18,8 @@ public final class PoolMetrics {
 
     private PoolMetrics() {}
 
-    public static void register(ImagePool pool, PrometheusRegistry registry) {
+    public static void register(NodePools pools, PrometheusRegistry registry) {
+        ImagePool pool = pools.images();
         GaugeWithCallback.builder()
                 .name("strata_pool_capacity_bytes")
                 .help("Size of the filesystem holding the node's pool")
@@ -31,8 +32,8 @@ public final class PoolMetrics {
                 .register(registry);
         GaugeWithCallback.builder()
                 .name("strata_pool_volumes")
-                .help("Volumes (images) in the node's pool")
-                .callback(callback -> images(pool).ifPresent(images -> callback.call(images.size())))
+                .help("Volumes in the node's pools (images and logical volumes)")
+                .callback(callback -> volumes(pools).ifPresent(images -> callback.call(images.size())))
                 .register(registry);
         GaugeWithCallback.builder()
                 .name("strata_pool_attached_loop_devices")
@@ -40,17 +41,17 @@ public final class PoolMetrics {
                 .callback(callback -> images(pool).ifPresent(images ->
                         callback.call(images.stream().filter(image -> !image.getDevicePath().isEmpty()).count())))
                 .register(registry);
-        ioLimits(pool, registry);
+        ioLimits(pools, registry);
     }
 
     /** The IO limits recorded for each volume, one series per limit it has; a volume without limits has none. */
-    private static void ioLimits(ImagePool pool, PrometheusRegistry registry) {
+    private static void ioLimits(NodePools pools, PrometheusRegistry registry) {
         GaugeWithCallback.builder()
                 .name("strata_volume_io_limit")
                 .help("A volume's IO limit (mutable parameter): per second, operations (read_iops, write_iops) or bytes "
                         + "(read_bytes_per_second, write_bytes_per_second)")
                 .labelNames("volume", "limit")
-                .callback(callback -> images(pool).ifPresent(images -> images.forEach(image -> {
+                .callback(callback -> volumes(pools).ifPresent(images -> images.forEach(image -> {
                     IoLimits limits = image.getIoLimits();
                     if (limits.getReadIops() > 0) {
                         callback.call(limits.getReadIops(), image.getName(), "read_iops");
@@ -72,6 +73,14 @@ public final class PoolMetrics {
         try {
             return Optional.of(pool.status());
         } catch (IOException | RuntimeException e) {
+            return Optional.empty();
+        }
+    }
+
+    private static Optional<List<Image>> volumes(NodePools pools) {
+        try {
+            return Optional.of(pools.list());
+        } catch (IOException | DeviceException | RuntimeException e) {
             return Optional.empty();
         }
     }

@@ -26,7 +26,7 @@ import java.util.Optional;
  * snapshot's name ({@link #lockKey}) as they lock an image's, and take a snapshot with its source
  * image's lock held.
  */
-public final class PoolSnapshots {
+public final class PoolSnapshots implements VolumeSnapshots {
 
     private final SnapshotStore store;
     private final RecordStore images;
@@ -57,6 +57,7 @@ public final class PoolSnapshots {
      * one is removed by the retry or at the next start. A {@code temporary} snapshot, taken for a
      * copy to another node, is left out of {@link #list()} and removed at the next start.
      */
+    @Override
     public Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
         SnapshotId.checkName(name);
         Optional<SnapshotRecord> existing = store.read(name);
@@ -112,6 +113,7 @@ public final class PoolSnapshots {
     }
 
     /** Deletes the snapshot; succeeds when already gone. The image it was taken of is not involved. */
+    @Override
     public void delete(String name) throws IOException {
         Optional<SnapshotRecord> record = store.read(name);
         if (record.isEmpty()) {
@@ -124,6 +126,7 @@ public final class PoolSnapshots {
     }
 
     /** The pool's complete snapshots, but the temporary ones of copies to other nodes. */
+    @Override
     public List<Snapshot> list() throws IOException {
         List<Snapshot> ready = new ArrayList<>();
         for (SnapshotRecord record : store.all()) {
@@ -135,11 +138,18 @@ public final class PoolSnapshots {
     }
 
     /** Snapshot {@code name} when {@link #list} would list it. */
+    @Override
     public Optional<Snapshot> listed(String name) throws IOException {
         return store.read(name).filter(PoolSnapshots::listed).map(PoolSnapshots::snapshot);
     }
 
-    private static boolean listed(SnapshotRecord record) {
+    @Override
+    public boolean holds(String name) throws IOException {
+        return store.read(name).isPresent();
+    }
+
+    /** Whether a snapshot of this record is listed: complete, and not a copy's temporary one. */
+    static boolean listed(SnapshotRecord record) {
         return record.getState() == SnapshotRecord.State.READY && !record.getTemporary();
     }
 
@@ -177,7 +187,8 @@ public final class PoolSnapshots {
         store.delete(record.getName());
     }
 
-    private static Snapshot snapshot(SnapshotRecord record) {
+    /** The agent API's snapshot of a record. */
+    static Snapshot snapshot(SnapshotRecord record) {
         return Snapshot.newBuilder()
                 .setName(record.getName())
                 .setSourceImage(record.getSourceImage())

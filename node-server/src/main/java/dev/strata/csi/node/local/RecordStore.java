@@ -1,6 +1,7 @@
 package dev.strata.csi.node.local;
 
 import dev.strata.csi.backend.local.records.ImageRecord;
+import dev.strata.csi.backend.local.records.IoLimits;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.RecordFiles;
@@ -16,9 +17,9 @@ import java.util.concurrent.ConcurrentHashMap;
  * The agent's record of each image, {@code <name>.record} beside it (local_record.proto, through
  * {@link RecordFiles}: atomic, durable, versioned). The agent owns the pool (it holds the pool's
  * lock), so after the first full read the records are kept in memory too, and capacity
- * accounting costs no parsing.
+ * accounting costs no parsing. Both pools keep their volumes' records in one ({@link VolumePool#records()}).
  */
-final class RecordStore {
+public final class RecordStore {
 
     static final String SUFFIX = ".record";
 
@@ -39,7 +40,7 @@ final class RecordStore {
         this.log = log;
     }
 
-    Optional<ImageRecord> read(String name) throws IOException {
+    public Optional<ImageRecord> read(String name) throws IOException {
         if (loaded) {
             return Optional.ofNullable(cache.get(name));
         }
@@ -47,7 +48,7 @@ final class RecordStore {
     }
 
     /** The record of the READY image {@code name}; NOT_FOUND when there is none. */
-    ImageRecord ready(String name) throws IOException {
+    public ImageRecord ready(String name) throws IOException {
         return read(name)
                 .filter(record -> record.getState() == ImageRecord.State.READY)
                 .orElseThrow(() -> CsiException.notFound("volume " + name + " does not exist on this node"));
@@ -77,6 +78,38 @@ final class RecordStore {
         published.remove(nodeId);
         if (record.getAttached() || published.size() != record.getPublishedNodeIdsCount()) {
             write(record.toBuilder().setAttached(false).clearPublishedNodeIds().addAllPublishedNodeIds(published).build());
+        }
+    }
+
+    /** Remembers that the volume now holds {@code filesystem}: it will never be formatted again. */
+    public void recordFilesystem(String name, String filesystem) throws IOException {
+        ImageRecord record = ready(name);
+        if (!record.getFilesystem().equals(filesystem)) {
+            write(record.toBuilder().setFilesystem(filesystem).build());
+        }
+    }
+
+    /** Remembers that the volume's filesystem fills its device now: a copy from a smaller source, grown at stage. */
+    public void recordFilesystemGrown(String name) throws IOException {
+        ImageRecord record = ready(name);
+        if (record.getGrowFilesystem()) {
+            write(record.toBuilder().setGrowFilesystem(false).build());
+        }
+    }
+
+    /** Remembers that the volume was used as a raw block device: it will never be formatted. */
+    public void recordBlockUse(String name) throws IOException {
+        ImageRecord record = ready(name);
+        if (!record.getUsedAsBlock()) {
+            write(record.toBuilder().setUsedAsBlock(true).build());
+        }
+    }
+
+    /** Remembers the volume's IO limits ({@link VolumeIoLimits}): the desired state a pass after a restart applies again. */
+    public void recordIoLimits(String name, IoLimits limits) throws IOException {
+        ImageRecord record = ready(name);
+        if (!record.getIoLimits().equals(limits)) {
+            write(record.toBuilder().setIoLimits(limits).build());
         }
     }
 

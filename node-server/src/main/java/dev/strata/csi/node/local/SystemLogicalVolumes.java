@@ -50,9 +50,9 @@ public final class SystemLogicalVolumes implements LogicalVolumes {
 
     @Override
     public Optional<ThinPoolSpace> thinPoolSpace() throws DeviceException {
-        for (String[] fields : report("lvs", "lv_name,lv_size,data_percent,metadata_percent", group)) {
+        for (String[] fields : report("lvs", "lv_name,lv_size,data_percent,lv_metadata_size,metadata_percent", group)) {
             if (fields[0].equals(thinPool)) {
-                return Optional.of(new ThinPoolSpace(Long.parseLong(fields[1]), percent(fields[2]), percent(fields[3])));
+                return Optional.of(new ThinPoolSpace(Long.parseLong(fields[1]), percent(fields[2]), size(fields[3]), percent(fields[4])));
             }
         }
         return Optional.empty();
@@ -125,6 +125,10 @@ public final class SystemLogicalVolumes implements LogicalVolumes {
         int minor = Integer.parseInt(fields[5]);
         Optional<DeviceNumber> number = active && major >= 0 && minor >= 0 ? Optional.of(new DeviceNumber(major, minor)) : Optional.empty();
         return new LogicalVolume(fields[0], Long.parseLong(fields[1]), attributes.charAt(0) == 'V', active, Path.of(fields[3]), number);
+    }
+
+    private static long size(String field) {
+        return field.isEmpty() ? 0 : Long.parseLong(field);
     }
 
     private static double percent(String field) {

@@ -40,7 +40,7 @@ import java.util.concurrent.ConcurrentHashMap;
  */
 public final class VolumeIoLimits {
 
-    private final ImagePool pool;
+    private final NodePools pools;
     private final Mounter mounter;
     private final Path kubeletDir;
     private final PodCgroups cgroups;
@@ -49,8 +49,8 @@ public final class VolumeIoLimits {
     private final Map<String, Set<PodUid>> applied = new ConcurrentHashMap<>();
     private final Counter failures;
 
-    public VolumeIoLimits(ImagePool pool, Mounter mounter, Path kubeletDir, PodCgroups cgroups, PrometheusRegistry metrics, Log log) {
-        this.pool = pool;
+    public VolumeIoLimits(NodePools pools, Mounter mounter, Path kubeletDir, PodCgroups cgroups, PrometheusRegistry metrics, Log log) {
+        this.pools = pools;
         this.mounter = mounter;
         this.kubeletDir = kubeletDir;
         this.cgroups = cgroups;
@@ -74,14 +74,14 @@ public final class VolumeIoLimits {
      * next pass ({@link #applyAll}) applies what is recorded.
      */
     public Image set(String name, dev.strata.csi.agent.api.IoLimits changes) throws Exception {
-        ImageRecord record = pool.content(name);
+        ImageRecord record = pools.holding(name).content(name);
         IoLimits merged = merge(record.getIoLimits(), changes);
         if (!merged.equals(record.getIoLimits())) {
-            pool.recordIoLimits(name, merged);
+            pools.holding(name).records().recordIoLimits(name, merged);
             log.info("IO limits recorded", "volume", name, "limits", describe(merged));
         }
         apply(name);
-        return pool.get(name).orElseThrow(() -> CsiException.notFound("volume " + name + " does not exist on this node"));
+        return pools.get(name).orElseThrow(() -> CsiException.notFound("volume " + name + " does not exist on this node"));
     }
 
     /**
@@ -91,7 +91,7 @@ public final class VolumeIoLimits {
      */
     public synchronized void apply(String name) throws Exception {
         Optional<DeviceLimits> limits = recorded(name);
-        Optional<LoopDevice> device = pool.device(name);
+        Optional<? extends AttachedDevice> device = pools.holding(name).device(name);
         if (limits.isEmpty() || device.isEmpty()) {
             applied.remove(name);
             return;
@@ -123,7 +123,7 @@ public final class VolumeIoLimits {
     public synchronized void applyAt(String name, Path target) throws Exception {
         Optional<PodUid> pod = PodUid.ofTargetPath(kubeletDir, target);
         Optional<DeviceLimits> limits = recorded(name);
-        Optional<LoopDevice> device = pool.device(name);
+        Optional<? extends AttachedDevice> device = pools.holding(name).device(name);
         if (pod.isEmpty() || limits.isEmpty() || device.isEmpty()) {
             return;
         }
@@ -133,9 +133,9 @@ public final class VolumeIoLimits {
     }
 
     /** Whether the pod's cgroup now holds the limits; a failure is logged and counted, and the next pass tries again. */
-    private boolean limitPod(String name, PodUid pod, LoopDevice device, DeviceLimits limits) {
+    private boolean limitPod(String name, PodUid pod, AttachedDevice device, DeviceLimits limits) {
         try {
-            boolean found = cgroups.limit(pod, device.number(), limits);
+            boolean found = cgroups.limit(pod, device.deviceNumber(), limits);
             if (!found) {
                 log.debug("pod has no cgroup on this node; its volume's IO limits wait for it", "volume", name, "pod", pod);
             }
@@ -143,7 +143,7 @@ public final class VolumeIoLimits {
         } catch (IOException | RuntimeException e) {
             failures.inc();
             log.error("cannot apply IO limits to a pod; trying again at the next pass", "volume", name, "pod", pod,
-                    "device", device.number(), "error", e.getMessage());
+                    "device", device.deviceNumber(), "error", e.getMessage());
             return false;
         }
     }
@@ -157,7 +157,7 @@ public final class VolumeIoLimits {
      */
     public void applyAll() {
         try {
-            for (Image image : pool.list()) {
+            for (Image image : pools.list()) {
                 if (image.getDevicePath().isEmpty()) {
                     applied.remove(image.getName());
                     continue;
@@ -204,7 +204,7 @@ public final class VolumeIoLimits {
 
     /** The volume's recorded limits; empty when it never had any. */
     private Optional<DeviceLimits> recorded(String name) throws IOException {
-        ImageRecord record = pool.content(name);
+        ImageRecord record = pools.holding(name).content(name);
         return record.hasIoLimits() ? Optional.of(limits(record.getIoLimits())) : Optional.empty();
     }
 

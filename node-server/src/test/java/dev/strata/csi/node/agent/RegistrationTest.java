@@ -13,6 +13,7 @@ import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.ImagePool;
+import dev.strata.csi.node.local.NodePools;
 import dev.strata.csi.node.local.SystemFilesystemFreezer;
 import dev.strata.csi.node.local.SystemImageFiles;
 import dev.strata.csi.node.local.SystemLoopDevices;
@@ -130,8 +131,9 @@ class RegistrationTest {
         ImagePool pool = new ImagePool(Files.createDirectories(dir.resolve("pool")),
                 new SystemImageFiles(kernel, new SystemFilesystemStats()), new SystemLoopDevices(kernel),
                 new SystemMounter(kernel, new Command(), MountHelpers.system()), new SystemFilesystemFreezer(kernel), Crashes.none(), java.time.Clock.systemUTC(), log);
+        NodePools pools = new NodePools(pool, Optional.empty());
         Registration registration = new Registration(new ControllerAddresses(ControllerAddresses.parse("controller-address", flag),
-                resolver, log), "node-r", "127.0.0.1", () -> 9870, Map.of("topology.strata.csi.dev/node", "node-r"), pool, new Inventory(pool), security, log);
+                resolver, log), "node-r", "127.0.0.1", () -> 9870, Map.of("topology.strata.csi.dev/node", "node-r"), pools, new Inventory(pools), security, log);
         registration.start();
         closing.add(() -> registration.stop(Duration.ofSeconds(5)));
         return registration;

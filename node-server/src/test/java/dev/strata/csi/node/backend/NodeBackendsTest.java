@@ -25,7 +25,7 @@ class NodeBackendsTest {
     private static final Map<String, String> NFS_CONTEXT = Map.of("server", "10.0.0.5", "share", "/exports", "subDir", "media");
 
     private final NodeBackends backends = new NodeBackends(List.of(
-            new LocalNodeBackend("node-a", null, null, null, null, null, null, null, null),
+            new LocalNodeBackend("node-a", null, null, null, null, null, null, null),
             new NfsNodeBackend(null, null, null, null)));
 
     @Test

@@ -108,7 +108,7 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
 
     @Override
     public synchronized Optional<ThinPoolSpace> thinPoolSpace() {
-        return Optional.of(new ThinPoolSpace(thinPoolBytes, 100.0 * thinDataBytes / thinPoolBytes, metadataPercent));
+        return Optional.of(new ThinPoolSpace(thinPoolBytes, 100.0 * thinDataBytes / thinPoolBytes, metadataBytes, metadataPercent));
     }
 
     @Override

@@ -15,13 +15,13 @@ import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Command;
 import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Programs;
+import dev.strata.csi.testing.TestVolumeGroup;
 import io.grpc.Status;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Optional;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -36,41 +36,28 @@ import org.junit.jupiter.api.io.TempDir;
 class LvmPoolSystemTest {
 
     private static final long MIB = 1L << 20;
-    /** The test's own commands, without udev as the driver's: the VM has none. */
-    private static final String CONFIG = "activation { udev_sync = 0 udev_rules = 0 verify_udev_operations = 0 monitoring = 0 }";
+    private static final String CONFIG = TestVolumeGroup.CONFIG;
 
     @TempDir
     Path dir;
 
-    private final String group = "strata-test-" + ProcessHandle.current().pid();
     private final SystemMounter mounter = new SystemMounter(new Kernel(), new Command(), MountHelpers.none());
-    private String loop;
+    private TestVolumeGroup vg;
+    private String group;
     private SystemLogicalVolumes volumes;
 
     @BeforeEach
     void makeVolumeGroup() throws Exception {
-        // The kernel's driver, not /dev/mapper/control: installing lvm2 makes that node on a kernel without it.
-        boolean deviceMapper = Files.readString(Path.of("/proc/misc")).lines().anyMatch(line -> line.endsWith(" device-mapper"));
-        if ("required".equals(System.getenv("STRATA_TEST_LVM"))) {
-            assertTrue(deviceMapper, "STRATA_TEST_LVM=required, but the kernel has no device-mapper (none in /proc/misc)");
-        }
-        Assumptions.assumeTrue(deviceMapper, "no device-mapper in this kernel (hack/lvm-vm.sh runs this test in a VM)");
-        Path disk = dir.resolve("disk.img");
-        Programs.run("truncate", "--size", "1G", disk.toString());
-        loop = Programs.run("losetup", "--find", "--show", disk.toString()).strip();
-        Programs.run("vgcreate", "--config", CONFIG, group, loop);
-        Programs.run("lvcreate", "--config", CONFIG, "--type", "thin-pool", "--size", "512m", "--name", "thinpool", group);
-        volumes = new SystemLogicalVolumes(new Command(), group, "thinpool");
+        vg = TestVolumeGroup.make(dir, "strata-test-" + ProcessHandle.current().pid(), "1G", "512m");
+        group = vg.name();
+        volumes = new SystemLogicalVolumes(new Command(), group, TestVolumeGroup.THIN_POOL);
     }
 
     @AfterEach
     void removeVolumeGroup() throws Exception {
-        if (loop == null) {
-            return;
+        if (vg != null) {
+            vg.close();
         }
-        Programs.execute("vgremove", "--config", CONFIG, "--force", group);
-        Programs.execute("pvremove", "--config", CONFIG, loop);
-        Programs.execute("losetup", "--detach", loop);
     }
 
     private LvmPool pool() throws Exception {
@@ -188,7 +175,7 @@ class LvmPoolSystemTest {
         try {
             Files.writeString(mountPoint.resolve("data"), "before the snapshot");
             long start = System.nanoTime();
-            pool.takeSnapshot("snapshot-1", "pvc-source"); // while mounted: LVM suspends the device, which freezes ext4
+            pool.snapshots().take("snapshot-1", "pvc-source", false); // while mounted: LVM suspends the device, which freezes ext4
             System.out.printf("lvm: thin snapshot of a mounted 64 MiB volume took %.0f ms%n", (System.nanoTime() - start) / 1e6);
             Files.writeString(mountPoint.resolve("data"), "after the snapshot");
             Programs.run("sync", "-f", mountPoint.resolve("data").toString());
@@ -211,7 +198,7 @@ class LvmPoolSystemTest {
             Programs.run("umount", restoredMount.toString());
         }
         pool.detach("pvc-restored", "node-1");
-        pool.deleteSnapshot("snapshot-1");
+        pool.snapshots().delete("snapshot-1");
         assertTrue(volumes.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isEmpty());
         assertTrue(volumes.find("pvc-restored").isPresent(), "a restored volume outlives its snapshot");
         pool.delete("pvc-restored");

@@ -294,16 +294,16 @@ class LvmPoolTest {
     void aSnapshotIsAThinSnapshotKeptAfterItsSourceIsDeletedAndRestoresAreThinSnapshotsOfIt() throws Exception {
         LvmPool pool = pool();
         pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
-        var taken = pool.takeSnapshot("snapshot-1", "pvc-a");
+        var taken = pool.snapshots().take("snapshot-1", "pvc-a", false);
         assertEquals("pvc-a", taken.getSourceImage());
         assertEquals(GIB, taken.getCapacityBytes());
         var volume = lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").orElseThrow();
         assertTrue(volume.thin());
         assertFalse(volume.active(), "a snapshot is never active");
-        assertEquals(taken, pool.takeSnapshot("snapshot-1", "pvc-a"), "the same snapshot again");
+        assertEquals(taken, pool.snapshots().take("snapshot-1", "pvc-a", false), "the same snapshot again");
         pool.create("pvc-b", GIB, Allocation.SPARSE, Optional.empty());
-        assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class, () -> pool.takeSnapshot("snapshot-1", "pvc-b")).code());
-        assertEquals(List.of("snapshot-1"), pool.snapshots().stream().map(s -> s.getName()).toList());
+        assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class, () -> pool.snapshots().take("snapshot-1", "pvc-b", false)).code());
+        assertEquals(List.of("snapshot-1"), pool.snapshots().list().stream().map(s -> s.getName()).toList());
         assertEquals(7 * GIB, pool.status().getAvailableBytes(), "a snapshot reserves its size in the thin pool: no overcommit");
 
         pool.delete("pvc-a");
@@ -326,11 +326,11 @@ class LvmPoolTest {
         var fromVolume = dev.strata.csi.agent.api.ContentSource.newBuilder().setImage("pvc-restored").build();
         pool.create("pvc-clone", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromVolume));
         assertTrue(lvm.find("pvc-clone").orElseThrow().thin());
-        pool.deleteSnapshot("snapshot-1");
-        pool.deleteSnapshot("snapshot-1");
+        pool.snapshots().delete("snapshot-1");
+        pool.snapshots().delete("snapshot-1");
         assertTrue(lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isEmpty());
         assertTrue(lvm.find("pvc-restored").isPresent(), "a restored volume outlives its snapshot");
-        assertEquals(List.of(), pool.snapshots());
+        assertEquals(List.of(), pool.snapshots().list());
     }
 
     @Test
@@ -338,18 +338,18 @@ class LvmPoolTest {
         LvmPool pool = pool();
         pool.create("pvc-linear", GIB, Allocation.FULL, Optional.empty());
         assertEquals(Status.Code.FAILED_PRECONDITION,
-                assertThrows(CsiException.class, () -> pool.takeSnapshot("snapshot-1", "pvc-linear")).code());
-        assertEquals(List.of(), pool.snapshots());
+                assertThrows(CsiException.class, () -> pool.snapshots().take("snapshot-1", "pvc-linear", false)).code());
+        assertEquals(List.of(), pool.snapshots().list());
         pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         lvm.failNext("lvcreate-snapshot");
-        assertThrows(DeviceException.class, () -> pool.takeSnapshot("snapshot-1", "pvc-a"));
-        assertEquals(List.of(), pool.snapshots(), "CREATING: not listed");
+        assertThrows(DeviceException.class, () -> pool.snapshots().take("snapshot-1", "pvc-a", false));
+        assertEquals(List.of(), pool.snapshots().list(), "CREATING: not listed");
         pool();
         assertEquals(9 * GIB, pool.status().getAvailableBytes(), "the interrupted snapshot's reservation is free again");
-        pool.takeSnapshot("snapshot-1", "pvc-a");
+        pool.snapshots().take("snapshot-1", "pvc-a", false);
         lvm.failNext("lvremove");
-        assertThrows(DeviceException.class, () -> pool.deleteSnapshot("snapshot-1"));
-        assertEquals(List.of(), pool.snapshots(), "DELETING: not listed");
+        assertThrows(DeviceException.class, () -> pool.snapshots().delete("snapshot-1"));
+        assertEquals(List.of(), pool.snapshots().list(), "DELETING: not listed");
         pool();
         assertTrue(lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isEmpty(), "the interrupted delete finished");
         assertFalse(logged.toString(StandardCharsets.UTF_8).contains("has no record"), "every snapshot volume is accounted for");

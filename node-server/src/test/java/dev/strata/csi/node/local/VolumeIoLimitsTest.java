@@ -73,7 +73,7 @@ class VolumeIoLimitsTest {
         kubelet = Files.createDirectories(dir.resolve("kubelet")).toRealPath();
         pool = new ImagePool(Files.createDirectories(dir.resolve("pool")), new SystemImageFiles(kernel, new SystemFilesystemStats()),
                 loops, mounter, new SystemFilesystemFreezer(kernel), Crashes.none(), Clock.systemUTC(), log);
-        limits = new VolumeIoLimits(pool, mounter, kubelet, cgroups, metrics, log);
+        limits = new VolumeIoLimits(new NodePools(pool, Optional.empty()), mounter, kubelet, cgroups, metrics, log);
         pool.create("pvc-a", 16 * MIB, Allocation.SPARSE, Optional.empty());
         pool.attach("pvc-a", "node-a");
         LoopDevice loop = loops.find(pool.imagePath("pvc-a")).orElseThrow();
