@@ -1,6 +1,5 @@
 package dev.strata.csi.node.local;
 
-import com.sun.nio.file.ExtendedOpenOption;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.linux.FileDescriptor;
 import dev.strata.csi.linux.Kernel.DataRange;
@@ -10,25 +9,16 @@ import dev.strata.csi.node.mount.FilesystemStats;
 import dev.strata.csi.node.mount.FilesystemUsage;
 import java.io.IOException;
 import java.io.RandomAccessFile;
-import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.util.List;
 import jnr.constants.platform.Errno;
 
 /**
- * Image files made with ftruncate (sparse), and for full allocation fallocate(2) (every block
- * reserved at once, so that a pool without room fails at once) and then zeros written over the
- * whole file: fallocate leaves unwritten extents, and each first write into one costs the pool's
- * filesystem an extent conversion in its journal, which halved a new volume's random writes in
- * hack/datapath-vm.sh. Writing costs the create the time of writing the volume's size once.
+ * Image files made with ftruncate (sparse) and then fallocate(2) (every block reserved at once;
+ * it reserves extents without writing them, so even a large image takes seconds at most).
  */
 public final class SystemImageFiles implements ImageFiles {
-
-    /** Zeros written in pieces of 1 MiB: the largest request most disks take whole. */
-    private static final int ZEROS_BYTES = 1 << 20;
 
     private final Kernel kernel;
     private final FilesystemStats stats;
@@ -48,39 +38,10 @@ public final class SystemImageFiles implements ImageFiles {
         if (allocation == Allocation.FULL) {
             try (FileDescriptor file = kernel.open(image.toString(), Kernel.O_WRONLY | Kernel.O_CLOEXEC)) {
                 kernel.fallocate(file, 0, bytes);
+                kernel.fsync(file);
             } catch (SyscallException e) {
                 Files.deleteIfExists(image);
                 throw new IOException("cannot allocate " + image + " in full: " + e.getMessage(), e);
-            }
-            writeZeros(image, bytes);
-        }
-    }
-
-    /**
-     * Zeros written over the first {@code bytes} of {@code image}, which turns its unwritten extents
-     * into written ones, then synced. With direct I/O where the filesystem allows it, so that a
-     * large image does not push the node's page cache out; buffered for a tail shorter than a block.
-     */
-    private static void writeZeros(Path image, long bytes) throws IOException {
-        long direct = 0;
-        try (FileChannel channel = FileChannel.open(image, StandardOpenOption.WRITE, ExtendedOpenOption.DIRECT)) {
-            int alignment = (int) Files.getFileStore(image).getBlockSize();
-            direct = bytes - bytes % alignment;
-            write(channel, ByteBuffer.allocateDirect(ZEROS_BYTES + alignment).alignedSlice(alignment), 0, direct);
-        } catch (IOException | UnsupportedOperationException e) {
-            direct = 0; // no direct I/O on this filesystem: all of it buffered
-        }
-        try (FileChannel channel = FileChannel.open(image, StandardOpenOption.WRITE)) {
-            write(channel, ByteBuffer.allocateDirect(ZEROS_BYTES), direct, bytes);
-            channel.force(true);
-        }
-    }
-
-    private static void write(FileChannel channel, ByteBuffer zeros, long from, long to) throws IOException {
-        for (long offset = from; offset < to; ) {
-            zeros.clear().limit((int) Math.min(zeros.capacity(), to - offset));
-            while (zeros.hasRemaining()) {
-                offset += channel.write(zeros, offset);
             }
         }
     }
@@ -95,8 +56,6 @@ public final class SystemImageFiles implements ImageFiles {
         }
         if (allocation == Allocation.FULL) {
             // fallocate of the whole range allocates what is missing, also after a crash half-way.
-            // Unwritten, unlike create's: zeros written into a mounted volume's new range could
-            // land after the volume's own first writes there.
             try (FileDescriptor file = kernel.open(image.toString(), Kernel.O_WRONLY | Kernel.O_CLOEXEC)) {
                 kernel.fallocate(file, 0, Files.size(image));
                 kernel.fsync(file);

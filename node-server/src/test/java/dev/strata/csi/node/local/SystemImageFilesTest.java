@@ -1,15 +1,12 @@
 package dev.strata.csi.node.local;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.node.mount.SystemFilesystemStats;
 import dev.strata.csi.testing.SystemState;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -35,27 +32,6 @@ class SystemImageFilesTest {
         files.create(full, 16 * MIB, Allocation.FULL);
         assertEquals(statBytes(full), files.allocatedBytes(full));
         assertTrue(files.allocatedBytes(full) >= 16 * MIB, "a full image holds its size: " + files.allocatedBytes(full));
-    }
-
-    /**
-     * fallocate alone leaves unwritten extents, whose first writes cost the pool's filesystem a
-     * conversion each; a full image is written instead. filefrag(8) shows FIEMAP's flags. The
-     * fallocate(1) control shows that this directory's filesystem has unwritten extents at all.
-     */
-    @Test
-    void aFullImageHasNoUnwrittenExtentsAndReadsAsZeros() throws Exception {
-        Path control = dir.resolve("control.img");
-        SystemState.run("fallocate", "--length", Long.toString(8 * MIB), control.toString());
-        assertTrue(SystemState.run("filefrag", "-v", control.toString()).contains("unwritten"),
-                "the filesystem of " + dir + " keeps unwritten extents");
-
-        Path full = dir.resolve("full.img");
-        long bytes = 8 * MIB + 512; // a tail shorter than a block, written without direct I/O
-        files.create(full, bytes, Allocation.FULL);
-        String extents = SystemState.run("filefrag", "-v", full.toString());
-        assertFalse(extents.contains("unwritten"), extents);
-        assertEquals(bytes, Files.size(full));
-        assertArrayEquals(new byte[(int) bytes], Files.readAllBytes(full));
     }
 
     @Test
