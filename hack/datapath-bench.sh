@@ -13,7 +13,7 @@
 # a job), DATAPATH_IMAGE_DIR (/var/tmp), DATAPATH_POOL_DEVICE (none), DATAPATH_BLOCK_DEVICE (none: the
 # raw block baseline, overwritten), DATAPATH_VOLUME_GROUP and DATAPATH_THIN_POOL (none: an LVM pool,
 # whose volumes join the targets), DATAPATH_LVM_TYPES (thin; thin,linear), DATAPATH_EXPERIMENTS
-# (none; loop-4k,fallocated,queue,xfs-pool: hand-made loop devices, see DatapathBench), DATAPATH_XFS_DEVICE
+# (none; loop-4k,written,queue,xfs-pool: hand-made loop devices, see DatapathBench), DATAPATH_XFS_DEVICE
 # (for xfs-pool; formatted), DATAPATH_SKIP_BUILD (set it when the jars are built already, as in the VM).
 # On a disk of its own in a VM: hack/datapath-vm.sh.
 set -euo pipefail

@@ -14,7 +14,7 @@
 # Usage (as root):
 #   hack/datapath-vm.sh
 #   DATAPATH_LVM=1 hack/datapath-vm.sh                            # with the LVM pool's targets
-#   DATAPATH_EXPERIMENTS=loop-4k,fallocated,queue,xfs-pool hack/datapath-vm.sh
+#   DATAPATH_EXPERIMENTS=loop-4k,written,queue,xfs-pool hack/datapath-vm.sh
 # Settings (environment): DATAPATH_SIZE_MIB (512), DATAPATH_ROUNDS (3), DATAPATH_RUNTIME (5),
 # DATAPATH_LVM (empty: no LVM targets), DATAPATH_LVM_TYPES (thin; thin,linear for both),
 # DATAPATH_EXPERIMENTS (none), DATAPATH_SKIP_BUILD, DATAPATH_DISK_DIR (/var/tmp: where the disk
