@@ -10,8 +10,12 @@
 #   hack/datapath-bench.sh
 #   DATAPATH_SIZE_MIB=256 DATAPATH_ROUNDS=1 DATAPATH_RUNTIME=3 hack/datapath-bench.sh   # a quick run
 # Settings (environment): DATAPATH_SIZE_MIB (2048), DATAPATH_ROUNDS (3), DATAPATH_RUNTIME (10, seconds
-# a job), DATAPATH_IMAGE_DIR (/var/tmp), DATAPATH_POOL_DEVICE (none), DATAPATH_SKIP_BUILD (set it
-# when the jars are built already, as in the VM).
+# a job), DATAPATH_IMAGE_DIR (/var/tmp), DATAPATH_POOL_DEVICE (none), DATAPATH_BLOCK_DEVICE (none: the
+# raw block baseline, overwritten), DATAPATH_VOLUME_GROUP and DATAPATH_THIN_POOL (none: an LVM pool,
+# whose volumes join the targets), DATAPATH_LVM_TYPES (thin; thin,linear), DATAPATH_EXPERIMENTS
+# (none; loop-4k,written,queue,xfs-pool: hand-made loop devices, see DatapathBench), DATAPATH_XFS_DEVICE
+# (for xfs-pool; formatted), DATAPATH_SKIP_BUILD (set it when the jars are built already, as in the VM).
+# On a disk of its own in a VM: hack/datapath-vm.sh.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -26,4 +30,7 @@ fi
 java @"$REPO_ROOT/deploy/jvm.options" --enable-native-access=ALL-UNNAMED "${UNSAFE_ALLOW[@]}" \
   -cp "$REPO_ROOT/controller-server/target/lib/*" "$REPO_ROOT/hack/local/DatapathBench.java" "$REPO_ROOT" \
   "size-mib=${DATAPATH_SIZE_MIB:-2048}" "rounds=${DATAPATH_ROUNDS:-3}" "runtime=${DATAPATH_RUNTIME:-10}" \
-  "image-dir=${DATAPATH_IMAGE_DIR:-/var/tmp}" "pool-device=${DATAPATH_POOL_DEVICE:-}"
+  "image-dir=${DATAPATH_IMAGE_DIR:-/var/tmp}" "pool-device=${DATAPATH_POOL_DEVICE:-}" \
+  "block-device=${DATAPATH_BLOCK_DEVICE:-}" "volume-group=${DATAPATH_VOLUME_GROUP:-}" \
+  "thin-pool=${DATAPATH_THIN_POOL:-}" "lvm-types=${DATAPATH_LVM_TYPES:-}" \
+  "experiments=${DATAPATH_EXPERIMENTS:-}" "xfs-device=${DATAPATH_XFS_DEVICE:-}"

@@ -6,7 +6,9 @@
 #   vm_run "<kernel modules>" "<guest setup script>" command [arguments...]
 # The setup script runs as root in the guest and may export variables; then the command runs in
 # this worktree with lib.sh sourced (so `mvn_run -o ...` works). Returns the command's exit
-# status; prints the boot and run times.
+# status; prints the boot and run times. VM_DISKS (optional): raw disk images, space-separated,
+# attached as virtio disks the guest sees as /dev/vda, /dev/vdb... (partitions included), with the
+# host's page cache bypassed (cache=none, aio=native): a disk of the guest's own for benchmarks.
 
 # In the guest: Maven offline. protoc.skip: the host's build generated the protocol classes;
 # generating them again would have javac recompile them all, which takes over ten minutes under
@@ -51,7 +53,9 @@ vm_run() {
     mkdir -p initramfs/bin initramfs/proc initramfs/sys initramfs/dev initramfs/newroot initramfs/modules
     cp /bin/busybox initramfs/bin/
     n=0
-    for module in virtio_pci 9pnet_virtio 9p $modules; do
+    disk_modules=
+    [ -z "${VM_DISKS:-}" ] || disk_modules=virtio_blk
+    for module in virtio_pci 9pnet_virtio 9p $disk_modules $modules; do
       # Modules built into the kernel are listed as "builtin <name>": nothing to load.
       /sbin/modprobe -d kernel -S "$version" --show-depends "$module" | awk '$1 == "insmod" {print $2}'
     done | awk '!seen[$0]++' | while read -r file; do
@@ -97,13 +101,17 @@ INIT
     chmod +x initramfs/init
     (cd initramfs && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) > initramfs.gz
 
+    drives=()
+    for disk in ${VM_DISKS:-}; do
+      drives+=(-drive "file=$disk,format=raw,if=virtio,cache=none,aio=native")
+    done
     start=$SECONDS
     qemu-system-x86_64 -accel tcg -cpu Nehalem -m 6144 -smp 1 -nographic -no-reboot \
       -kernel "kernel/boot/vmlinuz-$version" -initrd initramfs.gz -append "console=ttyS0 quiet panic=-1" \
       -virtfs local,path=/,mount_tag=host,security_model=passthrough,readonly=on,multidevs=remap \
       -virtfs "local,path=$REPO_ROOT,mount_tag=repo,security_model=passthrough" \
       -virtfs "local,path=$HOME/.m2,mount_tag=m2,security_model=passthrough" \
-      -virtfs "local,path=$work/out,mount_tag=out,security_model=passthrough"
+      -virtfs "local,path=$work/out,mount_tag=out,security_model=passthrough" "${drives[@]}"
     echo "hack: the VM ran for $((SECONDS - start)) s" >&2
   )
   local status

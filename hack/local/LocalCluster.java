@@ -75,12 +75,18 @@ final class LocalCluster implements AutoCloseable {
     private final Jvm jvm;
     private final List<String> nodeIds;
     private final PoolSetup pools;
+    /** Flags every node-server gets beside its own (a volume group to use, say). */
+    private final List<String> nodeFlags;
+    /** How long a server may take to start and a node agent to register: 30 s, or STRATA_TEST_START_SECONDS (an emulated VM). */
+    private final long startNanos = TimeUnit.SECONDS.toNanos(
+            Long.parseLong(System.getenv().getOrDefault("STRATA_TEST_START_SECONDS", "30")));
     private final java.util.Map<String, Process> servers = new java.util.LinkedHashMap<>();
     private final java.util.Map<String, Long> execToReadyMillis = new java.util.HashMap<>();
     private final MultiThreadIoEventLoopGroup clientLoop = new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory());
 
-    private LocalCluster(Path repo, Jvm jvm, Path work, List<String> nodeIds, PoolSetup pools) {
+    private LocalCluster(Path repo, Jvm jvm, Path work, List<String> nodeIds, PoolSetup pools, List<String> nodeFlags) {
         this.pools = pools;
+        this.nodeFlags = nodeFlags;
         this.repo = repo;
         this.jvm = jvm;
         this.work = work;
@@ -105,8 +111,13 @@ final class LocalCluster implements AutoCloseable {
 
     /** Starts the servers, each node's pool prepared by {@code pools} first. */
     static LocalCluster start(Path repo, Jvm jvm, PoolSetup pools, String... nodeIds) throws Exception {
+        return start(repo, jvm, pools, List.of(), nodeIds);
+    }
+
+    /** Starts the servers, each node's pool prepared by {@code pools} first, every node-server with {@code nodeFlags} too. */
+    static LocalCluster start(Path repo, Jvm jvm, PoolSetup pools, List<String> nodeFlags, String... nodeIds) throws Exception {
         NETTY_BOOTSTRAP.setLevel(java.util.logging.Level.SEVERE);
-        LocalCluster cluster = new LocalCluster(repo, jvm, Files.createTempDirectory("strata-"), List.of(nodeIds), pools);
+        LocalCluster cluster = new LocalCluster(repo, jvm, Files.createTempDirectory("strata-"), List.of(nodeIds), pools, nodeFlags);
         try {
             cluster.startServers();
             return cluster;
@@ -125,13 +136,16 @@ final class LocalCluster implements AutoCloseable {
         // One after the other, each until its Probe says ready: what a start costs, without the other's start beside it.
         start("controller-server", "controller", "--endpoint", "unix://" + socket("controller"),
                 "--agent-token-file", token.toString(), "--agent-registry-address", "127.0.0.1:" + registryPort,
-                "--agent-renew-interval", "1s", "--agent-settle-time", "0s", "--agent-plaintext", "true");
+                "--agent-renew-interval", System.getenv().getOrDefault("STRATA_AGENT_RENEW_INTERVAL", "1s"),
+                "--agent-settle-time", "0s", "--agent-plaintext", "true");
         for (String node : nodeIds) {
             pools.prepare(node, Files.createDirectories(pool(node)));
-            start("node-server", node, "--endpoint", "unix://" + socket(node), "--node-id", node,
+            List<String> flags = new ArrayList<>(List.of("--endpoint", "unix://" + socket(node), "--node-id", node,
                     "--pool-dir", pool(node).toString(), "--kubelet-dir", work.toString(), "--agent-address", "127.0.0.1:0",
                     "--controller-address", "127.0.0.1:" + registryPort, "--agent-token-file", token.toString(),
-                    "--agent-plaintext", "true");
+                    "--agent-plaintext", "true"));
+            flags.addAll(nodeFlags);
+            start("node-server", node, flags.toArray(String[]::new));
         }
         for (String node : nodeIds) {
             awaitRegistered(node);
@@ -219,7 +233,7 @@ final class LocalCluster implements AutoCloseable {
         Process process = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log).start();
         servers.put(server, process);
         var probe = IdentityGrpc.newBlockingStub(channel(socket(server)));
-        long deadline = started + TimeUnit.SECONDS.toNanos(30);
+        long deadline = started + startNanos;
         while (true) {
             if (!process.isAlive()) {
                 throw new IllegalStateException(server + " exited early; see " + log);
@@ -234,7 +248,8 @@ final class LocalCluster implements AutoCloseable {
                 // the socket is there before the server serves on it
             }
             if (System.nanoTime() > deadline) {
-                throw new IllegalStateException(server + " not ready within 30 s; see " + log);
+                throw new IllegalStateException(server + " not ready within " + TimeUnit.NANOSECONDS.toSeconds(startNanos)
+                        + " s; see " + log);
             }
             Thread.sleep(2);
         }
@@ -251,10 +266,18 @@ final class LocalCluster implements AutoCloseable {
 
     /** Waits until the controller reports capacity for the node: its agent has registered. */
     private void awaitRegistered(String nodeId) throws Exception {
-        for (int i = 0; i < 300; i++) {
-            if (controller().getCapacity(GetCapacityRequest.newBuilder().setAccessibleTopology(on(nodeId)).build())
-                    .getAvailableCapacity() > 0) {
-                return;
+        long deadline = System.nanoTime() + startNanos;
+        while (System.nanoTime() < deadline) {
+            try {
+                if (controller().getCapacity(GetCapacityRequest.newBuilder().setAccessibleTopology(on(nodeId)).build())
+                        .getAvailableCapacity() > 0) {
+                    return;
+                }
+            } catch (io.grpc.StatusRuntimeException e) {
+                // UNAVAILABLE: registered, but its lease lapsed before the next renewal (a slow, emulated machine)
+                if (e.getStatus().getCode() != io.grpc.Status.Code.UNAVAILABLE) {
+                    throw e;
+                }
             }
             Thread.sleep(100);
         }
