@@ -109,9 +109,7 @@ class LvmCrashRecoveryTest {
                 .map(String::strip).filter(name -> !name.isEmpty()).toList();
         return Stream.of(CrashPoint.values())
                 .filter(point -> named.isEmpty() || named.contains(point.name()))
-                .filter(point -> !point.transfer() && point != CrashPoint.FROZEN) // LVM suspends the origin: no freeze of the driver's
-                .filter(point -> !point.name().startsWith("STAGE") && !point.name().startsWith("UNSTAGE")
-                        && !point.name().contains("PUBLISH") && point != CrashPoint.NODE_EXPAND_GROWN)
+                .filter(point -> point.poolStep() && point != CrashPoint.FROZEN) // LVM suspends the origin: no freeze of the driver's
                 .toList();
     }
 

@@ -55,6 +55,15 @@ public enum CrashPoint {
         return name().contains("_ENCRYPTION_");
     }
 
+    /**
+     * A step of the pool itself (create, delete, attach, detach, expand, snapshot, restore), which
+     * every kind of pool takes; not staging, publishing, or a copy between nodes.
+     */
+    public boolean poolStep() {
+        return !transfer() && !name().startsWith("STAGE") && !name().startsWith("UNSTAGE") && !name().contains("PUBLISH")
+                && this != NODE_EXPAND_GROWN;
+    }
+
     /** Reached only in a transfer between two nodes, which the one-node crash scenarios do not make. */
     public boolean transfer() {
         return name().startsWith("TRANSFER_");
