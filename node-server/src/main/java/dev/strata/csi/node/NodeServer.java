@@ -56,9 +56,7 @@ public final class NodeServer {
                 flags(),
                 context -> {
                     var flags = context.flags();
-                    var log = context.log();
                     String nodeId = nodeId(flags.get(NODE_ID));
-                    AgentSecurity security = AgentSecurity.fromFlags(flags, context.environment(), log);
                     Topology topology = Topology.forDriver(context.plugin().name());
                     Path kubeletDir = kubeletDir(flags.get(KUBELET_DIR));
                     Command commands = new Command();
@@ -67,7 +65,7 @@ public final class NodeServer {
                     Mounter mounter = new MeteredMounter(new SystemMounter(kernel, commands, MountHelpers.system()), steps);
                     VolumeLocks locks = new VolumeLocks();
                     LocalNodeWiring local = LocalNodeWiring.fromFlags(context,
-                            new LocalNodeWiring.Node(nodeId, topology, kubeletDir, security, kernel, commands, mounter, steps, locks));
+                            new LocalNodeWiring.Node(nodeId, topology, kubeletDir, kernel, commands, mounter, steps, locks));
                     // The backends, one line each; NodeBackends chooses among them by volume id and context.
                     NodeBackends backends = new NodeBackends(List.of(
                             local.backend(),

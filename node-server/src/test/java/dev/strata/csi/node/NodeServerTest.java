@@ -104,7 +104,7 @@ class NodeServerTest {
             assertTrue(help.output().contains("--abandoned-copy-expiry") && help.output().contains("env ABANDONED_COPY_EXPIRY; default \"1h\""), help.output());
         }
         try (ServerProcess soon = ServerProcess.start(NodeServer.class, "--endpoint", "unix://" + dir.resolve("x.sock"),
-                "--node-id", "worker-1", "--abandoned-copy-expiry", "soon",
+                "--node-id", "worker-1", "--abandoned-copy-expiry", "soon", "--pool-dir", dir.resolve("pool").toString(), "--kubelet-dir", dir.toString(),
                 "--controller-address", "127.0.0.1:1", "--agent-token-file", "/nonexistent")) {
             assertEquals(2, soon.exitCode());
             assertTrue(soon.output().contains("flag --abandoned-copy-expiry takes a duration such as 1m30s"), soon.output());
@@ -125,7 +125,7 @@ class NodeServerTest {
             assertTrue(relative.output().contains("flag --cgroup-root must be an absolute path, got 'sys/fs/cgroup'"), relative.output());
         }
         try (ServerProcess often = ServerProcess.start(NodeServer.class, "--endpoint", "unix://" + dir.resolve("x.sock"),
-                "--node-id", "worker-1", "--io-limits-resync", "often",
+                "--node-id", "worker-1", "--io-limits-resync", "often", "--pool-dir", dir.resolve("pool").toString(), "--kubelet-dir", dir.toString(),
                 "--controller-address", "127.0.0.1:1", "--agent-token-file", "/nonexistent")) {
             assertEquals(2, often.exitCode());
             assertTrue(often.output().contains("flag --io-limits-resync takes a duration such as 1m30s"), often.output());

@@ -71,10 +71,12 @@ public final class AgentDirectory implements AutoCloseable {
     /**
      * The same agents, most available capacity first (ties by node id): a volume with no topology
      * goes to the first live one with room, found without sorting every agent at each create.
-     * Changed with {@link #agents}, inside its compute for the node.
+     * Changed with {@link #agents}, inside its compute for the node. An element stands for its
+     * node's place in the order only: what the node is now is read from {@link #agents}.
      */
-    private final ConcurrentSkipListSet<Agent> byAvailable = new ConcurrentSkipListSet<>(
-            Comparator.comparingLong((Agent agent) -> agent.pool().getAvailableBytes()).reversed().thenComparing(Agent::nodeId));
+    private static final Comparator<Agent> MOST_AVAILABLE_FIRST =
+            Comparator.comparingLong((Agent agent) -> agent.pool().getAvailableBytes()).reversed().thenComparing(Agent::nodeId);
+    private final ConcurrentSkipListSet<Agent> byAvailable = new ConcurrentSkipListSet<>(MOST_AVAILABLE_FIRST);
     private final Duration renewEvery;
     private final Duration callTimeout;
     private final AgentSecurity security;
@@ -125,10 +127,12 @@ public final class AgentDirectory implements AutoCloseable {
                 Map.copyOf(request.getTopologyMap()), clock.instant(), List.copyOf(request.getPoolsList()));
         boolean[] newAgent = {false};
         agents.compute(request.getNodeId(), (nodeId, previous) -> {
-            if (previous != null) {
+            // The new place first, then the old one out: a reader meanwhile sees the node at least
+            // once (a renewal must not hide a node from a create). A place equal to the old one stays.
+            byAvailable.add(agent);
+            if (previous != null && MOST_AVAILABLE_FIRST.compare(previous.agent(), agent) != 0) {
                 byAvailable.remove(previous.agent());
             }
-            byAvailable.add(agent);
             if (previous != null && previous.agent().address().equals(agent.address())
                     && previous.instance().equals(request.getInstance())) {
                 return new Entry(agent, previous.instance(), previous.channel());
@@ -323,7 +327,12 @@ public final class AgentDirectory implements AutoCloseable {
 
     /** Live agents, most available capacity first, as far as the caller reads: no sort, each costs its own step. */
     public Stream<Agent> emptiestFirst() {
-        return byAvailable.stream().filter(agent -> !expired(agent));
+        return byAvailable.stream()
+                .map(place -> agents.get(place.nodeId()))
+                .filter(entry -> entry != null)
+                .map(Entry::agent)
+                .distinct() // during a renewal a node may hold its old place and its new one
+                .filter(agent -> !expired(agent));
     }
 
     /**

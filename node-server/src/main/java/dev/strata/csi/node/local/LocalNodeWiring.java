@@ -81,7 +81,7 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
     }
 
     /** What the local backend shares with the rest of node-server: the node, and the system's narrow interfaces. */
-    public record Node(String nodeId, Topology topology, Path kubeletDir, AgentSecurity security, Kernel kernel, Command commands,
+    public record Node(String nodeId, Topology topology, Path kubeletDir, Kernel kernel, Command commands,
             Mounter mounter, SystemSteps steps, VolumeLocks locks) { }
 
     public static LocalNodeWiring fromFlags(DriverProgram.Context context, Node node) throws UsageException {
@@ -97,6 +97,8 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
         if (volumeGroup.isEmpty() && !thinPool.isEmpty()) {
             throw new UsageException("flag --thin-pool names a thin pool of --volume-group, which is not set");
         }
+        // After the flags: a flag given wrong is said before the agent's credentials are read.
+        AgentSecurity security = AgentSecurity.fromFlags(flags, context.environment(), log);
         SystemSteps steps = node.steps();
         LoopDevices loops = new MeteredLoopDevices(new SystemLoopDevices(node.kernel()), steps);
         SystemFilesystemStats stats = new SystemFilesystemStats();
@@ -127,12 +129,12 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
         AbandonedCopies abandoned = new AbandonedCopies(images, locks, abandonedCopyExpiry, context.metrics(), log);
         Inventory inventory = new Inventory(pools);
         TcpComponent agent = new TcpComponent(
-                TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), node.security().serverTls(),
+                TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
                 List.of(new NodeAgentService(pools, locks, new ImageContent(files), inventory, ioLimits, context.metrics(), crashes, log)),
-                node.security().verifiers(), log);
+                security.verifiers(), log);
         Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), node.nodeId(),
                 flags.get(ADVERTISE_HOST), agent::port, node.topology().of(node.nodeId()).getSegmentsMap(), pools, inventory,
-                node.security(), log);
+                security, log);
         Filesystems filesystems = new MeteredFilesystems(SystemFilesystems.preferringLibblkid(node.commands()), steps);
         LocalNodeBackend backend = new LocalNodeBackend(node.nodeId(), pools, filesystems, node.mounter(), stats, ioLimits,
                 new VolumeEncryption(new SystemEncryptedDevices(node.commands()), filesystems, crashes, log), crashes, log);
