@@ -84,17 +84,22 @@ class CrashRecoveryTest {
         }
         // The report only: hack/test.sh prints this line from there at its end.
         System.out.printf("crash suite: %d crash points, %d scenarios, %d kills, %d restarts, %d retried calls, "
-                        + "%d invariant checks, %.1f s%n", CrashPoint.values().length, scenarios, kills, restarts, retries,
+                        + "%d invariant checks, %.1f s%n", points().size(), scenarios, kills, restarts, retries,
                 checks, seconds());
         assertEquals(List.of(), SystemState.cleanUp(dir), "the suite left mounts or loop devices behind");
     }
 
-    @TestFactory
-    Stream<DynamicTest> everyCrashPointAsAHostProcessAndAsAContainer() {
-        List<CrashPoint> points = Stream.of(CrashPoint.values())
+    /** The points of one node: not those of copies between nodes, nor those of encryption. */
+    static List<CrashPoint> points() {
+        return Stream.of(CrashPoint.values())
                 .filter(point -> !point.transfer()) // TransferCrashTest's, with two nodes
                 .filter(point -> !point.encryption()) // EncryptionTest's, where the kernel has dm-crypt
                 .toList();
+    }
+
+    @TestFactory
+    Stream<DynamicTest> everyCrashPointAsAHostProcessAndAsAContainer() {
+        List<CrashPoint> points = points();
         int total = 2 * points.size();
         return Stream.of(Cluster.Launch.HOST, Cluster.Launch.CONTAINER).flatMap(launch -> points.stream()
                 .map(point -> DynamicTest.dynamicTest(point + where(launch), () -> {
