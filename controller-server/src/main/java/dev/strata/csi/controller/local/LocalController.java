@@ -443,12 +443,13 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
                     .map(pool::available)
                     .orElse(0L);
         }
-        if (agents.emptiestFirst().findFirst().isEmpty() && (agents.settling() || !agents.registered().isEmpty())) {
+        var emptiest = agents.emptiestFirst().findFirst();
+        if (emptiest.isEmpty() && (agents.settling() || !agents.registered().isEmpty())) {
             throw CsiException.unavailable("no node agent has a current lease: they have not registered since "
                     + "controller-server started, or are restarting");
         }
         if (pool.kind() == PoolKind.POOL_IMAGE) { // the directory keeps agents in the order of this pool's room
-            return agents.emptiestFirst().findFirst().map(agent -> agent.pool().getAvailableBytes()).orElse(0L);
+            return emptiest.map(agent -> agent.pool().getAvailableBytes()).orElse(0L);
         }
         return agents.live().stream().flatMap(agent -> pool.available(agent).stream()).mapToLong(Long::longValue).max().orElse(0);
     }

@@ -181,10 +181,11 @@ final class Placement {
             if (wanted.pool().kind() == PoolKind.POOL_IMAGE) {
                 return agents.emptiestFirst().map(AgentDirectory.Agent::nodeId);
             }
+            record Room(String nodeId, long bytes) { }
             return agents.live().stream()
-                    .filter(agent -> wanted.pool().available(agent).isPresent())
-                    .sorted(Comparator.comparingLong((AgentDirectory.Agent agent) -> wanted.pool().available(agent).orElseThrow()).reversed())
-                    .map(AgentDirectory.Agent::nodeId);
+                    .flatMap(agent -> wanted.pool().available(agent).map(bytes -> new Room(agent.nodeId(), bytes)).stream())
+                    .sorted(Comparator.comparingLong(Room::bytes).reversed())
+                    .map(Room::nodeId);
         }
         return named(requirement).stream();
     }
