@@ -9,7 +9,6 @@ import csi.v1.Csi.NodeUnpublishVolumeRequest;
 import csi.v1.Csi.NodeUnstageVolumeRequest;
 import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.VolumeCapability;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
