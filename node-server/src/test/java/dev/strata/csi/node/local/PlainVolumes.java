@@ -8,12 +8,12 @@ import java.io.IOException;
 import java.util.Optional;
 
 /** Volumes as most pool tests make them: not encrypted, no thin overcommit. */
-final class PlainVolumes {
+public final class PlainVolumes {
 
     private PlainVolumes() {}
 
     /** {@link VolumePool#create} of a plain volume, as the node agent calls it for a StorageClass without those keys. */
-    static Image create(VolumePool pool, String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source)
+    public static Image create(VolumePool pool, String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source)
             throws IOException, DeviceException, MountException {
         return pool.create(name, capacityBytes, allocation, source, false, 1);
     }
