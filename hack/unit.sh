@@ -15,7 +15,9 @@ if [ "$(id -u)" -ne 0 ]; then
   log=$(mktemp)
   trap 'rm -f "$log"' EXIT
   status=0
-  mvn_run test "$@" | tee "$log" || status=$?
+  # The terminal gets what maven_progress (lib.sh) keeps of Maven's output: modules, each test
+  # class's result, progress, warnings and errors in full.
+  mvn_run test "$@" | tee "$log" | maven_progress || status=$?
   # Each module's summary line (the per-class lines end with "-- in <class>").
   tests=$(awk '/^\[[A-Z]+\] Tests run: [0-9]+, / && !/ -- in / { sub(/.*Tests run: /, ""); n += $0 + 0 } END { print n + 0 }' "$log")
   # The classes' own times: the rest is Maven, the build and starting a test JVM per module.

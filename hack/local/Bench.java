@@ -66,7 +66,7 @@ public final class Bench {
                 throughput(cluster, callers, volumesPerLevel);
             }
             List<String> left = cluster.stopAndListLeftovers();
-            System.out.printf("%nleft behind: %s%n", left.isEmpty() ? "nothing" : left);
+            System.out.printf("%nleft behind: %s; the servers' logs: %s%n", left.isEmpty() ? "nothing" : left, cluster.work);
         }
     }
 

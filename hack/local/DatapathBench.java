@@ -9,7 +9,6 @@ import csi.v1.Csi.NodeUnpublishVolumeRequest;
 import csi.v1.Csi.NodeUnstageVolumeRequest;
 import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.VolumeCapability;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -154,8 +153,8 @@ public final class DatapathBench {
             String poolMount = "mount " + cluster.pool(NODE);
             List<String> left = cluster.stopAndListLeftovers().stream()
                     .filter(entry -> !entry.endsWith("/lost+found") && !entry.equals(poolMount)).toList();
-            System.out.printf("%nload average at the end %s; left behind by the driver: %s%n", loadAverage(),
-                    left.isEmpty() ? "nothing" : left);
+            System.out.printf("%nload average at the end %s; left behind by the driver: %s; the servers' logs: %s%n", loadAverage(),
+                    left.isEmpty() ? "nothing" : left, cluster.work);
         } finally {
             poolFilesystem.unmount();
         }

@@ -22,7 +22,6 @@ import java.io.IOException;
 import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -105,6 +104,7 @@ public final class ScaleBench {
         AgentSecurity security = new AgentSecurity(AgentToken.fromFile(token), Optional.empty(), Optional.empty(), Optional.empty(),
                 Optional.empty());
         int hungCount = (int) Math.round(count * hungShare);
+        String row;
         try (ScaleNodes nodes = new ScaleNodes(security, "127.0.0.1:" + registryPort, 10_000)) {
             for (int i = 0; i < count; i++) {
                 nodes.start(String.format(Locale.ROOT, "node-%05d", i), volumes, i < hungCount);
@@ -165,13 +165,16 @@ public final class ScaleBench {
             double cpu = (cpuTicks(controller.pid()) - cpuBefore) / 100.0 / 30 * 100;
             long rss = rssKib(controller.pid()) / 1024;
             channel.shutdownNow();
-            return String.format(Locale.ROOT,
+            row = String.format(Locale.ROOT,
                     "| %d | %d | %s | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %d | %.2f (%d) | %.2f | %.1f | %d | %.1f |",
                     count, hungCount, limit, pct(wffc, 50), pct(wffc, 99), pct(immediate, 50), pct(immediate, 99), pct(deletes, 50),
                     pct(deletes, 99), pct(gets, 50), pct(gets, 99), failures[0], listSeconds, listed, snapshotSeconds, pct(capacity, 50), rss, cpu);
         } finally {
             controller.destroyForcibly().waitFor();
         }
+        // A finished run's token and log are of no further use; a failed run's error names its log, which stays.
+        LocalCluster.removeTree(dir);
+        return row;
     }
 
     interface Call {

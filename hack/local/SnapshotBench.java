@@ -135,7 +135,8 @@ public final class SnapshotBench {
                     .filter(entry -> !entry.contains("pool-filesystem.img") && !entry.endsWith("/pool")
                             && !entry.endsWith("/lost+found") && !entry.endsWith("/snapshots"))
                     .toList();
-            System.out.printf("%nload at the end %s; left behind: %s%n", load(), left.isEmpty() ? "nothing" : left);
+            System.out.printf("%nload at the end %s; left behind: %s; the servers' logs: %s%n", load(), left.isEmpty() ? "nothing" : left,
+                    cluster.work);
         } finally {
             for (Path pool : mounted) {
                 run("umount", pool.toString()); // the loop device goes with it (autoclear)

@@ -18,14 +18,14 @@ import java.util.List;
 /** The controller-server program: CSI Identity and Controller services, run as a Deployment. */
 public final class ControllerServer {
 
-    static final Flag REGISTRY_ADDRESS = new Flag("agent-registry-address", "AGENT_REGISTRY_ADDRESS", "0.0.0.0:9869",
+    static final Flag REGISTRY_ADDRESS = Flag.of("agent-registry-address", "0.0.0.0:9869",
             "host:port where node agents register (TCP; every call must carry the agent token)");
-    static final Flag RENEW = new Flag("agent-renew-interval", "AGENT_RENEW_INTERVAL", "10s",
+    static final Flag RENEW = Flag.of("agent-renew-interval", "10s",
             "how often agents renew their registration; an agent silent for three intervals is treated as gone");
-    static final Flag SETTLE = new Flag("agent-settle-time", "AGENT_SETTLE_TIME", "20s",
+    static final Flag SETTLE = Flag.of("agent-settle-time", "20s",
             "after a start, how long an unknown node counts as an agent not yet back (UNAVAILABLE) rather than absent "
                     + "(NOT_FOUND); at least two renewal intervals");
-    static final Flag AGENT_TIMEOUT = new Flag("agent-call-timeout", "AGENT_CALL_TIMEOUT", "5s",
+    static final Flag AGENT_TIMEOUT = Flag.of("agent-call-timeout", "5s",
             "deadline for one call to a node agent, well inside the sidecars' timeouts (10 s by default); an agent that "
                     + "lets one pass is probed, and calls that need its node fail UNAVAILABLE at once until it answers. "
                     + "Copies between nodes stream with no deadline and fail when idle for 2 min");

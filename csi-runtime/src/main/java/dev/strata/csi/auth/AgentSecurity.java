@@ -35,28 +35,28 @@ public record AgentSecurity(AgentToken token, Optional<IdentityToken> identity, 
 
     public static final String SERVER_NAME = "strata-agent";
 
-    public static final Flag TOKEN_FILE = new Flag("agent-token-file", "AGENT_TOKEN_FILE", null,
+    public static final Flag TOKEN_FILE = Flag.of("agent-token-file", null,
             "file holding the shared secret controller and node agents authenticate each other with");
-    public static final Flag TLS_CERT = new Flag("agent-tls-cert", "AGENT_TLS_CERT", "",
+    public static final Flag TLS_CERT = Flag.of("agent-tls-cert", "",
             "PEM certificate (for the name " + SERVER_NAME + ") the agent channel is served with; needed unless --agent-plaintext=true");
-    public static final Flag TLS_KEY = new Flag("agent-tls-key", "AGENT_TLS_KEY", "",
+    public static final Flag TLS_KEY = Flag.of("agent-tls-key", "",
             "PEM private key of --agent-tls-cert");
-    public static final Flag TLS_CA = new Flag("agent-tls-ca", "AGENT_TLS_CA", "",
+    public static final Flag TLS_CA = Flag.of("agent-tls-ca", "",
             "PEM CA certificate the other side's certificate must chain to");
-    public static final Flag PLAINTEXT = Flag.bool("agent-plaintext", "AGENT_PLAINTEXT", false,
+    public static final Flag PLAINTEXT = Flag.bool("agent-plaintext", false,
             "given (or =true): run the agent channel without TLS (the token then crosses the network in clear); for one machine only");
 
-    public static final Flag IDENTITY_TOKEN_FILE = new Flag("agent-identity-token-file", "AGENT_IDENTITY_TOKEN_FILE", "",
+    public static final Flag IDENTITY_TOKEN_FILE = Flag.of("agent-identity-token-file", "",
             "projected ServiceAccount token (audience --agent-identity-audience) this side presents on every agent call; "
                     + "empty: none");
-    public static final Flag IDENTITY_KEYS = new Flag("agent-identity-keys", "AGENT_IDENTITY_KEYS", "",
+    public static final Flag IDENTITY_KEYS = Flag.of("agent-identity-keys", "",
             "where the keys that sign the cluster's ServiceAccount tokens are: 'kubernetes' (the apiserver's /openid/v1/jwks, "
                     + "read from inside a pod), an https URL (read with the pod's ServiceAccount CA and token) or a JWKS file; "
                     + "empty: callers are not identified, the shared token alone is checked");
-    public static final Flag IDENTITY_CALLERS = new Flag("agent-identity-callers", "AGENT_IDENTITY_CALLERS", "",
+    public static final Flag IDENTITY_CALLERS = Flag.of("agent-identity-callers", "",
             "ServiceAccounts (namespace/name, comma-separated) whose tokens this side accepts calls with: on controller-server "
                     + "node-server's, on node-server controller-server's; needed with --agent-identity-keys");
-    public static final Flag IDENTITY_AUDIENCE = new Flag("agent-identity-audience", "AGENT_IDENTITY_AUDIENCE", "strata.csi.dev",
+    public static final Flag IDENTITY_AUDIENCE = Flag.of("agent-identity-audience", "strata.csi.dev",
             "audience the identity tokens are issued for");
 
     public static List<Flag> flags() {

@@ -1,5 +1,7 @@
 package dev.strata.csi.flags;
 
+import java.util.Locale;
+
 /**
  * One command-line flag, parsed as Go's flag package parses the CSI sidecars' flags:
  * {@code --name=value} or {@code --name value}, one dash or two; a boolean flag alone means true
@@ -15,14 +17,26 @@ package dev.strata.csi.flags;
  */
 public record Flag(String name, String env, String defaultValue, String help, boolean isBool) {
 
-    /** A flag that takes a value. */
+    /** A flag that takes a value, with an environment variable named otherwise than {@link #of} names it. */
     public Flag(String name, String env, String defaultValue, String help) {
         this(name, env, defaultValue, help, false);
     }
 
-    /** A boolean flag, as Go's flag.Bool: {@code --name} alone means true. */
-    public static Flag bool(String name, String env, boolean defaultValue, String help) {
-        return new Flag(name, env, Boolean.toString(defaultValue), help, true);
+    /**
+     * A flag that takes a value, with the environment variable of its name: in capitals, dashes as
+     * underscores ({@code pool-dir}: POOL_DIR).
+     */
+    public static Flag of(String name, String defaultValue, String help) {
+        return new Flag(name, environmentName(name), defaultValue, help, false);
+    }
+
+    /** A boolean flag, as Go's flag.Bool: {@code --name} alone means true; its environment variable as {@link #of} names it. */
+    public static Flag bool(String name, boolean defaultValue, String help) {
+        return new Flag(name, environmentName(name), Boolean.toString(defaultValue), help, true);
+    }
+
+    private static String environmentName(String name) {
+        return name.toUpperCase(Locale.ROOT).replace('-', '_');
     }
 
     public boolean required() {

@@ -31,16 +31,16 @@ public final class DriverProgram {
 
     public static final Flag ENDPOINT = new Flag("endpoint", "CSI_ENDPOINT", "unix:///csi/csi.sock",
             "CSI endpoint: the unix socket to serve on");
-    public static final Flag DRIVER_NAME = new Flag("driver-name", "DRIVER_NAME", PluginInfo.DEFAULT_NAME,
+    public static final Flag DRIVER_NAME = Flag.of("driver-name", PluginInfo.DEFAULT_NAME,
             "driver name reported by GetPluginInfo; must match the CSIDriver object and StorageClasses");
     public static final Flag VERBOSITY = new Flag("v", "LOG_VERBOSITY", "0",
             "log verbosity: 0 logs calls, warnings and errors; 5 adds request bodies (secrets removed) and health checks");
-    public static final Flag SHUTDOWN_GRACE = new Flag("shutdown-grace", "SHUTDOWN_GRACE", "30s",
+    public static final Flag SHUTDOWN_GRACE = Flag.of("shutdown-grace", "30s",
             "on SIGTERM, how long calls in flight may run before they are cancelled");
-    public static final Flag LOG_FORMAT = new Flag("log-format", "LOG_FORMAT", "text",
+    public static final Flag LOG_FORMAT = Flag.of("log-format", "text",
             "text: logfmt lines; json: one JSON object per line (time, level, msg and the event's fields), "
                     + "on stdout and stderr alike");
-    public static final Flag HTTP_ENDPOINT = new Flag("http-endpoint", "HTTP_ENDPOINT", "",
+    public static final Flag HTTP_ENDPOINT = Flag.of("http-endpoint", "",
             "host:port serving /metrics (Prometheus) and /healthz (200 once ready, 503 before), as the sidecars' "
                     + "--http-endpoint; empty: no HTTP server");
 

@@ -13,10 +13,10 @@ import org.junit.jupiter.api.Test;
 
 class FlagSetTest {
 
-    private static final Flag NODE = new Flag("node-id", "NODE_ID", null, "node");
+    private static final Flag NODE = Flag.of("node-id", null, "node");
     private static final Flag GRACE = new Flag("grace", null, "30s", "grace");
-    private static final Flag PLAIN = Flag.bool("plain", "PLAIN", false, "plain");
-    private static final Flag MOUNT = Flag.bool("mount", null, true, "mount");
+    private static final Flag PLAIN = Flag.bool("plain", false, "plain");
+    private static final Flag MOUNT = new Flag("mount", null, "true", "mount", true); // no environment variable
     private final FlagSet flags = new FlagSet("prog", "test", List.of(NODE, GRACE, PLAIN, MOUNT));
 
     private FlagSet.Values run(Map<String, String> env, String... args) throws UsageException {

@@ -132,6 +132,40 @@ class DocsTest {
                 "CHANGELOG.md gives no figure for " + what + ": " + count + " crash points"));
     }
 
+    /**
+     * docs/development.md's figures of the test classes, counted in every module's test sources: how
+     * many there are, how many carry the tag root, and how many unit test classes the rest leaves
+     * (ImageModulesTest, tagged packaged, is neither).
+     */
+    @Test
+    void developmentCountsTheTestClassesAsTheSourcesHaveThem() throws IOException {
+        Pattern test = Pattern.compile("@(Test|TestFactory|ParameterizedTest|RepeatedTest)\\b");
+        Pattern classTag = Pattern.compile("(?m)^@Tag\\(\"(\\w+)\"\\)");
+        int all = 0;
+        int root = 0;
+        int unit = 0;
+        try (Stream<Path> modules = Files.list(REPO)) {
+            for (Path sources : modules.map(module -> module.resolve("src/test/java")).filter(Files::isDirectory).toList()) {
+                try (Stream<Path> files = Files.walk(sources)) {
+                    for (Path file : files.filter(path -> path.toString().endsWith(".java")).toList()) {
+                        String source = Files.readString(file);
+                        if (test.matcher(source).find()) {
+                            Matcher tag = classTag.matcher(source);
+                            boolean tagged = tag.find();
+                            all++;
+                            root += tagged && tag.group(1).equals("root") ? 1 : 0;
+                            unit += tagged ? 0 : 1;
+                        }
+                    }
+                }
+            }
+        }
+        String page = String.join(" ", prose(REPO.resolve("docs/development.md"))).replaceAll("\\s+", " ");
+        assertTrue(page.contains("`@Tag(\"root\")` (JUnit 5): " + root + " of the " + all),
+                "docs/development.md: " + root + " of the " + all + " test classes are tagged root");
+        assertTrue(page.contains("the other half (" + unit + " classes)"), "docs/development.md: " + unit + " unit test classes");
+    }
+
     /** The flags of each program's table rows: "both" counts for both servers. */
     private static Map<String, Set<String>> documentedFlags() throws IOException {
         Map<String, Set<String>> flags = new LinkedHashMap<>();

@@ -28,11 +28,11 @@ import java.util.List;
  */
 public final class NodeServer {
 
-    static final Flag NODE_ID = new Flag("node-id", "NODE_ID", null,
+    static final Flag NODE_ID = Flag.of("node-id", null,
             "this node's id as Kubernetes knows it (usually spec.nodeName via the downward API)");
-    static final Flag KUBELET_DIR = new Flag("kubelet-dir", "KUBELET_DIR", "/var/lib/kubelet",
+    static final Flag KUBELET_DIR = Flag.of("kubelet-dir", "/var/lib/kubelet",
             "kubelet's root directory; staging and target paths outside it are refused");
-    static final Flag MAX_VOLUMES = new Flag("max-volumes", "MAX_VOLUMES", "0",
+    static final Flag MAX_VOLUMES = Flag.of("max-volumes", "0",
             "most volumes the scheduler may place on this node (0: no limit)");
 
 

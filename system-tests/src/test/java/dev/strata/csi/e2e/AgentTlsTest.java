@@ -1,6 +1,7 @@
 package dev.strata.csi.e2e;
 
 import dev.strata.csi.testing.SystemState;
+import static dev.strata.csi.e2e.VolumeData.sha256;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -136,9 +137,5 @@ class AgentTlsTest {
         try (var in = java.nio.file.Files.newInputStream(pem)) {
             return sha256(java.security.cert.CertificateFactory.getInstance("X.509").generateCertificate(in).getEncoded());
         }
-    }
-
-    private static String sha256(byte[] bytes) throws Exception {
-        return java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256").digest(bytes));
     }
 }

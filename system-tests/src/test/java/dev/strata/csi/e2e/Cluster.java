@@ -323,6 +323,16 @@ public final class Cluster implements AutoCloseable {
         return Files.createDirectories(dir.resolve(nodeId + "/kubelet/" + name));
     }
 
+    /** The staging path kubelet gives volume {@code volumeName} on this node, made. */
+    public Path stagingPath(String nodeId, String volumeName) throws IOException {
+        return kubeletDir(nodeId, "plugins/" + volumeName + "/globalmount");
+    }
+
+    /** The target path of a pod's mounted volume {@code volumeName} on this node, its parent made as kubelet makes it. */
+    public Path mountTarget(String nodeId, String volumeName) throws IOException {
+        return kubeletDir(nodeId, "pods/" + volumeName + "/volumes").resolve("mount");
+    }
+
     private ManagedChannel channel(Path socket) {
         ManagedChannel channel = Sockets.channel(socket);
         channels.add(channel);

@@ -31,10 +31,7 @@ import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.security.MessageDigest;
-import java.util.HexFormat;
 import java.util.List;
-import java.util.Random;
 import java.util.function.Supplier;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
@@ -63,17 +60,13 @@ class CrashRecoveryTest {
     static Path dir;
 
     private static Cluster cluster;
-    private static long started;
-    private static int scenarios;
-    private static int kills;
-    private static int restarts;
-    private static int retries;
+    private static CrashTally tally;
     private static int checks;
 
     @BeforeAll
     static void start() throws Exception {
         Root.require();
-        started = System.nanoTime();
+        tally = new CrashTally();
         cluster = Cluster.start(dir, NODE);
     }
 
@@ -84,8 +77,8 @@ class CrashRecoveryTest {
         }
         // The report only: hack/test.sh prints this line from there at its end.
         System.out.printf("crash suite: %d crash points, %d scenarios, %d kills, %d restarts, %d retried calls, "
-                        + "%d invariant checks, %.1f s%n", points().size(), scenarios, kills, restarts, retries,
-                checks, seconds());
+                        + "%d invariant checks, %.1f s%n", points().size(), tally.scenarios(), tally.kills(), tally.restarts(),
+                tally.retries(), checks, tally.seconds());
         assertEquals(List.of(), SystemState.cleanUp(dir), "the suite left mounts or loop devices behind");
     }
 
@@ -108,7 +101,7 @@ class CrashRecoveryTest {
                     int next = points.indexOf(point) + 1;
                     if (next == points.size() || !batch(points.get(next)).equals(batch(point))) {
                         Progress.line("crash suite progress: %s crash points%s recovered; %d of %d scenarios, %.0f s",
-                                batch(point), where(launch), scenarios, total, seconds());
+                                batch(point), where(launch), tally.scenarios(), total, tally.seconds());
                     }
                 })));
     }
@@ -120,10 +113,6 @@ class CrashRecoveryTest {
 
     private static String where(Cluster.Launch launch) {
         return launch.container() ? " in a container" : " as a host process";
-    }
-
-    private static double seconds() {
-        return (System.nanoTime() - started) / 1e9;
     }
 
     /** A node reboot: every loop device and mount gone behind the driver's back; kubelet stages and publishes again. */
@@ -143,7 +132,7 @@ class CrashRecoveryTest {
         assertEquals(List.of(), mountsBelowKubelet());
 
         Cluster.Node node = cluster.startNode(NODE, Cluster.Launch.CONTAINER);
-        restarts++;
+        tally.restarted();
         assertEquals(1, SystemState.loopDevicesHolding(volume.image()).size(), "reattached at start:\n" + node.process().output());
         volume.stagePublish();
         assertEquals(checksum, volume.readData());
@@ -172,20 +161,19 @@ class CrashRecoveryTest {
             this.launch = launch;
             this.name = "pvc-" + (point == null ? "reboot" : point.name().toLowerCase().replace('_', '-'))
                     + (launch.container() ? "-c" : "-h");
-            this.staging = cluster.kubeletDir(NODE, "plugins/" + name + "/globalmount");
-            this.target = cluster.kubeletDir(NODE, "pods/" + name + "/volumes").resolve("mount");
+            this.staging = cluster.stagingPath(NODE, name);
+            this.target = cluster.mountTarget(NODE, name);
             this.expands = point != null && point.name().contains("EXPAND");
             this.copies = point != null && (point.name().startsWith("SNAPSHOT") || point.name().startsWith("RESTORE")
                     || point == CrashPoint.FROZEN);
             this.capability = expands ? mount("xfs") : CAPABILITY;
             this.size = expands ? 320 * MIB : SIZE;
-            this.calls = new CrashedCalls(cluster, NODE, point, launch, name);
+            this.calls = new CrashedCalls(cluster, NODE, point, launch, name, tally);
         }
 
         void run() throws Exception {
-            scenarios++;
+            tally.scenario();
             cluster.restartNode(NODE, launch.with(Crashes.ENVIRONMENT, point.name()));
-            restarts++;
             createAttachStagePublish();
             String checksum = writeData();
             if (expands) {
@@ -209,9 +197,6 @@ class CrashRecoveryTest {
             stagePublish();
             assertEquals(checksum, readData(), "the data written before the crash");
             unpublishUnstageDetachDelete();
-            kills += calls.kills();
-            restarts += calls.restarts();
-            retries += calls.retries();
             assertTrue(calls.crashed(), "node-server never reached " + point + ":\n" + cluster.logs());
         }
 
@@ -324,7 +309,7 @@ class CrashRecoveryTest {
             Path dumped = dir.resolve(restoredName + ".data");
             Programs.run("debugfs", "-R", "dump /data " + dumped, restoredImage.toString());
             checks++;
-            assertEquals(checksum, sha256(Files.readAllBytes(dumped)), name + ": the restored volume holds the data");
+            assertEquals(checksum, VolumeData.read(dumped), name + ": the restored volume holds the data");
             Files.delete(dumped);
 
             call("DeleteSnapshot", () -> cluster.controller().deleteSnapshot(DeleteSnapshotRequest.newBuilder()
@@ -363,16 +348,11 @@ class CrashRecoveryTest {
         }
 
         String writeData() throws Exception {
-            byte[] data = new byte[1 << 20];
-            new Random(name.hashCode()).nextBytes(data);
-            Path file = target.resolve("data");
-            Files.write(file, data);
-            SystemState.run("sync", file.toString());
-            return sha256(Files.readAllBytes(file));
+            return VolumeData.write(target.resolve("data"), MIB);
         }
 
         String readData() throws Exception {
-            return sha256(Files.readAllBytes(target.resolve("data")));
+            return VolumeData.read(target.resolve("data"));
         }
 
         Path image() {
@@ -402,9 +382,5 @@ class CrashRecoveryTest {
     private static List<Path> mountsBelowKubelet() throws Exception {
         Path kubelet = dir.toRealPath().resolve(NODE + "/kubelet");
         return SystemState.mountsUnder(kubelet).stream().filter(mount -> !mount.equals(kubelet)).toList();
-    }
-
-    private static String sha256(byte[] data) throws Exception {
-        return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(data));
     }
 }

@@ -13,7 +13,8 @@ import java.util.function.Supplier;
 /**
  * The calls of one crash scenario: when one fails because node-server reached the armed crash
  * point, node-server is started again (unarmed, launched as before) and the call repeated until it
- * succeeds, as the sidecars and kubelet retry. Any other failure fails the test.
+ * succeeds, as the sidecars and kubelet retry. Any other failure fails the test. The kills,
+ * restarts and retries go into the suite's {@link CrashTally}.
  */
 final class CrashedCalls {
 
@@ -23,34 +24,21 @@ final class CrashedCalls {
     private final CrashPoint point;
     private final Cluster.Launch launch;
     private final String name;
+    private final CrashTally tally;
     private boolean crashed;
-    private int kills;
-    private int restarts;
-    private int retries;
 
-    CrashedCalls(Cluster cluster, String nodeId, CrashPoint point, Cluster.Launch launch, String name) {
+    CrashedCalls(Cluster cluster, String nodeId, CrashPoint point, Cluster.Launch launch, String name, CrashTally tally) {
         this.cluster = cluster;
         this.nodeId = nodeId;
         this.point = point;
         this.launch = launch;
         this.name = name;
+        this.tally = tally;
     }
 
     /** Whether node-server died at the armed point. */
     boolean crashed() {
         return crashed;
-    }
-
-    int kills() {
-        return kills;
-    }
-
-    int restarts() {
-        return restarts;
-    }
-
-    int retries() {
-        return retries;
     }
 
     <T> T call(String rpc, Supplier<T> call) {
@@ -71,13 +59,13 @@ final class CrashedCalls {
             assertTrue(process.output().contains("crash point " + point + " reached"),
                     name + ": node-server died, but not at " + point + ":\n" + process.output());
             crashed = true;
-            kills++;
+            tally.killed();
             try {
                 cluster.startNode(nodeId, launch);
             } catch (Exception e) {
                 throw new AssertionError(name + ": node-server did not start again after the crash\n" + cluster.logs(), e);
             }
-            restarts++;
+            tally.restarted();
             return retry(rpc, call);
         }
     }
@@ -85,7 +73,7 @@ final class CrashedCalls {
     private <T> T retry(String rpc, Supplier<T> call) {
         long deadline = System.nanoTime() + 60_000_000_000L;
         while (true) {
-            retries++;
+            tally.retried();
             try {
                 return call.get();
             } catch (StatusRuntimeException e) {

@@ -107,8 +107,7 @@ class EncryptionTest {
         cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
                 .setVolumeId(volume.getVolumeId()).setNodeId(node).setVolumeCapability(XFS).build());
         String name = volume.getVolumeId().substring(volume.getVolumeId().lastIndexOf('/') + 1);
-        return new Staged(node, volume, cluster.kubeletDir(node, "plugins/" + name + "/globalmount"),
-                cluster.kubeletDir(node, "pods/" + name + "/volumes").resolve("mount"));
+        return new Staged(node, volume, cluster.stagingPath(node, name), cluster.mountTarget(node, name));
     }
 
     private static void stage(Staged s, Map<String, String> secrets) {
@@ -187,7 +186,7 @@ class EncryptionTest {
         String marker = "STRATA-PLAINTEXT-MARKER-" + Long.toHexString(new Random().nextLong());
         byte[] markerBytes = marker.getBytes(StandardCharsets.US_ASCII);
         Files.writeString(a.target().resolve("marker.txt"), (marker + "\n").repeat(1000));
-        String checksum = SnapshotTest.write(a.target().resolve("data"), 4 * MIB);
+        String checksum = VolumeData.write(a.target().resolve("data"), 4 * MIB);
         SystemState.run("sync", "-f", a.target().toString());
 
         long before = Files.getFileStore(a.target()).getTotalSpace();
@@ -216,7 +215,7 @@ class EncryptionTest {
         assertEquals(List.of(), mappings("pvc-enc-restored"));
         stage(b, SECRETS);
         publish(b);
-        assertEquals(checksum, SnapshotTest.read(b.target().resolve("data")), "the data at snapshot time, read back on node-b");
+        assertEquals(checksum, VolumeData.read(b.target().resolve("data")), "the data at snapshot time, read back on node-b");
         assertTrue(Files.readString(b.target().resolve("marker.txt")).startsWith(marker));
 
         for (Path file : List.of(cluster.node("node-a").pool().resolve("pvc-enc.img"),
@@ -249,14 +248,14 @@ class EncryptionTest {
             Staged s = attach("node-a", volume);
             boolean crashed = retryAfterCrash(point, () -> stage(s, SECRETS));
             publish(s);
-            String checksum = SnapshotTest.write(s.target().resolve("data"), MIB);
+            String checksum = VolumeData.write(s.target().resolve("data"), MIB);
             SystemState.run("sync", "-f", s.target().toString());
             crashed |= retryAfterCrash(point, () -> unstage(s));
             assertEquals(List.of(), mappings(name), point + ": closed");
             assertTrue(crashed, "node-server never reached " + point + ":\n" + cluster.logs());
             stage(s, SECRETS);
             publish(s);
-            assertEquals(checksum, SnapshotTest.read(s.target().resolve("data")), point + ": the data after the crash");
+            assertEquals(checksum, VolumeData.read(s.target().resolve("data")), point + ": the data after the crash");
             unstage(s);
             detachDelete(s);
             System.out.println("EncryptionTest: crash at " + point + " recovered");

@@ -78,8 +78,8 @@ class ExpansionTest {
         Volume volume = PipelineTest.create(name, bytes, capability, NODE);
         cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
                 .setVolumeId(volume.getVolumeId()).setNodeId(NODE).setVolumeCapability(capability).build());
-        Path staging = cluster.kubeletDir(NODE, "plugins/" + name + "/globalmount");
-        Path target = cluster.kubeletDir(NODE, "pods/" + name + "/volumes").resolve("mount");
+        Path staging = cluster.stagingPath(NODE, name);
+        Path target = cluster.mountTarget(NODE, name);
         stagePublish(new Published(volume, capability, staging, target));
         return new Published(volume, capability, staging, target);
     }

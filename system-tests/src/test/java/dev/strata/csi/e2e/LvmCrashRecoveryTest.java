@@ -32,11 +32,8 @@ import dev.strata.csi.testing.SystemState;
 import dev.strata.csi.testing.TestVolumeGroup;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.security.MessageDigest;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
-import java.util.Random;
 import java.util.function.Supplier;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
@@ -71,14 +68,12 @@ class LvmCrashRecoveryTest {
 
     private static TestVolumeGroup group;
     private static Cluster cluster;
-    private static long started;
-    private static int scenarios;
-    private static int kills;
+    private static CrashTally tally;
 
     @BeforeAll
     static void start() throws Exception {
         Root.require();
-        started = System.nanoTime();
+        tally = new CrashTally();
         group = TestVolumeGroup.make(dir, "strata-crash-" + ProcessHandle.current().pid(), "1G", "512m");
         // lvm2's commands take seconds in an emulated VM: calls to agents get a longer deadline than --agent-call-timeout's 5 s.
         cluster = Cluster.start(dir.resolve("cluster"), List.of("--agent-plaintext", "true"), List.of("--agent-call-timeout", "120s"),
@@ -90,8 +85,9 @@ class LvmCrashRecoveryTest {
         if (cluster != null) {
             cluster.close();
         }
-        System.out.printf("lvm: crash suite: %d crash points of the LVM pool, %d scenarios, %d kills, %.1f s%n",
-                points().size(), scenarios, kills, (System.nanoTime() - started) / 1e9);
+        System.out.printf("lvm: crash suite: %d crash points of the LVM pool, %d scenarios, %d kills, %d restarts, "
+                + "%d retried calls, %.1f s%n", points().size(), tally.scenarios(), tally.kills(), tally.restarts(), tally.retries(),
+                tally.seconds());
         // The cluster's directory only: the group's own loop device is in dir.
         assertEquals(List.of(), SystemState.cleanUp(dir.resolve("cluster")), "the suite left mounts or loop devices behind");
         if (group != null) {
@@ -118,8 +114,8 @@ class LvmCrashRecoveryTest {
         List<CrashPoint> points = points();
         return points.stream().map(point -> DynamicTest.dynamicTest(point.toString(), () -> {
             new Scenario(point).run();
-            Progress.line("lvm crash suite progress: %s recovered; %d of %d scenarios, %.0f s", point, scenarios, points.size(),
-                    (System.nanoTime() - started) / 1e9);
+            Progress.line("lvm crash suite progress: %s recovered; %d of %d scenarios, %.0f s", point, tally.scenarios(),
+                    points.size(), tally.seconds());
         }));
     }
 
@@ -137,15 +133,15 @@ class LvmCrashRecoveryTest {
         Scenario(CrashPoint point) throws Exception {
             this.point = point;
             this.name = "pvc-" + point.name().toLowerCase().replace('_', '-');
-            this.staging = cluster.kubeletDir(NODE, "plugins/" + name + "/globalmount");
-            this.target = cluster.kubeletDir(NODE, "pods/" + name + "/volumes").resolve("mount");
+            this.staging = cluster.stagingPath(NODE, name);
+            this.target = cluster.mountTarget(NODE, name);
             this.expands = point.name().startsWith("EXPAND");
             this.copies = point.name().startsWith("SNAPSHOT") || point.name().startsWith("RESTORE");
-            this.calls = new CrashedCalls(cluster, NODE, point, Cluster.Launch.HOST, name);
+            this.calls = new CrashedCalls(cluster, NODE, point, Cluster.Launch.HOST, name, tally);
         }
 
         void run() throws Exception {
-            scenarios++;
+            tally.scenario();
             cluster.restartNode(NODE, Cluster.Launch.HOST.with(Crashes.ENVIRONMENT, point.name()));
             volume = create(name, null);
             expectActive(name, false);
@@ -162,13 +158,12 @@ class LvmCrashRecoveryTest {
             detach(volume);
             attach(volume);
             stagePublish(volume, staging, target);
-            assertEquals(checksum, read(target), name + ": the data written before the crash");
+            assertEquals(checksum, VolumeData.read(target.resolve("data")), name + ": the data written before the crash");
             unpublishUnstage(volume, staging, target);
             if (point != CrashPoint.DELETE_DETACHED) {
                 detach(volume);
             } // else DeleteVolume meets the volume still active, unused: it deactivates it first
             delete(volume);
-            kills += calls.kills();
             assertTrue(calls.crashed(), "node-server never reached " + point + ":\n" + cluster.logs());
         }
 
@@ -246,11 +241,11 @@ class LvmCrashRecoveryTest {
             assertTrue(group.driverVolumes().contains("snap." + snapshotName), name + ": the thin snapshot");
             Volume restored = create(name + "-r", VolumeContentSource.newBuilder().setSnapshot(
                     VolumeContentSource.SnapshotSource.newBuilder().setSnapshotId(snapshot.getSnapshotId())).build());
-            Path restoredStaging = cluster.kubeletDir(NODE, "plugins/" + name + "-r/globalmount");
-            Path restoredTarget = cluster.kubeletDir(NODE, "pods/" + name + "-r/volumes").resolve("mount");
+            Path restoredStaging = cluster.stagingPath(NODE, name + "-r");
+            Path restoredTarget = cluster.mountTarget(NODE, name + "-r");
             attach(restored);
             stagePublish(restored, restoredStaging, restoredTarget);
-            assertEquals(checksum, read(restoredTarget), name + ": the restored volume holds the data");
+            assertEquals(checksum, VolumeData.read(restoredTarget.resolve("data")), name + ": the restored volume holds the data");
             unpublishUnstage(restored, restoredStaging, restoredTarget);
             detach(restored);
             call("DeleteSnapshot", () -> cluster.controller().deleteSnapshot(DeleteSnapshotRequest.newBuilder()
@@ -260,12 +255,7 @@ class LvmCrashRecoveryTest {
         }
 
         String writeData() throws Exception {
-            byte[] data = new byte[1 << 20];
-            new Random(name.hashCode()).nextBytes(data);
-            Path file = target.resolve("data");
-            Files.write(file, data);
-            SystemState.run("sync", file.toString());
-            return sha256(Files.readAllBytes(file));
+            return VolumeData.write(target.resolve("data"), MIB);
         }
 
         /** The volume's device-mapper device is there exactly while it is active (attached). */
@@ -285,13 +275,5 @@ class LvmCrashRecoveryTest {
         private static String nameOf(Volume v) {
             return v.getVolumeId().substring(v.getVolumeId().lastIndexOf('/') + 1);
         }
-
-        private static String read(Path targetPath) throws Exception {
-            return sha256(Files.readAllBytes(targetPath.resolve("data")));
-        }
-    }
-
-    private static String sha256(byte[] data) throws Exception {
-        return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(data));
     }
 }

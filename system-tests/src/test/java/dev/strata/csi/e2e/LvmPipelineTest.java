@@ -1,5 +1,8 @@
 package dev.strata.csi.e2e;
 
+import static dev.strata.csi.e2e.VolumeData.read;
+import static dev.strata.csi.e2e.VolumeData.sha256;
+import static dev.strata.csi.e2e.VolumeData.write;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -31,8 +34,6 @@ import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.security.MessageDigest;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -131,7 +132,7 @@ class LvmPipelineTest {
                 .setVolumeId(volume.getVolumeId()).setNodeId("node-a").setVolumeCapability(capability).build())
                 .getPublishContextMap().get("devicePath");
         String name = volume.getVolumeId().substring(volume.getVolumeId().lastIndexOf('/') + 1);
-        Path staging = cluster.kubeletDir("node-a", "plugins/" + name + "/globalmount");
+        Path staging = cluster.stagingPath("node-a", name);
         Path target = cluster.kubeletDir("node-a", "pods/" + name + "/volumes").resolve(capability.hasBlock() ? "block" : "mount");
         var node = cluster.node("node-a").node();
         node.nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
@@ -153,16 +154,6 @@ class LvmPipelineTest {
         cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(p.volume().getVolumeId()).build());
     }
 
-    static String write(Path file, int bytes) throws Exception {
-        byte[] data = new byte[bytes];
-        new Random(file.toString().hashCode()).nextBytes(data);
-        Files.write(file, data);
-        return sha256(Files.readAllBytes(file));
-    }
-
-    static String sha256(byte[] data) throws Exception {
-        return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(data));
-    }
 
     @Test
     void aThinVolumeGoesThroughEveryPhaseGrowsOnlineAndIsRestoredFromItsSnapshot() throws Exception {
@@ -191,7 +182,7 @@ class LvmPipelineTest {
         assertTrue(Files.exists(Path.of(p.device())), "attach activated the logical volume");
         assertEquals(p.device(), SystemState.mountAt(p.staging()).orElseThrow().source());
         assertEquals("ext4", SystemState.mountAt(p.target()).orElseThrow().fsType());
-        String written = write(p.target().resolve("data"), (int) (8 * MIB));
+        String written = write(p.target().resolve("data"), 8 * MIB);
 
         cluster.controller().controllerExpandVolume(ControllerExpandVolumeRequest.newBuilder()
                 .setVolumeId(volume.getVolumeId()).setVolumeCapability(p.capability())
@@ -210,7 +201,7 @@ class LvmPipelineTest {
                 .setName("snap-lvm").setSourceVolumeId(volume.getVolumeId()).build()).getSnapshot();
         assertTrue(snapshot.getReadyToUse());
         assertTrue(group.driverVolumes().contains("snap.snap-lvm"), "a thin snapshot: " + group.driverVolumes());
-        write(p.target().resolve("data"), (int) MIB); // changed after the snapshot
+        write(p.target().resolve("data"), MIB); // changed after the snapshot
 
         Volume restored = cluster.controller().createVolume(request("pvc-lvm-restored", 128 * MIB, THIN, "node-a")
                 .setVolumeContentSource(VolumeContentSource.newBuilder().setSnapshot(
@@ -222,7 +213,7 @@ class LvmPipelineTest {
                         .setSnapshot(VolumeContentSource.SnapshotSource.newBuilder().setSnapshotId(snapshot.getSnapshotId()))).build()));
         assertEquals(Status.Code.FAILED_PRECONDITION, elsewhere.getStatus().getCode(), elsewhere.getMessage());
         Published r = publish(restored, mount());
-        assertEquals(written, sha256(Files.readAllBytes(r.target().resolve("data"))), "the restore holds the data of snapshot time");
+        assertEquals(written, read(r.target().resolve("data")), "the restore holds the data of snapshot time");
 
         unpublishAndDelete(r);
         unpublishAndDelete(p);

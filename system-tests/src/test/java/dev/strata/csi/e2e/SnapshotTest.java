@@ -1,6 +1,9 @@
 package dev.strata.csi.e2e;
 
 import static dev.strata.csi.e2e.PipelineTest.MIB;
+import static dev.strata.csi.e2e.VolumeData.read;
+import static dev.strata.csi.e2e.VolumeData.sha256;
+import static dev.strata.csi.e2e.VolumeData.write;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -35,9 +38,7 @@ import io.grpc.StatusRuntimeException;
 import java.io.RandomAccessFile;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.security.MessageDigest;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
@@ -124,7 +125,7 @@ class SnapshotTest {
         cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
                 .setVolumeId(volume.getVolumeId()).setNodeId(node).setVolumeCapability(capability).build());
         String name = volume.getVolumeId().substring(volume.getVolumeId().lastIndexOf('/') + 1);
-        Path staging = cluster.kubeletDir(node, "plugins/" + name + "/globalmount");
+        Path staging = cluster.stagingPath(node, name);
         Path target = cluster.kubeletDir(node, "pods/" + name + "/volumes").resolve(capability.hasBlock() ? "block" : "mount");
         var client = cluster.node(node).node();
         client.nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
@@ -170,21 +171,6 @@ class SnapshotTest {
     static VolumeContentSource from(Volume volume) {
         return VolumeContentSource.newBuilder().setVolume(VolumeContentSource.VolumeSource.newBuilder()
                 .setVolumeId(volume.getVolumeId())).build();
-    }
-
-    static String write(Path file, long bytes) throws Exception {
-        byte[] data = new byte[(int) bytes];
-        new Random(file.toString().hashCode()).nextBytes(data);
-        Files.write(file, data);
-        return sha256(data);
-    }
-
-    static String sha256(byte[] data) throws Exception {
-        return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(data));
-    }
-
-    static String read(Path file) throws Exception {
-        return sha256(Files.readAllBytes(file));
     }
 
     /** Writes to a mounted volume, failing instead of hanging should its filesystem have been left frozen. */
@@ -323,7 +309,7 @@ class SnapshotTest {
             // privileged container has it): the stage says why, and the data is intact.
             cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
                     .setVolumeId(grown.getVolumeId()).setNodeId(COPY_NODE).setVolumeCapability(capability).build());
-            Path staging = cluster.kubeletDir(COPY_NODE, "plugins/pvc-grown-ext4/globalmount");
+            Path staging = cluster.stagingPath(COPY_NODE, "pvc-grown-ext4");
             StatusRuntimeException refused = assertThrows(StatusRuntimeException.class, () -> cluster.node(COPY_NODE).node()
                     .nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(grown.getVolumeId())
                             .setStagingTargetPath(staging.toString()).setVolumeCapability(capability).build()));

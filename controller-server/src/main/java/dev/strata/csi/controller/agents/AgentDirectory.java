@@ -50,7 +50,7 @@ public final class AgentDirectory implements AutoCloseable {
 
     /**
      * A live agent as it last described itself: {@code pool} is its image pool, {@code pools} every
-     * pool it has (empty from an agent older than the LVM pool: its image pool alone).
+     * pool it has.
      */
     public record Agent(String nodeId, String address, PoolStatus pool, Map<String, String> topology, Instant renewed,
             List<PoolStatus> pools) {

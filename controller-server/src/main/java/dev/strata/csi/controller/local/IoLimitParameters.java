@@ -3,7 +3,6 @@ package dev.strata.csi.controller.local;
 import dev.strata.csi.agent.api.IoLimits;
 import dev.strata.csi.backend.local.LocalParameters;
 import dev.strata.csi.rpc.CsiException;
-import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;

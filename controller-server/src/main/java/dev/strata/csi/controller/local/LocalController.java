@@ -18,8 +18,6 @@ import dev.strata.csi.agent.api.ExpandImageRequest;
 import dev.strata.csi.agent.api.GetImageRequest;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.IoLimits;
-import dev.strata.csi.agent.api.ListImagesRequest;
-import dev.strata.csi.agent.api.ListSnapshotsRequest;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.SetIoLimitsRequest;
 import dev.strata.csi.backend.local.LocalCapabilities;

@@ -78,7 +78,7 @@ record PoolRequest(PoolKind kind, Allocation allocation, double thinOvercommitRa
         return kindOf(image) == kind;
     }
 
-    /** The pool of an image as its agent reports it; unset (an agent older than the LVM pool): the image pool. */
+    /** The pool of an image as its agent reports it; unset: the image pool (whose images leave it unset). */
     static PoolKind kindOf(Image image) {
         return image.getPool() == PoolKind.POOL_LVM ? PoolKind.POOL_LVM : PoolKind.POOL_IMAGE;
     }

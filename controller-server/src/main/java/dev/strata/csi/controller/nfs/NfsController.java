@@ -68,10 +68,6 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
     private final Publications publications;
     private final ContentSources sources;
 
-    public NfsController(Exports exports, ProjectQuotas quotas, Duration deadline, Clock clock, Log log) {
-        this(exports, quotas, deadline, clock, Crashes.none(), log);
-    }
-
     public NfsController(Exports exports, ProjectQuotas quotas, Duration deadline, Clock clock, Crashes<NfsCrashPoint> crashes, Log log) {
         this.exports = exports;
         this.crashes = crashes;

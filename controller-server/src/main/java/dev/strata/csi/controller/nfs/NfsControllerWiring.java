@@ -19,13 +19,13 @@ import java.util.List;
  */
 public final class NfsControllerWiring {
 
-    public static final Flag EXPORT_ROOT = new Flag("nfs-export-root", "NFS_EXPORT_ROOT", "/var/lib/strata/exports",
+    public static final Flag EXPORT_ROOT = Flag.of("nfs-export-root", "/var/lib/strata/exports",
             "where controller-server finds NFS exports: server:/share at <root>/<server>/<share>, mounted there by a person "
                     + "or by the pod spec, or by controller-server itself (--nfs-mount-exports)");
-    public static final Flag MOUNT_EXPORTS = Flag.bool("nfs-mount-exports", "NFS_MOUNT_EXPORTS", true,
+    public static final Flag MOUNT_EXPORTS = Flag.bool("nfs-mount-exports", true,
             "mount an export under --nfs-export-root when nothing is mounted there (needs mount.nfs and CAP_SYS_ADMIN); "
                     + "false: use only exports mounted there already");
-    public static final Flag NFS_TIMEOUT = new Flag("nfs-timeout", "NFS_TIMEOUT", "60s",
+    public static final Flag NFS_TIMEOUT = Flag.of("nfs-timeout", "60s",
             "deadline for one step on an NFS export (mount, make or remove a directory); past it the call gets UNAVAILABLE;"
                     + " a change of a volume's record waits up to half of it for the record's lock, then gets ABORTED");
 

@@ -14,6 +14,7 @@ import dev.strata.csi.backend.nfs.OnDelete;
 import dev.strata.csi.controller.local.LocalController;
 import dev.strata.csi.controller.nfs.NfsController;
 import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.Crashes;
 import io.grpc.Status;
 import java.time.Clock;
 import java.time.Duration;
@@ -32,7 +33,7 @@ class ControllerBackendsTest {
     private static final String NFS_ID = new NfsVolumeId(new NfsVolume("10.0.0.5", "/exports", "pvc-2"), OnDelete.DELETE).toString();
 
     private final ControllerBackends backends = new ControllerBackends(List.of(
-            new NfsController(null, null, Duration.ofSeconds(1), Clock.systemUTC(), null),
+            new NfsController(null, null, Duration.ofSeconds(1), Clock.systemUTC(), Crashes.none(), null),
             new LocalController(null, null, null)));
 
     private static CreateVolumeRequest create(Map<String, String> parameters) {

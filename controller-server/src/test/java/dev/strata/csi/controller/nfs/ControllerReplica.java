@@ -5,6 +5,7 @@ import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountTable;
+import dev.strata.csi.system.Crashes;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Clock;
@@ -32,7 +33,7 @@ public final class ControllerReplica {
         Log log = new Log(System.out, 0);
         NfsController controller = new NfsController(new Exports(root, false, null,
                 new NfsExportMetrics(new io.prometheus.metrics.model.registry.PrometheusRegistry()), new Kernel(), log, () -> MountTable.parse(mountinfo)),
-                new InMemoryProjectQuotas(), Duration.ofSeconds(30), Clock.systemUTC(), log);
+                new InMemoryProjectQuotas(), Duration.ofSeconds(30), Clock.systemUTC(), Crashes.none(), log);
         System.out.println("ready");
         while (!Files.exists(go)) {
             Thread.sleep(1);

@@ -14,6 +14,7 @@ import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.ServerProcess;
 import io.grpc.Status;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
@@ -67,7 +68,7 @@ class NfsControllerQuotaTest {
         Exports exports = new Exports(root, false, null, new NfsExportMetrics(new PrometheusRegistry()), new Kernel(), log,
                 () -> MountTable.parse(mountinfo));
         controller = new NfsController(exports, quotas, Duration.ofSeconds(30),
-                Clock.fixed(Instant.parse("2026-01-02T03:04:05Z"), ZoneOffset.UTC), log);
+                Clock.fixed(Instant.parse("2026-01-02T03:04:05Z"), ZoneOffset.UTC), Crashes.none(), log);
     }
 
     /** What the controller finds mounted at the export: a filesystem of {@code type} with these super options. */

@@ -15,6 +15,7 @@ import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountTable;
 import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.Crashes;
 import io.grpc.Status;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.PrintStream;
@@ -56,7 +57,7 @@ class NfsControllerTest {
                 () -> MountTable.parse("22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n" + (exportMounted
                         ? "40 22 0:53 / " + export + " rw,relatime shared:30 - nfs4 nfs.example:/srv/share rw,vers=4.2\n" : "")));
         controller = new NfsController(exports, quotas, Duration.ofSeconds(30),
-                Clock.fixed(Instant.parse("2026-01-02T03:04:05Z"), ZoneOffset.UTC), log);
+                Clock.fixed(Instant.parse("2026-01-02T03:04:05Z"), ZoneOffset.UTC), Crashes.none(), log);
     }
 
     Volume create(String name, Map<String, String> parameters, VolumeContentSource source) throws Exception {

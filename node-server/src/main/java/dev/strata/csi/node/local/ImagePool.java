@@ -104,20 +104,17 @@ public final class ImagePool implements VolumePool {
      * allocation and source. A source that is not there: NOT_FOUND; one larger than the requested
      * size: OUT_OF_RANGE, as the CSI spec names it (nothing is ever cut off). A copied image keeps
      * its source's filesystem in its record, so it is never formatted; where the copy is smaller
-     * than the image, the next stage grows the filesystem.
+     * than the image, the next stage grows the filesystem. Encrypted at rest or not: recorded, so
+     * that the node stages it only as what it is; a copy holds its source's bytes, so it must be
+     * what its source is: INVALID_ARGUMENT otherwise, before anything is made. An image pool never
+     * overcommits: INVALID_ARGUMENT for an {@code overcommitRatio} above 1.
      */
-    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source)
-            throws IOException, DeviceException, MountException {
-        return create(name, capacityBytes, allocation, source, false);
-    }
-
-    /**
-     * As {@link #create(String, long, Allocation, Optional)}, encrypted at rest or not: recorded, so
-     * that the node stages it only as what it is. A copy holds its source's bytes, so it must be
-     * what its source is: INVALID_ARGUMENT otherwise, before anything is made.
-     */
-    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted)
-            throws IOException, DeviceException, MountException {
+    @Override
+    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
+            double overcommitRatio) throws IOException, DeviceException, MountException {
+        if (overcommitRatio > 1) {
+            throw CsiException.invalidArgument("volume " + name + ": the image pool never overcommits; thin overcommit is the LVM pool's");
+        }
         VolumeId.checkName(name);
         Optional<Source> wantedSource = source.map(ImagePool::recorded);
         Optional<ImageRecord> existing = records.read(name);
@@ -184,16 +181,6 @@ public final class ImagePool implements VolumePool {
         records.write(record);
         log.info("image created", "volume", name, "bytes", capacityBytes, "allocation", allocation);
         return image(record, null); // a file made just now has no loop device
-    }
-
-    /** As {@link #create(String, long, Allocation, Optional, boolean)}: an image pool never overcommits. */
-    @Override
-    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
-            double overcommitRatio) throws IOException, DeviceException, MountException {
-        if (overcommitRatio > 1) {
-            throw CsiException.invalidArgument("volume " + name + ": the image pool never overcommits; thin overcommit is the LVM pool's");
-        }
-        return create(name, capacityBytes, allocation, source, encrypted);
     }
 
     /** ALREADY_EXISTS unless the READY volume's record has the size, allocation and source a repeated create asks for. */

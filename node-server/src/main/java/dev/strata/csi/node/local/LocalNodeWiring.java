@@ -44,30 +44,30 @@ import java.util.regex.Pattern;
  */
 public record LocalNodeWiring(LocalNodeBackend backend, List<Component> components, PoolOwnership ownership, Path poolDir) {
 
-    public static final Flag POOL_DIR = new Flag("pool-dir", "POOL_DIR", "/var/lib/strata/pool",
+    public static final Flag POOL_DIR = Flag.of("pool-dir", "/var/lib/strata/pool",
             "directory holding this node's volume images and their records (and the LVM pool's records, in lvm/<group>)");
-    public static final Flag VOLUME_GROUP = new Flag("volume-group", "VOLUME_GROUP", "",
+    public static final Flag VOLUME_GROUP = Flag.of("volume-group", "",
             "LVM volume group of this node's LVM pool, for StorageClasses with pool: lvm (empty: no LVM pool); the "
                     + "driver's logical volumes carry the tag strata.csi.dev, the group's other volumes are never touched");
-    public static final Flag THIN_POOL = new Flag("thin-pool", "THIN_POOL", "",
+    public static final Flag THIN_POOL = Flag.of("thin-pool", "",
             "thin pool (a logical volume of --volume-group) that thin volumes and snapshots are made in (lvType: thin, the "
                     + "default); empty: the LVM pool makes linear volumes only");
-    public static final Flag CONTROLLER_ADDRESS = new Flag("controller-address", "CONTROLLER_ADDRESS", null,
+    public static final Flag CONTROLLER_ADDRESS = Flag.of("controller-address", null,
             "host:port of controller-server's agent registry, or a comma-separated list; the agent registers with every "
                     + "address each name resolves to (a headless Service: every replica), resolved again at every renewal");
-    public static final Flag AGENT_ADDRESS = new Flag("agent-address", "AGENT_ADDRESS", "0.0.0.0:9870",
+    public static final Flag AGENT_ADDRESS = Flag.of("agent-address", "0.0.0.0:9870",
             "host:port the node agent listens on for controller-server (port 0 picks a free one)");
     public static final Flag ADVERTISE_HOST = new Flag("agent-advertise-host", "NODE_IP", "127.0.0.1",
             "host or IP controller-server dials to reach this agent (usually status.hostIP via the downward API)");
-    public static final Flag ABANDONED_COPY_EXPIRY = new Flag("abandoned-copy-expiry", "ABANDONED_COPY_EXPIRY", "1h",
+    public static final Flag ABANDONED_COPY_EXPIRY = Flag.of("abandoned-copy-expiry", "1h",
             "a volume partly received from another node (restore or clone across nodes) that no step of its copy touched for "
                     + "this long is removed, its capacity freed: its PVC was deleted and nobody comes back for it. A copy in "
                     + "progress records a step at least every 64 MiB, and external-provisioner retries CreateVolume at least "
                     + "every 5 minutes by default, each retry a step; 0 keeps them forever");
-    public static final Flag CGROUP_ROOT = new Flag("cgroup-root", "CGROUP_ROOT", "/sys/fs/cgroup",
+    public static final Flag CGROUP_ROOT = Flag.of("cgroup-root", "/sys/fs/cgroup",
             "where the host's cgroup hierarchies are mounted (v2, or v1 with its blkio hierarchy): volumes' IO limits go "
                     + "into the cgroups kubelet makes for the pods there");
-    public static final Flag IO_LIMITS_RESYNC = new Flag("io-limits-resync", "IO_LIMITS_RESYNC", "30s",
+    public static final Flag IO_LIMITS_RESYNC = Flag.of("io-limits-resync", "30s",
             "how often every volume's IO limits are applied again to the pods it is published to, besides at start, at "
                     + "publish and when they change: on cgroup v1 a container started later gets them at the next pass; "
                     + "0: never");

@@ -87,12 +87,6 @@ public final class LvmPool implements VolumePool {
         return PoolKind.POOL_LVM;
     }
 
-    /** {@link #create(String, long, Allocation, Optional, double)} without overcommit. */
-    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source)
-            throws IOException, DeviceException, MountException {
-        return create(name, capacityBytes, allocation, source, 1);
-    }
-
     /**
      * Creates the logical volume, empty or as a thin snapshot of {@code source} (a snapshot:
      * restore; another volume: clone) extended to {@code capacityBytes}, or returns it when it
@@ -101,7 +95,8 @@ public final class LvmPool implements VolumePool {
      * ({@code allocation: full}), or of a linear volume: INVALID_ARGUMENT, as only thin volumes
      * have thin snapshots. A thin volume is admitted, and later grown, while the sizes of every
      * thin volume and snapshot stay within the thin pool's size times {@code overcommitRatio}; at
-     * 1 (no overcommit) also within its unwritten data, so that each can always be filled.
+     * 1 (no overcommit) also within its unwritten data, so that each can always be filled. An
+     * encrypted volume: INVALID_ARGUMENT, as the LVM pool does not encrypt yet.
      */
     @Override
     public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
@@ -109,12 +104,6 @@ public final class LvmPool implements VolumePool {
         if (encrypted) {
             throw CsiException.invalidArgument("volume " + name + ": the LVM pool does not encrypt volumes yet (encryption: luks2 is the image pool's)");
         }
-        return create(name, capacityBytes, allocation, source, overcommitRatio);
-    }
-
-    /** {@link #create(String, long, Allocation, Optional, boolean, double)}, not encrypted. */
-    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, double overcommitRatio)
-            throws IOException, DeviceException, MountException {
         checkName(name);
         Optional<Source> wantedSource = source.map(ImagePool::recorded);
         Optional<ImageRecord> existing = records.read(name);

@@ -15,7 +15,7 @@ import java.util.List;
  */
 public final class NfsNodeWiring {
 
-    public static final Flag NFS_TIMEOUT = new Flag("nfs-timeout", "NFS_TIMEOUT", "60s",
+    public static final Flag NFS_TIMEOUT = Flag.of("nfs-timeout", "60s",
             "deadline for one NFS mount, for one unmount with its forced and lazy retries, and for each stat, statfs or chmod of a share (a child process killed at it)");
 
     private NfsNodeWiring() {}

@@ -81,7 +81,7 @@ class ImageExpansionTest {
         ImagePool pool = pool(new SystemImageFiles(kernel, stats));
         long before = 320 * MIB;
         long after = 640 * MIB;
-        pool.create("pvc-grow", before, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-grow", before, Allocation.SPARSE, Optional.empty());
         pool.attach("pvc-grow", "node-a");
         LoopDevice device = pool.device("pvc-grow").orElseThrow();
         filesystems.formatIfBlank(device.device(), fsType);
@@ -129,8 +129,8 @@ class ImageExpansionTest {
     void aFullyAllocatedImageGetsItsNewSpaceAllocatedAndSparseStaysSparse() throws Exception {
         SystemImageFiles files = new SystemImageFiles(kernel, stats);
         ImagePool pool = pool(files);
-        pool.create("pvc-full", 16 * MIB, Allocation.FULL, Optional.empty());
-        pool.create("pvc-sparse", 16 * MIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-full", 16 * MIB, Allocation.FULL, Optional.empty());
+        PlainVolumes.create(pool, "pvc-sparse", 16 * MIB, Allocation.SPARSE, Optional.empty());
         pool.expand("pvc-full", 48 * MIB);
         pool.expand("pvc-sparse", 48 * MIB);
         assertTrue(files.allocatedBytes(pool.imagePath("pvc-full")) >= 48 * MIB);
@@ -141,7 +141,7 @@ class ImageExpansionTest {
     @Test
     void smallerOrEqualSizesChangeNothingAndTooLargeLeavesTheImageAsItWas() throws Exception {
         ImagePool pool = pool(new SystemImageFiles(kernel, stats));
-        pool.create("pvc-same", 32 * MIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-same", 32 * MIB, Allocation.SPARSE, Optional.empty());
         assertEquals(32 * MIB, pool.expand("pvc-same", 32 * MIB).getCapacityBytes());
         assertEquals(32 * MIB, pool.expand("pvc-same", 16 * MIB).getCapacityBytes(), "never shrunk");
         assertEquals(32 * MIB, Files.size(pool.imagePath("pvc-same")));
@@ -192,8 +192,8 @@ class ImageExpansionTest {
                 return real.space(pool);
             }
         };
-        pool(crashing).create("pvc-retry", 16 * MIB, Allocation.SPARSE, Optional.empty());
-        pool(crashing).create("pvc-restart", 16 * MIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool(crashing), "pvc-retry", 16 * MIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool(crashing), "pvc-restart", 16 * MIB, Allocation.SPARSE, Optional.empty());
         pool(real).attach("pvc-retry", "node-a");
         for (String name : List.of("pvc-retry", "pvc-restart")) {
             assertThrows(IOException.class, () -> pool(crashing).expand(name, 32 * MIB));

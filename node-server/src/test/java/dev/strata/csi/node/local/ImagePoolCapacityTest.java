@@ -84,9 +84,9 @@ class ImagePoolCapacityTest {
     @Test
     void sparseImagesReserveTheirWholeSize() throws Exception {
         ImagePool pool = pool(10 * GIB, 0);
-        pool.create("pvc-a", 6 * GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", 6 * GIB, Allocation.SPARSE, Optional.empty());
         assertEquals(4 * GIB, pool.status().getAvailableBytes(), "a sparse image can still be filled");
-        CsiException full = assertThrows(CsiException.class, () -> pool.create("pvc-b", 5 * GIB, Allocation.SPARSE, Optional.empty()));
+        CsiException full = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-b", 5 * GIB, Allocation.SPARSE, Optional.empty()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, full.code());
         assertEquals(List.of("pvc-a.img", "pvc-a.record"), files());
     }
@@ -100,7 +100,7 @@ class ImagePoolCapacityTest {
             for (String name : List.of("pvc-a", "pvc-b")) {
                 calls.add(callers.submit(() -> {
                     try {
-                        pool.create(name, 8 * GIB, Allocation.SPARSE, Optional.empty());
+                        PlainVolumes.create(pool, name, 8 * GIB, Allocation.SPARSE, Optional.empty());
                         return Status.Code.OK;
                     } catch (CsiException e) {
                         return e.code();
@@ -127,7 +127,7 @@ class ImagePoolCapacityTest {
     void aSnapshotIsAdmittedAgainstThePoolsRoom() throws Exception {
         InMemoryImageFiles files = new InMemoryImageFiles(10 * GIB);
         ImagePool pool = pool(files, Clock.systemUTC());
-        pool.create("pvc-a", 6 * GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", 6 * GIB, Allocation.SPARSE, Optional.empty());
         files.allocated(pool.imagePath("pvc-a"), 5 * GIB);
         assertEquals(4 * GIB, pool.status().getAvailableBytes(), "5 GiB free, 1 GiB of them the image may still take");
         CsiException full = assertThrows(CsiException.class, () -> pool.snapshots().take("snap-a", "pvc-a", false));
@@ -140,7 +140,7 @@ class ImagePoolCapacityTest {
         pool.snapshots().take("snap-a", "pvc-a", false);
         assertEquals(List.of("snap-a"), pool.snapshots().list().stream().map(dev.strata.csi.agent.api.Snapshot::getName).toList());
         assertEquals(2 * GIB, pool.status().getAvailableBytes(), "10 GiB less the image's 2 written and 4 to come, less the copy's 2");
-        CsiException noRoom = assertThrows(CsiException.class, () -> pool.create("pvc-b", 3 * GIB, Allocation.SPARSE, Optional.empty()));
+        CsiException noRoom = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-b", 3 * GIB, Allocation.SPARSE, Optional.empty()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, noRoom.code());
     }
 
@@ -165,7 +165,7 @@ class ImagePoolCapacityTest {
     void aCopyIdleForTheExpiryIsRemovedAndItsCapacityGivenBack() throws Exception {
         MovingClock clock = new MovingClock();
         ImagePool pool = pool(10 * GIB, 0, clock);
-        pool.create("pvc-ready", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-ready", GIB, Allocation.SPARSE, Optional.empty());
         pool.receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE, false);
         assertEquals(3 * GIB, pool.status().getAvailableBytes(), "the partial image reserves its capacity");
 

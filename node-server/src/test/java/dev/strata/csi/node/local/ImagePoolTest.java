@@ -61,8 +61,8 @@ class ImagePoolTest {
 
     @Test
     void everyStepOnceAndItsRepeatChangesNothing() throws Exception {
-        Image created = pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
-        assertEquals(created, pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty()));
+        Image created = PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        assertEquals(created, PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty()));
         Path image = pool.imagePath("pvc-a");
         assertEquals(GIB, Files.size(image));
 
@@ -86,7 +86,7 @@ class ImagePoolTest {
     /** A person's losetup made a second device of the image: the pool keeps one and detaches the other. */
     @Test
     void aSecondDeviceOfOneImageIsDetached() throws Exception {
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         Image attached = pool.attach("pvc-a", "node-1");
         loops.attach(pool.imagePath("pvc-a"));
         assertEquals(2, loops.list().size());
@@ -98,7 +98,7 @@ class ImagePoolTest {
 
     @Test
     void aMountedVolumeIsNeitherDetachedNorDeleted() throws Exception {
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         String device = pool.attach("pvc-a", "node-1").getDevicePath();
         mounter.mount(device, mounts, "ext4", List.of());
 
@@ -123,7 +123,7 @@ class ImagePoolTest {
      */
     @Test
     void anImageIsNeverRemovedWhileADeviceHoldsIt() throws Exception {
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         Path device = Path.of(pool.attach("pvc-a", "node-1").getDevicePath());
         loops.holdOpen(device, true);
 
@@ -141,13 +141,13 @@ class ImagePoolTest {
     @Test
     void aFailedAllocationIsMadeAgainByTheRetry() throws Exception {
         files.failNext("create");
-        assertThrows(IOException.class, () -> pool.create("pvc-a", GIB, Allocation.FULL, Optional.empty()));
+        assertThrows(IOException.class, () -> PlainVolumes.create(pool, "pvc-a", GIB, Allocation.FULL, Optional.empty()));
         assertEquals(Optional.empty(), pool.get("pvc-a"));
 
-        Image image = pool.create("pvc-a", GIB, Allocation.FULL, Optional.empty());
+        Image image = PlainVolumes.create(pool, "pvc-a", GIB, Allocation.FULL, Optional.empty());
         assertEquals(GIB, image.getCapacityBytes());
         assertEquals(9 * GIB, pool.status().getAvailableBytes(), "allocated in full: the gigabyte is taken");
-        CsiException full = assertThrows(CsiException.class, () -> pool.create("pvc-b", 10 * GIB, Allocation.FULL, Optional.empty()));
+        CsiException full = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-b", 10 * GIB, Allocation.FULL, Optional.empty()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, full.code());
         assertFalse(Files.exists(pool.imagePath("pvc-b")));
     }
@@ -155,7 +155,7 @@ class ImagePoolTest {
     /** A failed attach is recorded as wanted: the retry attaches it, and so does the next start. */
     @Test
     void aFailedAttachIsFinishedByTheRetry() throws Exception {
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         loops.failNext("attach");
         assertThrows(DeviceException.class, () -> pool.attach("pvc-a", "node-1"));
         assertEquals(List.of(), loops.list());
@@ -168,8 +168,8 @@ class ImagePoolTest {
      */
     @Test
     void theNextStartBringsTheDevicesInLineWithTheRecords() throws Exception {
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
-        pool.create("pvc-b", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-b", GIB, Allocation.SPARSE, Optional.empty());
         pool.attach("pvc-a", "node-1");
 
         loops = new InMemoryLoopDevices(mounter); // the reboot
@@ -186,13 +186,13 @@ class ImagePoolTest {
         assertTrue(loops.find(strayMounted).isPresent(), "a mounted one is left as it is");
         assertTrue(Files.exists(stray), "files the pool cannot account for are never removed");
         assertEquals(Status.Code.FAILED_PRECONDITION,
-                assertThrows(CsiException.class, () -> pool.create("pvc-stray", GIB, Allocation.SPARSE, Optional.empty())).code());
+                assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-stray", GIB, Allocation.SPARSE, Optional.empty())).code());
     }
 
     /** The record grows first: a failure to refresh the device leaves a growth the retry finishes. */
     @Test
     void anExpansionGrowsTheFileAndTheAttachedDevice() throws Exception {
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         Path device = Path.of(pool.attach("pvc-a", "node-1").getDevicePath());
         loops.failNext("refresh");
         assertThrows(DeviceException.class, () -> pool.expand("pvc-a", 2 * GIB));
@@ -208,22 +208,22 @@ class ImagePoolTest {
     /** A clone holds its source's filesystem, is never formatted, and grows its filesystem at the first stage. */
     @Test
     void aCloneCarriesItsSourcesFilesystem() throws Exception {
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         Path device = Path.of(pool.attach("pvc-a", "node-1").getDevicePath());
         new InMemoryFilesystems(loops, mounter).formatIfBlank(device, "xfs");
         pool.records().recordFilesystem("pvc-a", "xfs");
 
         ContentSource source = ContentSource.newBuilder().setImage("pvc-a").build();
         assertEquals(Status.Code.OUT_OF_RANGE,
-                assertThrows(CsiException.class, () -> pool.create("pvc-b", GIB / 2, Allocation.SPARSE, Optional.of(source))).code());
-        Image clone = pool.create("pvc-b", 2 * GIB, Allocation.SPARSE, Optional.of(source));
+                assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-b", GIB / 2, Allocation.SPARSE, Optional.of(source))).code());
+        Image clone = PlainVolumes.create(pool, "pvc-b", 2 * GIB, Allocation.SPARSE, Optional.of(source));
         assertEquals(source, clone.getSource());
         assertEquals(Optional.of(new InMemoryFilesystems.Signature("xfs", GIB)), InMemoryFilesystems.signature(pool.imagePath("pvc-b")));
         assertEquals("xfs", pool.content("pvc-b").getFilesystem());
         assertTrue(pool.content("pvc-b").getGrowFilesystem());
         assertEquals(Status.Code.ALREADY_EXISTS,
-                assertThrows(CsiException.class, () -> pool.create("pvc-b", 2 * GIB, Allocation.SPARSE, Optional.empty())).code());
-        assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class, () -> pool.create("pvc-c", 2 * GIB, Allocation.SPARSE,
+                assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-b", 2 * GIB, Allocation.SPARSE, Optional.empty())).code());
+        assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-c", 2 * GIB, Allocation.SPARSE,
                 Optional.of(ContentSource.newBuilder().setSnapshot("snapshot-none").build()))).code());
     }
 }

@@ -68,7 +68,7 @@ class LocalNodeBackendTest {
         backend = new LocalNodeBackend("node-1", pools, filesystems, mounter,
                 path -> new FilesystemUsage(GIB, GIB / 2, GIB / 2, 1000, 900, 100), ioLimits,
                 new VolumeEncryption(new InMemoryEncryptedDevices(), filesystems, Crashes.none(), log), Crashes.none(), log);
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         pool.attach("pvc-a", "node-1");
     }
 

@@ -72,7 +72,7 @@ class LvmPoolSystemTest {
     @Test
     void aThinVolumeLivesThroughCreateAttachMountDetachAndDelete() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-thin", 64 * MIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-thin", 64 * MIB, Allocation.SPARSE, Optional.empty());
         assertTrue(volumes.find("pvc-thin").orElseThrow().thin());
         assertFalse(volumes.find("pvc-thin").orElseThrow().active(), "made inactive");
 
@@ -122,7 +122,7 @@ class LvmPoolSystemTest {
     void aLinearVolumeTakesTheGroupsExtentsAndCapacityComesFromLvm() throws Exception {
         LvmPool pool = pool();
         long free = volumes.groupSpace().freeBytes();
-        pool.create("pvc-linear", 32 * MIB, Allocation.FULL, Optional.empty());
+        PlainVolumes.create(pool, "pvc-linear", 32 * MIB, Allocation.FULL, Optional.empty());
         assertFalse(volumes.find("pvc-linear").orElseThrow().thin());
         assertEquals(free - 32 * MIB, volumes.groupSpace().freeBytes());
         assertEquals(512 * MIB, pool.status().getTotalBytes(), "the thin pool's size");
@@ -133,7 +133,7 @@ class LvmPoolSystemTest {
         assertFalse(Files.exists(device));
         pool.delete("pvc-linear");
         assertEquals(free, volumes.groupSpace().freeBytes());
-        CsiException tooLarge = assertThrows(CsiException.class, () -> pool.create("pvc-huge", 600 * MIB, Allocation.SPARSE, Optional.empty()));
+        CsiException tooLarge = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-huge", 600 * MIB, Allocation.SPARSE, Optional.empty()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, tooLarge.code());
         assertTrue(volumes.find("pvc-huge").isEmpty());
     }
@@ -142,7 +142,7 @@ class LvmPoolSystemTest {
     @Test
     void aMountedThinVolumeGrowsOnline() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-grow", 64 * MIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-grow", 64 * MIB, Allocation.SPARSE, Optional.empty());
         Path device = Path.of(pool.attach("pvc-grow", "node-1").getDevicePath());
         Path mountPoint = Files.createDirectory(dir.resolve("grown"));
         Programs.run("mkfs.ext4", "-q", device.toString());
@@ -169,7 +169,7 @@ class LvmPoolSystemTest {
     @Test
     void aSnapshotIsInstantIndependentAndRestoredAsAThinSnapshot() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-source", 64 * MIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-source", 64 * MIB, Allocation.SPARSE, Optional.empty());
         Path device = Path.of(pool.attach("pvc-source", "node-1").getDevicePath());
         Path mountPoint = Files.createDirectory(dir.resolve("source"));
         Programs.run("mkfs.ext4", "-q", device.toString());
@@ -189,7 +189,7 @@ class LvmPoolSystemTest {
         assertTrue(volumes.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isPresent(), "kept after its source is deleted");
 
         var fromSnapshot = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-1").build();
-        pool.create("pvc-restored", 96 * MIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot));
+        PlainVolumes.create(pool, "pvc-restored", 96 * MIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot));
         Path restored = Path.of(pool.attach("pvc-restored", "node-1").getDevicePath());
         assertEquals(96 * MIB, Long.parseLong(Programs.run("blockdev", "--getsize64", restored.toString()).strip()));
         Path restoredMount = Files.createDirectory(dir.resolve("restored"));

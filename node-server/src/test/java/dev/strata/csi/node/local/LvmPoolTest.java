@@ -50,14 +50,14 @@ class LvmPoolTest {
     @Test
     void aThinVolumeIsMadeInactiveAndACreateIsIdempotent() throws Exception {
         LvmPool pool = pool();
-        Image made = pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        Image made = PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         assertEquals("", made.getDevicePath(), "not active before attach");
         var volume = lvm.find("pvc-a").orElseThrow();
         assertTrue(volume.thin(), "thin by default");
         assertFalse(volume.active());
         assertEquals(GIB, volume.sizeBytes());
-        assertEquals(made, pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty()), "the same create again: the same volume");
-        CsiException other = assertThrows(CsiException.class, () -> pool.create("pvc-a", 2 * GIB, Allocation.SPARSE, Optional.empty()));
+        assertEquals(made, PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty()), "the same create again: the same volume");
+        CsiException other = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-a", 2 * GIB, Allocation.SPARSE, Optional.empty()));
         assertEquals(Status.Code.ALREADY_EXISTS, other.code());
         assertEquals(GIB, lvm.find("pvc-a").orElseThrow().sizeBytes(), "the volume is not touched by a refused create");
         assertEquals(List.of("pvc-a"), pool.list().stream().map(Image::getName).toList());
@@ -67,10 +67,10 @@ class LvmPoolTest {
     void allocationFullMakesALinearVolumeFromTheGroupsFreeExtents() throws Exception {
         LvmPool pool = pool();
         long free = lvm.groupSpace().freeBytes();
-        pool.create("pvc-linear", 3 * GIB, Allocation.FULL, Optional.empty());
+        PlainVolumes.create(pool, "pvc-linear", 3 * GIB, Allocation.FULL, Optional.empty());
         assertFalse(lvm.find("pvc-linear").orElseThrow().thin());
         assertEquals(free - 3 * GIB, lvm.groupSpace().freeBytes());
-        CsiException full = assertThrows(CsiException.class, () -> pool.create("pvc-big", free, Allocation.FULL, Optional.empty()));
+        CsiException full = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-big", free, Allocation.FULL, Optional.empty()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, full.code());
         assertTrue(lvm.find("pvc-big").isEmpty());
         assertTrue(pool.get("pvc-big").isEmpty(), "nothing recorded for a refused volume");
@@ -79,7 +79,7 @@ class LvmPoolTest {
     @Test
     void attachActivatesAndDetachDeactivates() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         Image attached = pool.attach("pvc-a", "node-1");
         assertEquals("/dev/mapper/vg--strata-pvc--a", attached.getDevicePath(), "the device-mapper name, dashes doubled");
         assertTrue(lvm.find("pvc-a").orElseThrow().active());
@@ -98,7 +98,7 @@ class LvmPoolTest {
     @Test
     void aMountedVolumeIsNeitherDeactivatedNorDeleted() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         String device = pool.attach("pvc-a", "node-1").getDevicePath();
         Path mountPoint = Files.createDirectory(dir.resolve("staged"));
         // The stand-in makes no device node: the mount table learns its number as the kernel's /dev would have it.
@@ -120,7 +120,7 @@ class LvmPoolTest {
     @Test
     void deleteRemovesTheVolumeAndItsRecordAndIsIdempotent() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         pool.attach("pvc-a", "node-1");
         pool.detach("pvc-a", "node-1");
         pool.delete("pvc-a");
@@ -134,20 +134,20 @@ class LvmPoolTest {
     @Test
     void thinVolumesAreAdmittedWithoutOvercommit() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-a", 6 * GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", 6 * GIB, Allocation.SPARSE, Optional.empty());
         assertEquals(4 * GIB, pool.status().getAvailableBytes());
         assertEquals(10 * GIB, pool.status().getTotalBytes());
-        CsiException over = assertThrows(CsiException.class, () -> pool.create("pvc-b", 5 * GIB, Allocation.SPARSE, Optional.empty()));
+        CsiException over = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-b", 5 * GIB, Allocation.SPARSE, Optional.empty()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, over.code());
         assertTrue(lvm.find("pvc-b").isEmpty());
-        pool.create("pvc-b", 4 * GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-b", 4 * GIB, Allocation.SPARSE, Optional.empty());
         assertEquals(0, pool.status().getAvailableBytes());
         pool.delete("pvc-a");
         assertEquals(6 * GIB, pool.status().getAvailableBytes(), "a deleted volume's reservation comes back");
         lvm.metadataPercent(96);
         assertEquals(0, pool.status().getAvailableBytes(), "a thin pool short of metadata takes nothing more");
         assertEquals(Status.Code.RESOURCE_EXHAUSTED,
-                assertThrows(CsiException.class, () -> pool.create("pvc-c", MIB, Allocation.SPARSE, Optional.empty())).code());
+                assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-c", MIB, Allocation.SPARSE, Optional.empty())).code());
     }
 
     /** The thin pool's data written by someone else's volumes (or snapshots) is not there to give: it bounds what is admitted. */
@@ -159,7 +159,7 @@ class LvmPoolTest {
         assertEquals(3 * GIB, pool.status().getAvailableBytes());
         assertTrue(logged.toString(StandardCharsets.UTF_8).contains("has no record; left as it is"), logged.toString(StandardCharsets.UTF_8));
         assertTrue(lvm.find("pvc-elsewhere").isPresent(), "a tagged volume without a record is left alone");
-        CsiException stray = assertThrows(CsiException.class, () -> pool.create("pvc-elsewhere", GIB, Allocation.SPARSE, Optional.empty()));
+        CsiException stray = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-elsewhere", GIB, Allocation.SPARSE, Optional.empty()));
         assertEquals(Status.Code.FAILED_PRECONDITION, stray.code());
         assertTrue(lvm.find("pvc-elsewhere").isPresent());
     }
@@ -168,7 +168,7 @@ class LvmPoolTest {
     void aNameThatCannotBeALogicalVolumeIsRefused() throws Exception {
         LvmPool pool = pool();
         for (String name : List.of("../etc", "-x", "a".repeat(120), "a b")) {
-            CsiException bad = assertThrows(CsiException.class, () -> pool.create(name, GIB, Allocation.SPARSE, Optional.empty()), name);
+            CsiException bad = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, name, GIB, Allocation.SPARSE, Optional.empty()), name);
             assertEquals(Status.Code.INVALID_ARGUMENT, bad.code(), name);
         }
         assertEquals(List.of(), lvm.list());
@@ -180,13 +180,13 @@ class LvmPoolTest {
     void aCreateCutShortBeforeLvcreateIsUndoneAtTheNextStartAndCanBeMadeAgain() throws Exception {
         LvmPool pool = pool();
         lvm.failNext("lvcreate");
-        assertThrows(DeviceException.class, () -> pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty()));
+        assertThrows(DeviceException.class, () -> PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty()));
         assertTrue(Files.exists(dir.resolve("pvc-a" + RecordStore.SUFFIX)), "the intent was recorded first");
         LvmPool restarted = pool();
         assertTrue(restarted.get("pvc-a").isEmpty());
         assertFalse(Files.exists(dir.resolve("pvc-a" + RecordStore.SUFFIX)), "the interrupted create's record is gone");
         assertEquals(10 * GIB, restarted.status().getAvailableBytes(), "its reservation is free again");
-        restarted.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(restarted, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         assertTrue(lvm.find("pvc-a").isPresent());
     }
 
@@ -200,7 +200,7 @@ class LvmPoolTest {
                         .setAllocation(dev.strata.csi.backend.local.records.ImageRecord.Allocation.SPARSE)
                         .setState(dev.strata.csi.backend.local.records.ImageRecord.State.CREATING).build());
         LvmPool restarted = new LvmPool(dir, lvm, mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
-        Image made = restarted.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        Image made = PlainVolumes.create(restarted, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         assertEquals(GIB, made.getCapacityBytes());
         assertTrue(lvm.find("pvc-a").isPresent());
         assertTrue(restarted.get("pvc-a").isPresent(), "READY now");
@@ -209,7 +209,7 @@ class LvmPoolTest {
     @Test
     void anAttachCutShortBeforeActivationIsActivatedAtTheNextStart() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         lvm.failNext("lvchange-activate");
         assertThrows(DeviceException.class, () -> pool.attach("pvc-a", "node-1"));
         assertFalse(lvm.find("pvc-a").orElseThrow().active());
@@ -220,8 +220,8 @@ class LvmPoolTest {
     @Test
     void aDetachCutShortBeforeDeactivationAndAVolumeActiveAfterARebootAreMadeAsTheRecordsSay() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
-        pool.create("pvc-b", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-b", GIB, Allocation.SPARSE, Optional.empty());
         pool.attach("pvc-a", "node-1");
         pool.attach("pvc-b", "node-1");
         lvm.failNext("lvchange-deactivate");
@@ -237,7 +237,7 @@ class LvmPoolTest {
     @Test
     void aDeleteCutShortIsFinishedAtTheNextStart() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         pool.attach("pvc-a", "node-1");
         lvm.failNext("lvremove");
         assertThrows(DeviceException.class, () -> pool.delete("pvc-a"));
@@ -252,7 +252,7 @@ class LvmPoolTest {
     @Test
     void expansionExtendsTheVolumeActiveOrNotAndNeverShrinksIt() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         pool.attach("pvc-a", "node-1");
         assertEquals(2 * GIB, pool.expand("pvc-a", 2 * GIB).getCapacityBytes());
         assertEquals(2 * GIB, lvm.find("pvc-a").orElseThrow().sizeBytes());
@@ -265,7 +265,7 @@ class LvmPoolTest {
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, over.code());
         assertEquals(2 * GIB, lvm.find("pvc-a").orElseThrow().sizeBytes(), "unchanged when refused");
         assertEquals(8 * GIB, pool.status().getAvailableBytes(), "nor is more reserved");
-        pool.create("pvc-linear", GIB, Allocation.FULL, Optional.empty());
+        PlainVolumes.create(pool, "pvc-linear", GIB, Allocation.FULL, Optional.empty());
         long free = lvm.groupSpace().freeBytes();
         pool.expand("pvc-linear", 2 * GIB);
         assertEquals(free - GIB, lvm.groupSpace().freeBytes(), "a linear volume's new extents come from the group");
@@ -275,7 +275,7 @@ class LvmPoolTest {
     @Test
     void anExpansionCutShortBeforeLvextendIsFinishedAtTheNextStart() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         lvm.failNext("lvextend");
         assertThrows(DeviceException.class, () -> pool.expand("pvc-a", 3 * GIB));
         assertEquals(GIB, lvm.find("pvc-a").orElseThrow().sizeBytes());
@@ -287,7 +287,7 @@ class LvmPoolTest {
     @Test
     void aSnapshotIsAThinSnapshotKeptAfterItsSourceIsDeletedAndRestoresAreThinSnapshotsOfIt() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         var taken = pool.snapshots().take("snapshot-1", "pvc-a", false);
         assertEquals("pvc-a", taken.getSourceImage());
         assertEquals(GIB, taken.getCapacityBytes());
@@ -295,7 +295,7 @@ class LvmPoolTest {
         assertTrue(volume.thin());
         assertFalse(volume.active(), "a snapshot is never active");
         assertEquals(taken, pool.snapshots().take("snapshot-1", "pvc-a", false), "the same snapshot again");
-        pool.create("pvc-b", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-b", GIB, Allocation.SPARSE, Optional.empty());
         assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class, () -> pool.snapshots().take("snapshot-1", "pvc-b", false)).code());
         assertEquals(List.of("snapshot-1"), pool.snapshots().list().stream().map(s -> s.getName()).toList());
         assertEquals(7 * GIB, pool.status().getAvailableBytes(), "a snapshot reserves its size in the thin pool: no overcommit");
@@ -303,22 +303,22 @@ class LvmPoolTest {
         pool.delete("pvc-a");
         assertTrue(lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isPresent(), "kept after its source is deleted");
         var fromSnapshot = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-1").build();
-        Image restored = pool.create("pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot));
+        Image restored = PlainVolumes.create(pool, "pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot));
         assertEquals(2 * GIB, lvm.find("pvc-restored").orElseThrow().sizeBytes(), "extended to the size asked for");
-        assertEquals(restored, pool.create("pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot)));
+        assertEquals(restored, PlainVolumes.create(pool, "pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot)));
         assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class,
-                () -> pool.create("pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.empty())).code());
+                () -> PlainVolumes.create(pool, "pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.empty())).code());
         assertEquals(Status.Code.OUT_OF_RANGE, assertThrows(CsiException.class,
-                () -> pool.create("pvc-small", GIB / 2, Allocation.SPARSE, java.util.Optional.of(fromSnapshot))).code());
+                () -> PlainVolumes.create(pool, "pvc-small", GIB / 2, Allocation.SPARSE, java.util.Optional.of(fromSnapshot))).code());
         assertEquals(Status.Code.INVALID_ARGUMENT, assertThrows(CsiException.class,
-                () -> pool.create("pvc-linear", GIB, Allocation.FULL, java.util.Optional.of(fromSnapshot))).code());
+                () -> PlainVolumes.create(pool, "pvc-linear", GIB, Allocation.FULL, java.util.Optional.of(fromSnapshot))).code());
         var missing = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-none").build();
         assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class,
-                () -> pool.create("pvc-c", GIB, Allocation.SPARSE, java.util.Optional.of(missing))).code());
+                () -> PlainVolumes.create(pool, "pvc-c", GIB, Allocation.SPARSE, java.util.Optional.of(missing))).code());
         assertTrue(lvm.find("pvc-small").isEmpty() && lvm.find("pvc-linear").isEmpty() && lvm.find("pvc-c").isEmpty());
 
         var fromVolume = dev.strata.csi.agent.api.ContentSource.newBuilder().setImage("pvc-restored").build();
-        pool.create("pvc-clone", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromVolume));
+        PlainVolumes.create(pool, "pvc-clone", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromVolume));
         assertTrue(lvm.find("pvc-clone").orElseThrow().thin());
         pool.snapshots().delete("snapshot-1");
         pool.snapshots().delete("snapshot-1");
@@ -330,11 +330,11 @@ class LvmPoolTest {
     @Test
     void aLinearVolumeHasNoSnapshotsAndASnapshotCutShortIsRemovedAtTheNextStart() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-linear", GIB, Allocation.FULL, Optional.empty());
+        PlainVolumes.create(pool, "pvc-linear", GIB, Allocation.FULL, Optional.empty());
         assertEquals(Status.Code.FAILED_PRECONDITION,
                 assertThrows(CsiException.class, () -> pool.snapshots().take("snapshot-1", "pvc-linear", false)).code());
         assertEquals(List.of(), pool.snapshots().list());
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         lvm.failNext("lvcreate-snapshot");
         assertThrows(DeviceException.class, () -> pool.snapshots().take("snapshot-1", "pvc-a", false));
         assertEquals(List.of(), pool.snapshots().list(), "CREATING: not listed");
@@ -353,7 +353,7 @@ class LvmPoolTest {
     void theAdminsOwnVolumesAreNeitherListedNorTouched() throws Exception {
         lvm.addForeign("root", 4 * GIB);
         LvmPool pool = pool();
-        pool.create("pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         assertEquals(List.of("pvc-a"), pool.list().stream().map(Image::getName).toList());
         assertEquals(List.of("pvc-a"), lvm.list().stream().map(LogicalVolumes.LogicalVolume::name).toList());
     }

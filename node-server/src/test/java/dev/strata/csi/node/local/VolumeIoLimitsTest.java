@@ -68,7 +68,7 @@ class VolumeIoLimitsTest {
         pool = new ImagePool(Files.createDirectories(dir.resolve("pool")), files,
                 loops, mounter, new SystemFilesystemFreezer(kernel), Crashes.none(), Clock.systemUTC(), log);
         limits = new VolumeIoLimits(new NodePools(pool, Optional.empty()), mounter, kubelet, cgroups, metrics, log);
-        pool.create("pvc-a", 16 * MIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", 16 * MIB, Allocation.SPARSE, Optional.empty());
         pool.attach("pvc-a", "node-a");
         LoopDevice loop = loops.find(pool.imagePath("pvc-a")).orElseThrow();
         device = loop.number();
