@@ -195,7 +195,7 @@ class ContentTransferTest {
         assertEquals(Status.Code.DATA_LOSS, digest.getStatus().getCode(), digest.getStatus().toString());
         assertTrue(digest.getStatus().getDescription().contains("digest"), digest.getStatus().toString());
         assertEquals(List.of(), poolFiles("node-b", "pvc-digest"), "no partial image, no record");
-        cluster.node("node-b").process().awaitOutput("content refused; partial image removed");
+        cluster.node("node-b").process().awaitOutput("content refused; partial volume removed");
     }
 
     @Test
