@@ -58,7 +58,7 @@ public final class ImagePool implements VolumePool {
     private final PoolCapacity capacity;
     private final ConsistentCopy copies;
     private final PoolSnapshots snapshots;
-    private final ImageIncomingCopies incoming;
+    private final IncomingCopies incoming;
     private final ImageOutgoingCopies outgoing;
     private final ImageFiles files;
     private final LoopDevices loops;
@@ -75,7 +75,7 @@ public final class ImagePool implements VolumePool {
         this.capacity = new PoolCapacity(dir, files, records, snapshotStore);
         this.copies = new ConsistentCopy(dir, files, freezer, this::filesystemMount, crashes, log);
         this.snapshots = new PoolSnapshots(snapshotStore, records, capacity, copies, files, crashes, clock, log);
-        this.incoming = new ImageIncomingCopies(this, new ReceivingRecords(records, clock, log), files, crashes, log);
+        this.incoming = new IncomingCopies(records, new ImageReceiving(this, files), clock, crashes, log);
         this.outgoing = new ImageOutgoingCopies(this, files);
         this.files = files;
         this.loops = loops;

@@ -71,7 +71,7 @@ public final class LvmPool implements VolumePool {
     /** Held from the capacity check until the record that reserves the capacity is written. */
     private final Object capacityLock = new Object();
     private final VolumeSnapshots snapshotView = new Snapshots();
-    private final LvmIncomingCopies incoming;
+    private final IncomingCopies incoming;
     private final LvmOutgoingCopies outgoing;
 
     public LvmPool(Path recordsDir, LogicalVolumes volumes, Mounter mounts, Crashes<CrashPoint> crashes, Clock clock, Log log) {
@@ -82,7 +82,7 @@ public final class LvmPool implements VolumePool {
         this.mounts = mounts;
         this.crashes = crashes;
         this.log = log;
-        this.incoming = new LvmIncomingCopies(this, new ReceivingRecords(records, clock, log), volumes, crashes, log);
+        this.incoming = new IncomingCopies(records, new LvmReceiving(this, volumes), clock, crashes, log);
         this.outgoing = new LvmOutgoingCopies(this, snapshots, volumes);
     }
 
@@ -427,7 +427,11 @@ public final class LvmPool implements VolumePool {
                 finishDelete(record);
                 log.info("finished interrupted delete", "volume", record.getName());
             }
-            case RECEIVING -> incoming.reconcile(record);
+            case RECEIVING -> { // a volume a stream had activated when the node stopped is deactivated; the retried copy resumes it
+                deactivateUnused(record.getName());
+                log.info("logical volume partly received from another node; the retried create resumes it",
+                        "volume", record.getName(), "received_bytes", record.getReceivedBytes());
+            }
             default -> {
                 finishDelete(record);
                 log.info("removed interrupted create", "volume", record.getName());
