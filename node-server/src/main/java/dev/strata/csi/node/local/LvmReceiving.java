@@ -90,10 +90,20 @@ final class LvmReceiving implements ReceivingStorage {
         create(record);
     }
 
-    /** Activates the volume for the stream; closing deactivates it. */
+    /**
+     * Activates the volume for the stream; closing deactivates it. A thin pool whose zeroing was
+     * turned off since the volume was made gives old data from now on: the gaps are written as
+     * zeros from here, recorded first so that every later stream does so too (chunks taken before
+     * were zeroed).
+     */
     @Override
-    public IncomingContent open(ImageRecord record) throws IOException, DeviceException {
+    public IncomingContent open(ImageRecord received) throws IOException, DeviceException {
+        ImageRecord record = received;
         String name = record.getName();
+        if (!record.getReceiveZeroesGaps() && !volumes.thinPoolZeroes()) {
+            record = record.toBuilder().setReceiveZeroesGaps(true).build();
+            pool.records().write(record);
+        }
         if (volumes.find(name).isEmpty()) {
             if (record.getReceivedBytes() > 0) {
                 throw pool.missing(name);

@@ -173,6 +173,21 @@ class LvmCopiesTest {
     }
 
     @Test
+    void aThinPoolThatStopsZeroingMidCopyHasTheRestOfTheGapsWritten() throws Exception {
+        LvmPool pool = pool();
+        pool.incoming().receive("pvc-copy", SIZE, Allocation.SPARSE, ELSEWHERE, false, 1);
+        assertTrue(stream(pool.incoming(), "pvc-copy", 0, 3 * MIB).isEmpty(), "cut short");
+        assertFalse(pool.incoming().receiving("pvc-copy").getReceiveZeroesGaps());
+        lvm.zeroing(false); // lvchange --zero n on the thin pool before the retry
+        ImageRecord record = pool.incoming().receiving("pvc-copy");
+        pool.incoming().open("pvc-copy").close();
+        assertTrue(pool.incoming().receiving("pvc-copy").getReceiveZeroesGaps(), "recorded before anything is written");
+        lvm.zeroing(true);
+        assertTrue(stream(pool.incoming(), "pvc-copy", record.getReceivedBytes(), Long.MAX_VALUE).isPresent());
+        holdsTheSource("pvc-copy", SIZE);
+    }
+
+    @Test
     void otherContentStartsAThinVolumeOverEmpty() throws Exception {
         LvmPool pool = pool();
         pool.incoming().receive("pvc-copy", SIZE, Allocation.SPARSE, ELSEWHERE, false, 1);
