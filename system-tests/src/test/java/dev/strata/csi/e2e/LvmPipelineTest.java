@@ -351,12 +351,25 @@ class LvmPipelineTest {
         }
     }
 
-    static Volume cloneOf(Volume source, String name, Map<String, String> parameters, String node) {
-        return cluster.controller().createVolume(request(name, source.getCapacityBytes(), parameters, node)
+    /** A clone onto {@code node}, asked again as external-provisioner asks while the answer is ABORTED (a copy under way). */
+    static Volume cloneOf(Volume source, String name, Map<String, String> parameters, String node) throws InterruptedException {
+        CreateVolumeRequest clone = request(name, source.getCapacityBytes(), parameters, node)
                 .clearVolumeCapabilities().addVolumeCapabilities(PipelineTest.block())
                 .setVolumeContentSource(VolumeContentSource.newBuilder().setVolume(
                         VolumeContentSource.VolumeSource.newBuilder().setVolumeId(source.getVolumeId())))
-                .build()).getVolume();
+                .build();
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MINUTES.toNanos(5);
+        while (true) {
+            try {
+                return cluster.controller().createVolume(clone).getVolume();
+            } catch (StatusRuntimeException e) {
+                if (e.getStatus().getCode() != Status.Code.ABORTED || System.nanoTime() > deadline) {
+                    throw e;
+                }
+                System.out.println("lvm: copies: " + name + " asked again after " + e.getStatus().getDescription());
+                Thread.sleep(1000);
+            }
+        }
     }
 
     static void writeAt(Path device, long offset, byte[] data) throws Exception {

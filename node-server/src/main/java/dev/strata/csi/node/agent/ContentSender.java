@@ -122,27 +122,8 @@ final class ContentSender {
         long[] sent = {0};
         int[] chunks = {0};
         OutgoingContent content = source.content();
-        try (VolumeLocks.Held held = source.held(); content) { // the content closed first: a volume deactivated before an attach may go on
-            ready.await();
-            out.onNext(ContentChunk.newBuilder().setStart(ContentStart.newBuilder()
-                    .setTag(content.tag()).setSizeBytes(content.sizeBytes()).setOffset(from)
-                    .setFilesystem(content.filesystem()).setUsedAsBlock(content.usedAsBlock())
-                    .setEncrypted(content.encrypted())).build());
-            byte[] digest = content.read(from, (offset, data) -> {
-                ready.await();
-                int length = data.remaining();
-                // The read's own buffer, not a copy: on a server stream (ReadContent is one) onNext
-                // serializes the message into the transport's buffers before it returns, and the read
-                // reuses its buffer only after that. A client stream may keep the message for later
-                // (before the transport is ready, or to retry), which would need a copy here.
-                out.onNext(ContentChunk.newBuilder().setData(ContentData.newBuilder()
-                        .setOffset(offset).setCrc32C(ImageContent.crc32c(data)).setData(UnsafeByteOperations.unsafeWrap(data))).build());
-                sent[0] += length;
-                metrics.sent(length);
-                if (++chunks[0] == CHUNKS_BEFORE_CRASH_POINT) {
-                    crashes.reach(CrashPoint.TRANSFER_SENT);
-                }
-            });
+        try (VolumeLocks.Held held = source.held()) {
+            byte[] digest = send(content, from, out, ready, sent, chunks);
             ready.await();
             out.onNext(ContentChunk.newBuilder().setEnd(ContentEnd.newBuilder().setSha256(ByteString.copyFrom(digest))).build());
             out.onCompleted();
@@ -159,6 +140,37 @@ final class ContentSender {
             fail(out, CsiException.internal("cannot read " + source.name() + ": " + CsiException.describe(e)).toStatus());
         } catch (InterruptedException e) {
             fail(out, Status.ABORTED.withDescription("interrupted"));
+        }
+    }
+
+    /**
+     * The start and the data; returns the digest. The content is closed (a logical volume
+     * deactivated) before the end goes out: once the reader has the end, the controller deletes a
+     * temporary snapshot, which must find it released.
+     */
+    private byte[] send(OutgoingContent content, long from, ServerCallStreamObserver<ContentChunk> out, StreamReadiness ready,
+            long[] sent, int[] chunks) throws IOException, DeviceException, InterruptedException {
+        try (content) {
+            ready.await();
+            out.onNext(ContentChunk.newBuilder().setStart(ContentStart.newBuilder()
+                    .setTag(content.tag()).setSizeBytes(content.sizeBytes()).setOffset(from)
+                    .setFilesystem(content.filesystem()).setUsedAsBlock(content.usedAsBlock())
+                    .setEncrypted(content.encrypted())).build());
+            return content.read(from, (offset, data) -> {
+                ready.await();
+                int length = data.remaining();
+                // The read's own buffer, not a copy: on a server stream (ReadContent is one) onNext
+                // serializes the message into the transport's buffers before it returns, and the read
+                // reuses its buffer only after that. A client stream may keep the message for later
+                // (before the transport is ready, or to retry), which would need a copy here.
+                out.onNext(ContentChunk.newBuilder().setData(ContentData.newBuilder()
+                        .setOffset(offset).setCrc32C(ImageContent.crc32c(data)).setData(UnsafeByteOperations.unsafeWrap(data))).build());
+                sent[0] += length;
+                metrics.sent(length);
+                if (++chunks[0] == CHUNKS_BEFORE_CRASH_POINT) {
+                    crashes.reach(CrashPoint.TRANSFER_SENT);
+                }
+            });
         }
     }
 
