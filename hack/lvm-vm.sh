@@ -12,7 +12,9 @@
 # - LvmPipelineTest runs it end to end: controller-server and two node-servers as processes, one
 #   with --volume-group, through every CSI phase with a StorageClass of pool: lvm (create, attach,
 #   stage, publish, write, online growth, thin snapshot, restore, delete; a linear block volume;
-#   capacity per class and thin overcommit);
+#   capacity per class and thin overcommit; copies between nodes: a thin snapshot restored into
+#   the other node's image pool, an image-pool volume cloned into linear and thin volumes, over
+#   extents a deleted volume left full of old data, and those cloned back, byte for byte);
 # - LvmCrashRecoveryTest kills node-server at each crash point of the LVM pool's steps and checks
 #   that the retried calls finish the volume's life with its data;
 # then csi-sanity (CSI_SANITY, default /opt/csi-sanity/csi-sanity; built by you, not part of this
@@ -95,7 +97,7 @@ vm_check_reports "${classes[@]}" || status=1
 vm_output_lines "lvm: " "${classes[@]}" >&2 || true
 # The lines each class prints once its checks passed.
 declare -A lines=([LvmPoolSystemTest]="ext4 on a thin volume grown online|thin snapshot of a mounted 64 MiB volume took"
-  [LvmPipelineTest]="pipeline: ext4 on an LVM volume grown online through the CSI calls" [LvmCrashRecoveryTest]="crash suite:")
+  [LvmPipelineTest]="pipeline: ext4 on an LVM volume grown online through the CSI calls|copies: a thin snapshot restored into node-b's image pool|copies: an image-pool block volume cloned into node-a's LVM pool, linear and thin|copies: LVM volumes, detached and attached, cloned back" [LvmCrashRecoveryTest]="crash suite:")
 for class in "${classes[@]}"; do
   IFS='|' read -r -a wanted <<<"${lines[${class##*.}]}"
   # Read whole first: grep -q stops at its first match, and under pipefail the writer's SIGPIPE would count as no match.

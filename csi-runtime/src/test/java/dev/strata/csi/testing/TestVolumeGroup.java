@@ -71,6 +71,12 @@ public final class TestVolumeGroup implements AutoCloseable {
                 name + "/" + volume).strip());
     }
 
+    /** Whether a logical volume is active (lv_attr's fifth character), as lvs reports it. */
+    public boolean active(String volume) throws Exception {
+        String attributes = Programs.run("lvs", "--config", CONFIG, "--noheadings", "-o", "lv_attr", name + "/" + volume).strip();
+        return attributes.length() > 4 && attributes.charAt(4) == 'a';
+    }
+
     /** Removes the group with every volume in it, and its loop device. */
     @Override
     public void close() throws Exception {

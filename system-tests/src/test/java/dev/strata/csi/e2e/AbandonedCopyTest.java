@@ -241,7 +241,7 @@ class AbandonedCopyTest {
     }
 
     private static Pattern removal(String name) {
-        return Pattern.compile("removed partly received image[^\\n]* volume=" + Pattern.quote(name)
+        return Pattern.compile("removed partly received volume[^\\n]* volume=" + Pattern.quote(name)
                 + " received_bytes=(\\d+) capacity_bytes=\\d+ idle_seconds=(\\d+)");
     }
 

@@ -97,8 +97,8 @@ class ContentTransferTest {
     @Test
     void aSparseVolumeArrivesOnAnotherNodeByteForByteAndAsSparse() throws Exception {
         Path source = volumeWithData("pvc-source", 256 * MIB, "node-a");
-        Image image = relay().copy(agent("node-a", channelA), image("pvc-source"), image("pvc-source"), agent("node-b", channelB),
-                "pvc-copy", 256 * MIB, Allocation.SPARSE, false, new AtomicLong());
+        Image image = relay().copy(agent("node-a", channelA), image("pvc-source"), agent("node-b", channelB),
+                Relays.receive("pvc-copy", image("pvc-source"), 256 * MIB, Allocation.SPARSE), new AtomicLong());
         assertEquals("pvc-copy", image.getName());
         assertEquals(256 * MIB, image.getCapacityBytes());
         Path copy = cluster.node("node-b").pool().resolve("pvc-copy.img");
@@ -114,13 +114,13 @@ class ContentTransferTest {
                 .map(entry -> entry.getVolume().getVolumeId()).toList();
         assertTrue(ids.contains("local/node-b/pvc-copy"), ids.toString());
         AtomicLong again = new AtomicLong();
-        assertEquals(image.getName(), relay().copy(agent("node-a", channelA), image("pvc-source"), image("pvc-source"), agent("node-b", channelB),
-                "pvc-copy", 256 * MIB, Allocation.SPARSE, false, again).getName());
+        assertEquals(image.getName(), relay().copy(agent("node-a", channelA), image("pvc-source"), agent("node-b", channelB),
+                Relays.receive("pvc-copy", image("pvc-source"), 256 * MIB, Allocation.SPARSE), again).getName());
         assertEquals(0, again.get(), "nothing sent twice");
 
         // Into a larger volume: the same content, zeros after it.
-        relay().copy(agent("node-a", channelA), image("pvc-source"), image("pvc-source"), agent("node-b", channelB),
-                "pvc-larger", 320 * MIB, Allocation.FULL, false, new AtomicLong());
+        relay().copy(agent("node-a", channelA), image("pvc-source"), agent("node-b", channelB),
+                Relays.receive("pvc-larger", image("pvc-source"), 320 * MIB, Allocation.FULL), new AtomicLong());
         Path larger = cluster.node("node-b").pool().resolve("pvc-larger.img");
         assertEquals(320 * MIB, Files.size(larger));
         assertEquals(sha256(source, 320 * MIB), sha256(larger), "the source's content, then zeros");
@@ -148,8 +148,8 @@ class ContentTransferTest {
         SystemState.run("sync", "-f", mounted.toString());
         unstage(source.getVolumeId(), "node-a", mounted);
 
-        relay().copy(agent("node-a", channelA), image("pvc-files"), image("pvc-files"), agent("node-b", channelB),
-                "pvc-files-copy", 64 * MIB, Allocation.SPARSE, false, new AtomicLong());
+        relay().copy(agent("node-a", channelA), image("pvc-files"), agent("node-b", channelB),
+                Relays.receive("pvc-files-copy", image("pvc-files"), 64 * MIB, Allocation.SPARSE), new AtomicLong());
         assertTrue(Files.readString(cluster.node("node-b").pool().resolve("pvc-files-copy.record")).contains("filesystem: \"ext4\""),
                 "the copy's record names the source's filesystem: it is never formatted");
         Path copy = stage("local/node-b/pvc-files-copy", "node-b", capability);
@@ -195,7 +195,7 @@ class ContentTransferTest {
         assertEquals(Status.Code.DATA_LOSS, digest.getStatus().getCode(), digest.getStatus().toString());
         assertTrue(digest.getStatus().getDescription().contains("digest"), digest.getStatus().toString());
         assertEquals(List.of(), poolFiles("node-b", "pvc-digest"), "no partial image, no record");
-        cluster.node("node-b").process().awaitOutput("content refused; partial image removed");
+        cluster.node("node-b").process().awaitOutput("content refused; partial volume removed");
     }
 
     @Test

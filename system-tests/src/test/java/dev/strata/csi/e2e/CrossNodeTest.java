@@ -217,7 +217,7 @@ class CrossNodeTest {
         assertEquals("local/node-b/pvc-slow-clone", clone.getVolumeId());
         // node-b's log holds the class's earlier tests too: only this volume's lines count.
         String log = cluster.node("node-b").process().output();
-        assertEquals(1, count(log, "image created to receive content\" volume=pvc-slow-clone "), "one copy, joined by the retry:\n" + log);
+        assertEquals(1, count(log, "volume created to receive content\" volume=pvc-slow-clone "), "one copy, joined by the retry:\n" + log);
         assertFalse(log.contains("resuming transfer\" volume=pvc-slow-clone "), "the first copy was never cut:\n" + log);
         deleteVolume(clone);
         deleteVolume(source);

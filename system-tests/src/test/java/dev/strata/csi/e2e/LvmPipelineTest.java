@@ -124,17 +124,23 @@ class LvmPipelineTest {
         return available;
     }
 
-    /** A volume attached, staged and published on node-a, and its paths. */
-    record Published(Volume volume, VolumeCapability capability, String device, Path staging, Path target) {}
+    /** A volume attached, staged and published on its node, and its paths. */
+    record Published(Volume volume, VolumeCapability capability, String device, Path staging, Path target) {
+
+        String nodeId() {
+            return volume.getVolumeId().split("/")[1];
+        }
+    }
 
     static Published publish(Volume volume, VolumeCapability capability) throws Exception {
+        String nodeId = volume.getVolumeId().split("/")[1];
         String device = cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
-                .setVolumeId(volume.getVolumeId()).setNodeId("node-a").setVolumeCapability(capability).build())
+                .setVolumeId(volume.getVolumeId()).setNodeId(nodeId).setVolumeCapability(capability).build())
                 .getPublishContextMap().get("devicePath");
         String name = volume.getVolumeId().substring(volume.getVolumeId().lastIndexOf('/') + 1);
-        Path staging = cluster.stagingPath("node-a", name);
-        Path target = cluster.kubeletDir("node-a", "pods/" + name + "/volumes").resolve(capability.hasBlock() ? "block" : "mount");
-        var node = cluster.node("node-a").node();
+        Path staging = cluster.stagingPath(nodeId, name);
+        Path target = cluster.kubeletDir(nodeId, "pods/" + name + "/volumes").resolve(capability.hasBlock() ? "block" : "mount");
+        var node = cluster.node(nodeId).node();
         node.nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
                 .setStagingTargetPath(staging.toString()).setVolumeCapability(capability).build());
         node.nodePublishVolume(NodePublishVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
@@ -143,15 +149,21 @@ class LvmPipelineTest {
     }
 
     static void unpublishAndDelete(Published p) {
-        var node = cluster.node("node-a").node();
+        unpublish(p);
+        cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(p.volume().getVolumeId()).build());
+    }
+
+    static void unpublish(Published p) {
+        var node = cluster.node(p.nodeId()).node();
         node.nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder().setVolumeId(p.volume().getVolumeId())
                 .setTargetPath(p.target().toString()).build());
         node.nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder().setVolumeId(p.volume().getVolumeId())
                 .setStagingTargetPath(p.staging().toString()).build());
         cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
-                .setVolumeId(p.volume().getVolumeId()).setNodeId("node-a").build());
-        assertFalse(Files.exists(Path.of(p.device())), "detach deactivates the logical volume: " + p.device() + " is gone");
-        cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(p.volume().getVolumeId()).build());
+                .setVolumeId(p.volume().getVolumeId()).setNodeId(p.nodeId()).build());
+        if (p.device().startsWith("/dev/mapper/")) {
+            assertFalse(Files.exists(Path.of(p.device())), "detach deactivates the logical volume: " + p.device() + " is gone");
+        }
     }
 
 
@@ -208,13 +220,21 @@ class LvmPipelineTest {
                         VolumeContentSource.SnapshotSource.newBuilder().setSnapshotId(snapshot.getSnapshotId())))
                 .build()).getVolume();
         assertEquals("local/node-a/pvc-lvm-restored", restored.getVolumeId());
-        StatusRuntimeException elsewhere = assertThrows(StatusRuntimeException.class, () -> cluster.controller().createVolume(
-                request("pvc-lvm-elsewhere", 128 * MIB, THIN, "node-b").setVolumeContentSource(VolumeContentSource.newBuilder()
-                        .setSnapshot(VolumeContentSource.SnapshotSource.newBuilder().setSnapshotId(snapshot.getSnapshotId()))).build()));
-        assertEquals(Status.Code.FAILED_PRECONDITION, elsewhere.getStatus().getCode(), elsewhere.getMessage());
         Published r = publish(restored, mount());
         assertEquals(written, read(r.target().resolve("data")), "the restore holds the data of snapshot time");
 
+        // Restored on node-b, which has an image pool only: the thin snapshot's device is read on node-a and streamed.
+        Volume elsewhere = cluster.controller().createVolume(request("pvc-lvm-elsewhere", 128 * MIB, Map.of(), "node-b")
+                .setVolumeContentSource(VolumeContentSource.newBuilder().setSnapshot(
+                        VolumeContentSource.SnapshotSource.newBuilder().setSnapshotId(snapshot.getSnapshotId())))
+                .build()).getVolume();
+        assertEquals("local/node-b/pvc-lvm-elsewhere", elsewhere.getVolumeId());
+        assertFalse(group.active("snap.snap-lvm"), "the snapshot read for the copy is deactivated after it");
+        Published e = publish(elsewhere, mount());
+        assertEquals(written, sha256(Files.readAllBytes(e.target().resolve("data"))), "the copy on node-b holds the data of snapshot time");
+        System.out.println("lvm: copies: a thin snapshot restored into node-b's image pool, its data as at snapshot time");
+
+        unpublishAndDelete(e);
         unpublishAndDelete(r);
         unpublishAndDelete(p);
         cluster.controller().deleteSnapshot(DeleteSnapshotRequest.newBuilder().setSnapshotId(snapshot.getSnapshotId()).build());
@@ -255,5 +275,107 @@ class LvmPipelineTest {
         StatusRuntimeException mixed = assertThrows(StatusRuntimeException.class, () -> cluster.controller().createVolume(
                 request("pvc-mixed", 32 * MIB, Map.of("pool", "lvm", "allocation", "full"), "node-a").build()));
         assertEquals(Status.Code.INVALID_ARGUMENT, mixed.getStatus().getCode(), mixed.getMessage());
+    }
+
+    /**
+     * Copies between nodes in both directions and across pools: a raw block volume with data and
+     * holes in node-b's image pool cloned into node-a's LVM pool, linear on extents that a deleted
+     * volume left full of old data and thin, then the linear copy (detached: its own device is read)
+     * and the thin one while attached (read from a temporary thin snapshot) cloned back into node-b's
+     * image pool. Every copy's whole device must hold the source's bytes and zeros elsewhere.
+     */
+    @Test
+    void copiesBetweenNodesReadAndWriteLogicalVolumesAndNeverShowOldData() throws Exception {
+        VolumeCapability block = PipelineTest.block();
+        long size = 32 * MIB;
+        // Old data: a linear volume filled with 0x5a, deleted; lvremove leaves its extents as they are.
+        Published dirty = publish(cluster.controller().createVolume(request("pvc-dirty", size, LINEAR, "node-a")
+                .clearVolumeCapabilities().addVolumeCapabilities(block).build()).getVolume(), block);
+        byte[] old = new byte[(int) size];
+        java.util.Arrays.fill(old, (byte) 0x5a);
+        writeAt(dirty.target(), 0, old);
+        unpublishAndDelete(dirty);
+
+        Volume source = cluster.controller().createVolume(request("pvc-image-src", size, Map.of(), "node-b")
+                .clearVolumeCapabilities().addVolumeCapabilities(block).build()).getVolume();
+        Published s = publish(source, block);
+        byte[] content = new byte[(int) size]; // data at the start and in the middle, zeros (holes) elsewhere
+        Random random = new Random(11);
+        byte[] first = new byte[(int) MIB + 4096];
+        random.nextBytes(first);
+        byte[] middle = new byte[(int) MIB];
+        random.nextBytes(middle);
+        System.arraycopy(first, 0, content, 0, first.length);
+        System.arraycopy(middle, 0, content, (int) (16 * MIB), middle.length);
+        writeAt(s.target(), 0, first);
+        writeAt(s.target(), 16 * MIB, middle);
+        String expected = sha256(content);
+        assertEquals(expected, sha256(readWhole(Path.of(s.device()), size)), "the source holds what was written");
+        unpublish(s);
+
+        Volume linear = cloneOf(source, "pvc-copy-linear", LINEAR, "node-a");
+        Volume thin = cloneOf(source, "pvc-copy-thin", THIN, "node-a");
+        assertEquals(List.of("pvc-copy-linear", "pvc-copy-thin"), group.driverVolumes().stream().sorted().toList());
+        assertFalse(group.active("pvc-copy-linear") || group.active("pvc-copy-thin"), "received volumes are left inactive");
+        Published l = publish(linear, block);
+        assertEquals(expected, sha256(readWhole(Path.of(l.device()), size)), "the linear copy: the source's bytes, zeros elsewhere, no old data");
+        unpublish(l);
+        Published t = publish(thin, block);
+        assertEquals(expected, sha256(readWhole(Path.of(t.device()), size)), "the thin copy: the source's bytes, zeros elsewhere");
+        System.out.println("lvm: copies: an image-pool block volume cloned into node-a's LVM pool, linear and thin, byte for byte");
+
+        Volume back = cloneOf(linear, "pvc-back-linear", Map.of(), "node-b"); // detached: the logical volume itself is read
+        assertFalse(group.active("pvc-copy-linear"), "the source volume read for the copy is deactivated after it");
+        Volume backThin = cloneOf(thin, "pvc-back-thin", Map.of(), "node-b"); // attached: read from a temporary thin snapshot
+        assertTrue(group.active("pvc-copy-thin"), "the attached source stays active");
+        assertEquals(List.of("pvc-copy-linear", "pvc-copy-thin"), group.driverVolumes().stream().sorted().toList(),
+                "the temporary snapshot is gone");
+        unpublishAndDelete(t);
+        for (Volume copy : List.of(back, backThin)) {
+            Published c = publish(copy, block);
+            assertEquals(expected, sha256(readWhole(Path.of(c.device()), size)), copy.getVolumeId() + ": byte for byte");
+            unpublishAndDelete(c);
+        }
+        System.out.println("lvm: copies: LVM volumes, detached and attached, cloned back into node-b's image pool, byte for byte");
+        for (Volume done : List.of(linear, source)) {
+            cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(done.getVolumeId()).build());
+        }
+    }
+
+    /** A clone onto {@code node}, asked again as external-provisioner asks while the answer is ABORTED (a copy under way). */
+    static Volume cloneOf(Volume source, String name, Map<String, String> parameters, String node) throws InterruptedException {
+        CreateVolumeRequest clone = request(name, source.getCapacityBytes(), parameters, node)
+                .clearVolumeCapabilities().addVolumeCapabilities(PipelineTest.block())
+                .setVolumeContentSource(VolumeContentSource.newBuilder().setVolume(
+                        VolumeContentSource.VolumeSource.newBuilder().setVolumeId(source.getVolumeId())))
+                .build();
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MINUTES.toNanos(5);
+        while (true) {
+            try {
+                return cluster.controller().createVolume(clone).getVolume();
+            } catch (StatusRuntimeException e) {
+                if (e.getStatus().getCode() != Status.Code.ABORTED || System.nanoTime() > deadline) {
+                    throw e;
+                }
+                System.out.println("lvm: copies: " + name + " asked again after " + e.getStatus().getDescription());
+                Thread.sleep(1000);
+            }
+        }
+    }
+
+    static void writeAt(Path device, long offset, byte[] data) throws Exception {
+        try (var out = new java.io.RandomAccessFile(device.toFile(), "rw")) {
+            out.seek(offset);
+            out.write(data);
+            out.getFD().sync();
+        }
+    }
+
+    static byte[] readWhole(Path device, long size) throws Exception {
+        byte[] back = new byte[(int) size];
+        try (var in = new java.io.RandomAccessFile(device.toFile(), "r")) {
+            in.readFully(back);
+        }
+        return back;
     }
 }

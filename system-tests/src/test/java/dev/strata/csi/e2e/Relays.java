@@ -2,6 +2,7 @@ package dev.strata.csi.e2e;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
+import dev.strata.csi.agent.api.ReceiveImageRequest;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.ListImagesRequest;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
@@ -53,6 +54,11 @@ final class Relays {
         }
     }
 
+    /** What controller-server asks the target node for: the image pool, no encryption. */
+    static ReceiveImageRequest receive(String name, ContentSource source, long capacityBytes, Allocation allocation) {
+        return ReceiveImageRequest.newBuilder().setName(name).setSource(source).setCapacityBytes(capacityBytes).setAllocation(allocation).build();
+    }
+
     ContentRelay.Agent agent(String node, ManagedChannel channel) {
         return new ContentRelay.Agent(node, NodeAgentGrpc.newStub(channel).withCallCredentials(token),
                 NodeAgentGrpc.newBlockingStub(channel).withCallCredentials(token).withDeadlineAfter(30, TimeUnit.SECONDS));
@@ -64,7 +70,7 @@ final class Relays {
         ManagedChannel to = channel(target);
         try {
             ContentSource source = ContentSource.newBuilder().setImage(image).build();
-            return relay().copy(agent(holder, from), source, source, agent(target, to), name, capacityBytes, Allocation.SPARSE, false, progress);
+            return relay().copy(agent(holder, from), source, agent(target, to), receive(name, source, capacityBytes, Allocation.SPARSE), progress);
         } finally {
             from.shutdownNow();
             to.shutdownNow();

@@ -1,6 +1,5 @@
 package dev.strata.csi.controller.local;
 
-import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentChunk;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Image;
@@ -55,15 +54,17 @@ public final class ContentRelay {
     }
 
     /**
-     * The image {@code name} on {@code target}, with the content {@code read} names on
-     * {@code holder}: made there (or resumed, or found complete) and READY on return. The new
-     * image's record names {@code source} as where it came from (the volume, where {@code read}
-     * is a temporary snapshot of it). {@code progress} counts the data bytes relayed.
+     * The volume {@code receive} names on {@code target}, with the content {@code read} names on
+     * {@code holder}: made there as ReceiveImage asks (in the pool it names: either pool reads and
+     * writes the same stream), or resumed, or found complete, and READY on return. Its record
+     * names {@code receive}'s source as where it came from (the volume, where {@code read} is a
+     * temporary snapshot of it). {@code progress} counts the data bytes relayed.
      */
-    public Image copy(Agent holder, ContentSource source, ContentSource read, Agent target, String name, long capacityBytes,
-            Allocation allocation, boolean encrypted, AtomicLong progress) throws InterruptedException {
-        ReceiveImageResponse receiving = target.calls().receiveImage(ReceiveImageRequest.newBuilder()
-                .setName(name).setCapacityBytes(capacityBytes).setAllocation(allocation).setSource(source).setEncrypted(encrypted).build());
+    public Image copy(Agent holder, ContentSource read, Agent target, ReceiveImageRequest receive, AtomicLong progress)
+            throws InterruptedException {
+        String name = receive.getName();
+        long capacityBytes = receive.getCapacityBytes();
+        ReceiveImageResponse receiving = target.calls().receiveImage(receive);
         if (receiving.hasImage()) {
             return receiving.getImage();
         }

@@ -5,6 +5,7 @@ import dev.strata.csi.agent.api.CreateSnapshotRequest;
 import dev.strata.csi.agent.api.DeleteSnapshotRequest;
 import dev.strata.csi.agent.api.GetImageRequest;
 import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.ReceiveImageRequest;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
@@ -22,7 +23,8 @@ import java.util.HexFormat;
  * it is deleted once the copy is complete. Its name follows from the new volume's, so a retried
  * copy reads the same snapshot and resumes; the node agent keeps it out of ListSnapshots and
  * removes it at its next start, should no retry ever come. A detached volume is read as it is,
- * held against attachment meanwhile.
+ * held against attachment meanwhile. The new volume goes into the pool its StorageClass names,
+ * whatever pool holds the source: both pools read and write the same stream.
  */
 final class CrossNodeCopies {
 
@@ -47,8 +49,15 @@ final class CrossNodeCopies {
                         .setName(snapshot).setSourceImage(source.getImage()).setTemporary(true).build());
                 read = ContentSource.newBuilder().setSnapshot(snapshot).build();
             }
-            Image image = relay.copy(agent(holder), source, read, agent(target), wanted.name(), wanted.capacityBytes(),
-                    wanted.allocation(), wanted.encrypted(), progress);
+            Image image = relay.copy(agent(holder), read, agent(target), ReceiveImageRequest.newBuilder()
+                    .setName(wanted.name())
+                    .setCapacityBytes(wanted.capacityBytes())
+                    .setAllocation(wanted.allocation())
+                    .setPool(wanted.pool().kind())
+                    .setThinOvercommitRatio(wanted.pool().thinOvercommitRatio())
+                    .setSource(source)
+                    .setEncrypted(wanted.encrypted())
+                    .build(), progress);
             cleanUp(holder, source, wanted.name());
             return image;
         });

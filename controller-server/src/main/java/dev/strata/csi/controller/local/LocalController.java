@@ -184,11 +184,6 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
      * room, its content streamed from the source's node through this controller ({@link CrossNodeCopies}).
      */
     private Volume createOnAnotherNode(VolumeRequest wanted, Origin origin) throws Exception {
-        if (wanted.pool().kind() == PoolKind.POOL_LVM) {
-            throw CsiException.failedPrecondition("volume " + wanted.name() + " is to be made from " + origin.description()
-                    + " on another node than " + origin.nodeId() + ", in its LVM pool; copies between nodes are made into image"
-                    + " pools only so far: restore or clone it on node " + origin.nodeId() + ", or with pool: image");
-        }
         Placement.Placed placed = placement.place(wanted,
                 nodeId -> copies.copy(origin.nodeId(), origin.source(), origin.description(), nodeId, wanted));
         return volume(placed.nodeId(), placed.image());

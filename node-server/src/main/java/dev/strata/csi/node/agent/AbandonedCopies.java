@@ -1,7 +1,9 @@
 package dev.strata.csi.node.agent;
 
 import dev.strata.csi.log.Log;
-import dev.strata.csi.node.local.ImagePool;
+import dev.strata.csi.node.local.IncomingCopies;
+import dev.strata.csi.node.local.NodePools;
+import dev.strata.csi.node.local.VolumePool;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.server.Component;
@@ -12,8 +14,8 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.time.Duration;
 
 /**
- * Removes the partly received images of copies nobody comes back for
- * ({@link ImagePool#removeIfAbandoned}): at start, once the pool is reconciled and before any
+ * Removes the partly received volumes of copies nobody comes back for, in every pool
+ * ({@link IncomingCopies#removeIfAbandoned}): at start, once the pool is reconciled and before any
  * call is served, then every quarter of the expiry (at most every {@link #LONGEST_PERIOD}). Each
  * image is looked at under its lock, the one ReceiveImage and WriteContent take: an image a stream
  * is writing is busy, and left for the next round.
@@ -23,7 +25,7 @@ public final class AbandonedCopies implements Component {
     /** The longest wait between two rounds, whatever the expiry. */
     static final Duration LONGEST_PERIOD = Duration.ofMinutes(5);
 
-    private final ImagePool pool;
+    private final NodePools pools;
     private final VolumeLocks locks;
     private final Duration expiry;
     private final Counter removed;
@@ -31,8 +33,8 @@ public final class AbandonedCopies implements Component {
     private Periodic rounds;
 
     /** {@code expiry} of zero: nothing is ever removed. */
-    public AbandonedCopies(ImagePool pool, VolumeLocks locks, Duration expiry, PrometheusRegistry metrics, Log log) {
-        this.pool = pool;
+    public AbandonedCopies(NodePools pools, VolumeLocks locks, Duration expiry, PrometheusRegistry metrics, Log log) {
+        this.pools = pools;
         this.locks = locks;
         this.expiry = expiry;
         this.log = log;
@@ -58,12 +60,18 @@ public final class AbandonedCopies implements Component {
         return quarter.compareTo(LONGEST_PERIOD) > 0 ? LONGEST_PERIOD : quarter;
     }
 
-    /** One round: every RECEIVING image that is not busy, looked at under its lock. */
+    /** One round: every RECEIVING volume that is not busy, looked at under its lock. */
     private void removeAbandoned() {
+        for (VolumePool pool : pools.all()) {
+            removeAbandoned(pool.incoming());
+        }
+    }
+
+    private void removeAbandoned(IncomingCopies incoming) {
         try {
-            for (String name : pool.receivingImages()) {
+            for (String name : incoming.names()) {
                 try (var held = locks.acquire(name)) {
-                    if (pool.removeIfAbandoned(name, expiry)) {
+                    if (incoming.removeIfAbandoned(name, expiry)) {
                         removed.inc();
                     }
                 } catch (CsiException e) {
@@ -75,7 +83,7 @@ public final class AbandonedCopies implements Component {
                 }
             }
         } catch (Exception e) {
-            log.error("cannot list the images being received; trying again later", "error", e.toString());
+            log.error("cannot list the volumes being received; trying again later", "error", e.toString());
         }
     }
 

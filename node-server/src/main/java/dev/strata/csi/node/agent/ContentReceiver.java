@@ -9,8 +9,11 @@ import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.CrashPoint;
+import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.node.local.ImageContent;
-import dev.strata.csi.node.local.ImagePool;
+import dev.strata.csi.node.local.IncomingContent;
+import dev.strata.csi.node.local.IncomingCopies;
+import dev.strata.csi.node.local.NodePools;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.system.Crashes;
@@ -19,8 +22,6 @@ import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
-import java.nio.file.StandardOpenOption;
 import java.security.MessageDigest;
 import java.util.HexFormat;
 import java.util.concurrent.ArrayBlockingQueue;
@@ -31,7 +32,7 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * WriteContent: another node's content, relayed by controller-server, written into a RECEIVING
- * image on a thread of its own (messages arrive on the transport's thread, which must not wait for
+ * volume of whichever pool holds its record ({@link IncomingCopies}) on a thread of its own (messages arrive on the transport's thread, which must not wait for
  * the disk), one message requested at a time, so the stream never holds more than the transport's
  * window. Every 64 MiB the image is synced and the record says how far it is on disk: a stream
  * cut short (either side or the controller died) resumes there. That checkpoint runs beside the
@@ -47,20 +48,17 @@ final class ContentReceiver {
     /** The largest data chunk taken; senders send {@link ImageContent#CHUNK}. */
     private static final int MAX_CHUNK = 4 * ImageContent.CHUNK;
 
-    private final ImagePool pool;
+    private final NodePools pools;
     private final Inventory inventory;
     private final VolumeLocks locks;
-    private final ImageContent content;
     private final TransferMetrics metrics;
     private final Crashes<CrashPoint> crashes;
     private final Log log;
 
-    ContentReceiver(ImagePool pool, VolumeLocks locks, ImageContent content, Inventory inventory, TransferMetrics metrics,
-            Crashes<CrashPoint> crashes, Log log) {
+    ContentReceiver(NodePools pools, VolumeLocks locks, Inventory inventory, TransferMetrics metrics, Crashes<CrashPoint> crashes, Log log) {
         this.inventory = inventory;
-        this.pool = pool;
+        this.pools = pools;
         this.locks = locks;
-        this.content = content;
         this.metrics = metrics;
         this.crashes = crashes;
         this.log = log;
@@ -103,7 +101,9 @@ final class ContentReceiver {
         private final long started = System.nanoTime();
         private String name;
         private ContentStart start;
-        private FileChannel file;
+        /** The pool's side of the copy: the pool that has the volume's record. */
+        private IncomingCopies incoming;
+        private IncomingContent target;
         /** Everything of the content below this offset is written (recorded once synced). */
         private long position;
         /** Where the latest checkpoint syncs up to; the record says so once it is done. */
@@ -136,8 +136,9 @@ final class ContentReceiver {
                 }
                 VolumeId.checkName(name);
                 held = locks.acquire(name);
+                incoming = pools.holding(name).incoming();
                 ImageRecord record = start(first);
-                file = FileChannel.open(pool.imagePath(name), StandardOpenOption.WRITE);
+                target = incoming.open(name);
                 while (true) {
                     WriteContentRequest request = next();
                     if (!request.getName().equals(name)) {
@@ -166,7 +167,7 @@ final class ContentReceiver {
                     interrupted(e.getMessage());
                 }
                 answer(e.toStatus());
-            } catch (IOException e) {
+            } catch (IOException | DeviceException e) {
                 interrupted(e.toString());
                 answer(CsiException.internal("cannot write volume " + name + ": " + CsiException.describe(e)).toStatus());
             } catch (InterruptedException e) {
@@ -187,8 +188,8 @@ final class ContentReceiver {
          * The stream's start, against the image's record: the same content resumes where the
          * record says it is on disk; other content starts the image over, empty.
          */
-        private ImageRecord start(WriteContentRequest first) throws IOException {
-            ImageRecord record = pool.receiving(name);
+        private ImageRecord start(WriteContentRequest first) throws IOException, DeviceException {
+            ImageRecord record = incoming.receiving(name);
             if (!first.getChunk().hasStart()) {
                 throw CsiException.invalidArgument("a stream begins with its start");
             }
@@ -211,10 +212,10 @@ final class ContentReceiver {
                             + "; its stream starts at 0, not " + start.getOffset());
                 }
                 if (record.getReceivedBytes() > 0 || !record.getReceiveTag().isEmpty()) {
-                    log.info("partly received image holds other content; starting it over", "volume", name,
+                    log.info("partly received volume holds other content; starting it over", "volume", name,
                             "had", record.getReceiveTag(), "now", start.getTag());
                 }
-                record = pool.restartReceive(name, start.getTag());
+                record = incoming.restart(name, start.getTag());
             } else if (start.getOffset() > record.getReceivedBytes()) {
                 throw CsiException.failedPrecondition("volume " + name + " holds " + record.getReceivedBytes()
                         + " bytes of its content on disk; a stream from " + start.getOffset() + " would leave a gap");
@@ -240,7 +241,7 @@ final class ContentReceiver {
             if (ImageContent.crc32c(bytes) != data.getCrc32C()) {
                 throw CsiException.dataLoss("chunk at " + offset + " of volume " + name + " arrived damaged (CRC-32C)");
             }
-            ImageContent.write(file, offset, bytes);
+            target.write(position, offset, bytes);
             position = offset + length;
             written += length;
             metrics.received(length);
@@ -305,21 +306,21 @@ final class ContentReceiver {
 
         /** Syncs what is written up to {@code upTo} (and any more) and records it. */
         private void syncAndRecord(long upTo) throws IOException {
-            file.force(false);
-            pool.receivedUpTo(name, upTo);
+            target.sync();
+            incoming.receivedUpTo(name, upTo);
             recorded = upTo;
         }
 
         private Image finish(byte[] sent) throws IOException, InterruptedException {
             awaitCheckpoint();
-            file.force(true);
-            byte[] mine = content.digest(pool.imagePath(name));
+            target.end(position);
+            byte[] mine = target.digest();
             if (!MessageDigest.isEqual(mine, sent)) {
                 throw CsiException.dataLoss("volume " + name + " received content whose digest " + HexFormat.of().formatHex(mine)
                         + " differs from the sender's " + HexFormat.of().formatHex(sent));
             }
             crashes.reach(CrashPoint.TRANSFER_VERIFIED);
-            Image image = pool.finishReceive(name, start.getSizeBytes(), start.getFilesystem(), start.getUsedAsBlock(), start.getEncrypted());
+            Image image = incoming.finish(name, start.getSizeBytes(), start.getFilesystem(), start.getUsedAsBlock(), start.getEncrypted());
             log.info("content received", "volume", name, "data_bytes", written,
                     "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
             return image;
@@ -328,7 +329,7 @@ final class ContentReceiver {
         /** The stream stopped before its end: what is written is recorded, for the retry to resume. */
         private void interrupted(String why) {
             metrics.receiveEnded("interrupted", started);
-            if (file == null) {
+            if (target == null) {
                 return;
             }
             settleCheckpoint();
@@ -348,12 +349,12 @@ final class ContentReceiver {
         /** Damaged content: the partial image goes, so that the retry starts over. */
         private void discard(String why) {
             metrics.receiveEnded("refused", started);
-            log.error("content refused; partial image removed", "volume", name, "reason", why);
+            log.error("content refused; partial volume removed", "volume", name, "reason", why);
             close();
             try {
-                pool.delete(name);
+                pools.holding(name).delete(name);
             } catch (Exception e) {
-                log.error("cannot remove partial image", "volume", name, "error", e.toString());
+                log.error("cannot remove partial volume", "volume", name, "error", e.toString());
             }
         }
 
@@ -381,14 +382,16 @@ final class ContentReceiver {
         }
 
         private void close() {
-            if (file != null) {
+            if (target != null) {
                 settleCheckpoint(); // the checkpoint's thread syncs this file
                 try {
-                    file.close();
+                    target.close();
                 } catch (IOException e) {
                     // nothing written is lost: every checkpoint synced first
+                } catch (DeviceException e) { // a logical volume left active: the next start deactivates it
+                    log.warn("cannot release the volume received into", "volume", name, "error", e.getMessage());
                 }
-                file = null;
+                target = null;
             }
         }
     }

@@ -9,13 +9,12 @@ import dev.strata.csi.agent.api.ContentStart;
 import dev.strata.csi.agent.api.ReadContentRequest;
 import dev.strata.csi.backend.local.SnapshotId;
 import dev.strata.csi.backend.local.VolumeId;
-import dev.strata.csi.backend.local.records.ImageRecord;
-import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.node.local.ImageContent;
-import dev.strata.csi.node.local.ImagePool;
+import dev.strata.csi.node.local.NodePools;
+import dev.strata.csi.node.local.OutgoingContent;
 import dev.strata.csi.node.local.PoolSnapshots;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.StreamReadiness;
@@ -25,17 +24,14 @@ import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.ServerCallStreamObserver;
 import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.attribute.FileTime;
 import java.time.Duration;
-import java.util.concurrent.TimeUnit;
 
 /**
- * ReadContent: a snapshot's or a detached image's content streamed to controller-server (see
+ * ReadContent: a snapshot's or a detached volume's content, of whichever pool holds it
+ * ({@link dev.strata.csi.node.local.OutgoingCopies}), streamed to controller-server (see
  * {@link ImageContent}), on a thread of its own (the stream's onReady callbacks reach a handler
  * only once it has returned), never more than the transport's window ahead of the reader. The
- * source is held by its lock for as long as it streams: an image against attachment, a snapshot
+ * source is held by its lock for as long as it streams: a volume against attachment, a snapshot
  * against deletion.
  */
 final class ContentSender {
@@ -45,21 +41,18 @@ final class ContentSender {
     /** Data chunks sent before the crash point TRANSFER_SENT: mid-stream. */
     private static final int CHUNKS_BEFORE_CRASH_POINT = 4;
 
-    /** What a stream reads: a file, what its content is, and what it holds until the stream ends. */
-    private record Source(String name, Path file, String tag, long sizeBytes, String filesystem, boolean usedAsBlock, boolean encrypted,
-            VolumeLocks.Held held) {}
+    /** What a stream reads, and the lock it holds until the stream ends. */
+    private record Source(String name, OutgoingContent content, VolumeLocks.Held held) {}
 
-    private final ImagePool pool;
+    private final NodePools pools;
     private final VolumeLocks locks;
-    private final ImageContent content;
     private final TransferMetrics metrics;
     private final Crashes<CrashPoint> crashes;
     private final Log log;
 
-    ContentSender(ImagePool pool, VolumeLocks locks, ImageContent content, TransferMetrics metrics, Crashes<CrashPoint> crashes, Log log) {
-        this.pool = pool;
+    ContentSender(NodePools pools, VolumeLocks locks, TransferMetrics metrics, Crashes<CrashPoint> crashes, Log log) {
+        this.pools = pools;
         this.locks = locks;
-        this.content = content;
         this.metrics = metrics;
         this.crashes = crashes;
         this.log = log;
@@ -77,7 +70,7 @@ final class ContentSender {
             out.onError(CsiException.internal(CsiException.describe(e)).toStatus().asRuntimeException());
             return;
         }
-        long from = source.tag().equals(request.getTag()) ? request.getOffset() : 0;
+        long from = source.content().tag().equals(request.getTag()) ? request.getOffset() : 0;
         StreamReadiness ready = new StreamReadiness(out, STALL);
         out.setOnCancelHandler(() -> ready.fail(Status.CANCELLED.withDescription("the reader went away")));
         Thread.ofPlatform().daemon(true).name("send-" + source.name()).start(() -> stream(source, from, out, ready));
@@ -94,7 +87,7 @@ final class ContentSender {
         };
     }
 
-    /** A detached image, held by its volume's lock from here to the stream's end. */
+    /** A detached volume, held by its lock from here to the stream's end (an attach waits). */
     private Source image(String name) throws IOException, DeviceException {
         if (name.isEmpty()) {
             throw CsiException.missing("source.image");
@@ -102,16 +95,7 @@ final class ContentSender {
         VolumeId.checkName(name);
         VolumeLocks.Held held = locks.acquire(name);
         try {
-            ImageRecord record = pool.content(name);
-            long size = record.getCapacityBytes();
-            if (pool.device(name).isPresent()) {
-                throw CsiException.failedPrecondition("volume " + name + " is attached; a copy of a volume in use is read from a snapshot of it");
-            }
-            Path file = pool.imagePath(name);
-            // Any write changes the ctime: another tag, so that a transfer cut short never resumes on other content.
-            long changed = ((FileTime) Files.getAttribute(file, "unix:ctime")).to(TimeUnit.NANOSECONDS);
-            return new Source(name, file, "image/" + name + "/" + size + "/" + changed, size, record.getFilesystem(),
-                    record.getUsedAsBlock(), record.getEncrypted(), held);
+            return new Source(name, pools.holding(name).outgoing().volume(name), held);
         } catch (IOException | DeviceException | RuntimeException e) {
             held.close();
             throw e;
@@ -119,18 +103,15 @@ final class ContentSender {
     }
 
     /** A snapshot, held by its lock from here to the stream's end (a delete waits). */
-    private Source snapshot(String name) throws IOException {
+    private Source snapshot(String name) throws IOException, DeviceException {
         if (name.isEmpty()) {
             throw CsiException.missing("source.snapshot");
         }
         SnapshotId.checkName(name);
         VolumeLocks.Held held = locks.acquire(PoolSnapshots.lockKey(name));
         try {
-            SnapshotRecord record = pool.snapshots().ready(name);
-            var taken = record.getCreationTime();
-            return new Source(name, pool.snapshots().path(name), "snapshot/" + name + "/" + taken.getSeconds() + "." + taken.getNanos(),
-                    record.getCapacityBytes(), record.getFilesystem(), record.getUsedAsBlock(), record.getEncrypted(), held);
-        } catch (IOException | RuntimeException e) {
+            return new Source(name, pools.holdingSnapshot(name).outgoing().snapshot(name), held);
+        } catch (IOException | DeviceException | RuntimeException e) {
             held.close();
             throw e;
         }
@@ -140,13 +121,42 @@ final class ContentSender {
         long started = System.nanoTime();
         long[] sent = {0};
         int[] chunks = {0};
+        OutgoingContent content = source.content();
         try (VolumeLocks.Held held = source.held()) {
+            byte[] digest = send(content, from, out, ready, sent, chunks);
+            ready.await();
+            out.onNext(ContentChunk.newBuilder().setEnd(ContentEnd.newBuilder().setSha256(ByteString.copyFrom(digest))).build());
+            out.onCompleted();
+            log.info("content sent", "source", source.name(), "from", from, "data_bytes", sent[0],
+                    "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
+        } catch (StatusRuntimeException e) { // the reader went away, or took nothing for too long
+            log.warn("content stream ended early", "source", source.name(), "data_bytes", sent[0], "status", e.getStatus().getCode(),
+                    "reason", e.getStatus().getDescription());
+            fail(out, e.getStatus());
+        } catch (CsiException e) {
+            fail(out, e.toStatus());
+        } catch (IOException | DeviceException e) {
+            log.error("cannot read content", "source", source.name(), "error", e.toString());
+            fail(out, CsiException.internal("cannot read " + source.name() + ": " + CsiException.describe(e)).toStatus());
+        } catch (InterruptedException e) {
+            fail(out, Status.ABORTED.withDescription("interrupted"));
+        }
+    }
+
+    /**
+     * The start and the data; returns the digest. The content is closed (a logical volume
+     * deactivated) before the end goes out: once the reader has the end, the controller deletes a
+     * temporary snapshot, which must find it released.
+     */
+    private byte[] send(OutgoingContent content, long from, ServerCallStreamObserver<ContentChunk> out, StreamReadiness ready,
+            long[] sent, int[] chunks) throws IOException, DeviceException, InterruptedException {
+        try (content) {
             ready.await();
             out.onNext(ContentChunk.newBuilder().setStart(ContentStart.newBuilder()
-                    .setTag(source.tag()).setSizeBytes(source.sizeBytes()).setOffset(from)
-                    .setFilesystem(source.filesystem()).setUsedAsBlock(source.usedAsBlock())
-                    .setEncrypted(source.encrypted())).build());
-            byte[] digest = content.read(source.file(), from, (offset, data) -> {
+                    .setTag(content.tag()).setSizeBytes(content.sizeBytes()).setOffset(from)
+                    .setFilesystem(content.filesystem()).setUsedAsBlock(content.usedAsBlock())
+                    .setEncrypted(content.encrypted())).build());
+            return content.read(from, (offset, data) -> {
                 ready.await();
                 int length = data.remaining();
                 // The read's own buffer, not a copy: on a server stream (ReadContent is one) onNext
@@ -161,22 +171,6 @@ final class ContentSender {
                     crashes.reach(CrashPoint.TRANSFER_SENT);
                 }
             });
-            ready.await();
-            out.onNext(ContentChunk.newBuilder().setEnd(ContentEnd.newBuilder().setSha256(ByteString.copyFrom(digest))).build());
-            out.onCompleted();
-            log.info("content sent", "source", source.name(), "from", from, "data_bytes", sent[0],
-                    "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
-        } catch (StatusRuntimeException e) { // the reader went away, or took nothing for too long
-            log.warn("content stream ended early", "source", source.name(), "data_bytes", sent[0], "status", e.getStatus().getCode(),
-                    "reason", e.getStatus().getDescription());
-            fail(out, e.getStatus());
-        } catch (CsiException e) {
-            fail(out, e.toStatus());
-        } catch (IOException e) {
-            log.error("cannot read content", "source", source.name(), "error", e.toString());
-            fail(out, CsiException.internal("cannot read " + source.name() + ": " + CsiException.describe(e)).toStatus());
-        } catch (InterruptedException e) {
-            fail(out, Status.ABORTED.withDescription("interrupted"));
         }
     }
 

@@ -24,7 +24,6 @@ import dev.strata.csi.agent.api.ListImagesResponse;
 import dev.strata.csi.agent.api.ListSnapshotsRequest;
 import dev.strata.csi.agent.api.ListSnapshotsResponse;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
-import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.ProbeRequest;
 import dev.strata.csi.agent.api.ProbeResponse;
 import dev.strata.csi.agent.api.ReadContentRequest;
@@ -39,7 +38,6 @@ import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.CrashPoint;
-import dev.strata.csi.node.local.ImageContent;
 import dev.strata.csi.node.local.NodePools;
 import dev.strata.csi.node.local.PoolSnapshots;
 import dev.strata.csi.node.local.VolumePool;
@@ -73,15 +71,15 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
      * Every change is counted in {@code inventory} under the name's lock, and the generation that
      * includes it is in the reply, so the controller can tell a report made before it from one after.
      */
-    public NodeAgentService(NodePools pools, VolumeLocks locks, ImageContent content, Inventory inventory, VolumeIoLimits ioLimits,
+    public NodeAgentService(NodePools pools, VolumeLocks locks, Inventory inventory, VolumeIoLimits ioLimits,
             PrometheusRegistry metrics, Crashes<CrashPoint> crashes, Log log) {
         this.pools = pools;
         this.locks = locks;
         this.inventory = inventory;
         this.ioLimits = ioLimits;
         TransferMetrics transfers = new TransferMetrics(metrics);
-        this.sender = new ContentSender(pools.images(), locks, content, transfers, crashes, log);
-        this.receiver = new ContentReceiver(pools.images(), locks, content, inventory, transfers, crashes, log);
+        this.sender = new ContentSender(pools, locks, transfers, crashes, log);
+        this.receiver = new ContentReceiver(pools, locks, inventory, transfers, crashes, log);
     }
 
     @Override
@@ -227,15 +225,6 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
 
     @Override
     public void readContent(ReadContentRequest request, StreamObserver<ContentChunk> response) {
-        try {
-            requireImagePool(request.getSource());
-        } catch (CsiException e) {
-            response.onError(e.toStatus().asRuntimeException());
-            return;
-        } catch (java.io.IOException e) {
-            response.onError(CsiException.internal(CsiException.describe(e)).toStatus().asRuntimeException());
-            return;
-        }
         sender.send(request, (ServerCallStreamObserver<ContentChunk>) response);
     }
 
@@ -247,12 +236,9 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                 if (!request.hasSource()) {
                     throw CsiException.missing("source");
                 }
-                if (pools.forNew(request.getName(), request.getPool()).kind() != PoolKind.POOL_IMAGE) {
-                    throw CsiException.failedPrecondition("volume " + request.getName() + ": the LVM pool does not receive copies"
-                            + " from other nodes yet; restore or clone it on the node that holds its source");
-                }
-                ImageRecord record = pools.images().receive(request.getName(), request.getCapacityBytes(), request.getAllocation(),
-                        request.getSource(), request.getEncrypted());
+                ImageRecord record = pools.forNew(request.getName(), request.getPool()).incoming().receive(request.getName(),
+                        request.getCapacityBytes(), request.getAllocation(), request.getSource(), request.getEncrypted(),
+                        request.getThinOvercommitRatio());
                 var reply = ReceiveImageResponse.newBuilder().setTag(record.getReceiveTag()).setReceivedBytes(record.getReceivedBytes());
                 if (record.getState() == ImageRecord.State.READY) {
                     pools.get(request.getName()).ifPresent(reply::setImage);
@@ -299,21 +285,6 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         if (holding != pool) {
             throw CsiException.invalidArgument("the source of the new volume is in this node's " + NodePools.describe(holding.kind())
                     + ", the new volume is to be in its " + NodePools.describe(pool.kind()) + "; a restore or clone stays in its pool");
-        }
-    }
-
-    /** FAILED_PRECONDITION for content of the LVM pool: its copies to other nodes are not streamed yet. */
-    private void requireImagePool(ContentSource source) throws java.io.IOException {
-        // Names checked first, as the sender checks them: a missing one is the sender's to answer.
-        VolumePool holding = switch (source.getKindCase()) {
-            case SNAPSHOT -> source.getSnapshot().isEmpty() ? pools.images() : pools.holdingSnapshot(snapshotName(source.getSnapshot())
-                    .substring(PoolSnapshots.lockKey("").length()));
-            case IMAGE -> source.getImage().isEmpty() ? pools.images() : pools.holding(name(source.getImage()));
-            case KIND_NOT_SET -> pools.images();
-        };
-        if (holding.kind() != PoolKind.POOL_IMAGE) {
-            throw CsiException.failedPrecondition("the LVM pool's volumes and snapshots are not copied to other nodes yet;"
-                    + " restore or clone them on their own node");
         }
     }
 

@@ -9,6 +9,7 @@ import java.nio.file.StandardOpenOption;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.Arrays;
+import java.util.List;
 import java.util.zip.CRC32;
 import java.util.zip.CRC32C;
 
@@ -48,12 +49,30 @@ public final class ImageContent {
      * to {@code chunks}. A chunk starts and ends on non-zero blocks; it may hold zero blocks within.
      */
     public byte[] read(Path image, long from, Chunks chunks) throws IOException, InterruptedException {
+        return read(image, files.dataRanges(image), from, chunks);
+    }
+
+    /**
+     * As {@link #read(Path, long, Chunks)}, for a block device (a logical volume) of
+     * {@code sizeBytes}: a device has no holes to skip, so every block is read, and its zero blocks
+     * are left out as an image's are: the digest is the one an image with the same content has.
+     */
+    public static byte[] readDevice(Path device, long sizeBytes, long from, Chunks chunks) throws IOException, InterruptedException {
+        return read(device, List.of(new DataRange(0, sizeBytes)), from, chunks);
+    }
+
+    /** The digest of the first {@code sizeBytes} of {@code device} as it is on disk. */
+    public static byte[] digestDevice(Path device, long sizeBytes) throws IOException {
+        return digest(device, () -> readDevice(device, sizeBytes, Long.MAX_VALUE, (offset, data) -> { }));
+    }
+
+    private static byte[] read(Path image, List<DataRange> ranges, long from, Chunks chunks) throws IOException, InterruptedException {
         MessageDigest digest = sha256();
         byte[] buffer = new byte[CHUNK];
         ByteBuffer index = ByteBuffer.allocate(Long.BYTES + 2 * Integer.BYTES);
         long next = 0; // ranges of a filesystem with smaller blocks may share a 4 KiB block: each is read once
         try (FileChannel file = FileChannel.open(image, StandardOpenOption.READ)) {
-            for (DataRange range : files.dataRanges(image)) {
+            for (DataRange range : ranges) {
                 long end = range.offset() + range.length();
                 long offset = Math.max(next, Math.floorDiv(range.offset(), BLOCK) * (long) BLOCK);
                 while (offset < end) {
@@ -83,11 +102,21 @@ public final class ImageContent {
 
     /** The digest of {@code image}'s content as it is on disk. */
     public byte[] digest(Path image) throws IOException {
+        return digest(image, () -> read(image, Long.MAX_VALUE, (offset, data) -> { }));
+    }
+
+    /** A whole read, whose digest is all that is wanted. */
+    @FunctionalInterface
+    private interface WholeRead {
+        byte[] run() throws IOException, InterruptedException;
+    }
+
+    private static byte[] digest(Path read, WholeRead whole) throws IOException {
         try {
-            return read(image, Long.MAX_VALUE, (offset, data) -> { });
+            return whole.run();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new IOException("interrupted while reading " + image, e);
+            throw new IOException("interrupted while reading " + read, e);
         }
     }
 
@@ -112,6 +141,19 @@ public final class ImageContent {
         }
         if (run >= 0) {
             writeFully(file, bytes.slice(run, length - run), offset + run);
+        }
+    }
+
+    /** Writes {@code data} (its position to its limit, left where they are) at {@code offset} as it is, zero blocks too. */
+    public static void writeWhole(FileChannel file, long offset, ByteBuffer data) throws IOException {
+        writeFully(file, data.slice(), offset);
+    }
+
+    /** Writes zeros over {@code from} to {@code to}: storage that does not read as zeros where nothing was written. */
+    public static void writeZeros(FileChannel file, long from, long to) throws IOException {
+        ByteBuffer zeros = ByteBuffer.allocate((int) Math.min(CHUNK, Math.max(0, to - from)));
+        for (long at = from; at < to; at += zeros.capacity()) {
+            writeFully(file, zeros.clear().limit((int) Math.min(zeros.capacity(), to - at)), at);
         }
     }
 

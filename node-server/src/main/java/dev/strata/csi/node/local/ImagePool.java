@@ -26,7 +26,6 @@ import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.time.Clock;
-import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -59,24 +58,25 @@ public final class ImagePool implements VolumePool {
     private final PoolCapacity capacity;
     private final ConsistentCopy copies;
     private final PoolSnapshots snapshots;
+    private final IncomingCopies incoming;
+    private final ImageOutgoingCopies outgoing;
     private final ImageFiles files;
     private final LoopDevices loops;
     private final Mounter mounts;
     private final Log log;
     private final Crashes<CrashPoint> crashes;
-    /** When transfer steps happen, as RECEIVING records keep it. */
-    private final Clock clock;
 
     public ImagePool(Path dir, ImageFiles files, LoopDevices loops, Mounter mounts, FilesystemFreezer freezer, Crashes<CrashPoint> crashes,
             Clock clock, Log log) {
         this.dir = dir;
         this.crashes = crashes;
-        this.clock = clock;
         this.records = new RecordStore(dir, log);
         SnapshotStore snapshotStore = new SnapshotStore(dir, log);
         this.capacity = new PoolCapacity(dir, files, records, snapshotStore);
         this.copies = new ConsistentCopy(dir, files, freezer, this::filesystemMount, crashes, log);
         this.snapshots = new PoolSnapshots(snapshotStore, records, capacity, copies, files, crashes, clock, log);
+        this.incoming = new IncomingCopies(records, new ImageReceiving(this, files), clock, crashes, log);
+        this.outgoing = new ImageOutgoingCopies(this, files);
         this.files = files;
         this.loops = loops;
         this.mounts = mounts;
@@ -96,6 +96,18 @@ public final class ImagePool implements VolumePool {
     @Override
     public PoolSnapshots snapshots() {
         return snapshots;
+    }
+
+    /** The copies this pool receives from other nodes. */
+    @Override
+    public IncomingCopies incoming() {
+        return incoming;
+    }
+
+    /** The copies other nodes receive of this pool's images and snapshots. */
+    @Override
+    public OutgoingCopies outgoing() {
+        return outgoing;
     }
 
     /**
@@ -194,7 +206,7 @@ public final class ImagePool implements VolumePool {
     }
 
     /** FAILED_PRECONDITION when the pool holds an image file of that name without a record. */
-    private void requireNoStrayFile(String name) {
+    void requireNoStrayFile(String name) {
         if (Files.exists(imagePath(name))) {
             throw CsiException.failedPrecondition("pool " + dir + " holds an image file for " + name
                     + " without a record; the driver does not touch data it cannot account for");
@@ -205,142 +217,11 @@ public final class ImagePool implements VolumePool {
      * Writes the new image's first record once the pool has room for it (what the {@code existing}
      * record it replaces reserved counts as room): from then on the record reserves its capacity.
      */
-    private void reserve(ImageRecord record, Optional<ImageRecord> existing) throws IOException, DeviceException, MountException {
+    void reserve(ImageRecord record, Optional<ImageRecord> existing) throws IOException, DeviceException, MountException {
         capacity.admit("volume " + record.getName(), record.getCapacityBytes(), existing.map(capacity::reservedBy).orElse(0L), () -> {
             records.write(record);
             return record;
         });
-    }
-
-    /**
-     * The image {@code name} that is to receive content from another node ({@code source}: what
-     * that node calls it): made empty in the state RECEIVING, its capacity reserved as a create's,
-     * or the one an earlier attempt left, with how far it got; a READY one is returned as it is.
-     * ALREADY_EXISTS when the name is taken with another size, allocation or source.
-     */
-    public ImageRecord receive(String name, long capacityBytes, Allocation allocation, ContentSource source, boolean encrypted)
-            throws IOException, DeviceException, MountException {
-        VolumeId.checkName(name);
-        Source from = recorded(source);
-        Optional<ImageRecord> existing = records.read(name);
-        if (existing.isPresent()) {
-            ImageRecord record = existing.get();
-            switch (record.getState()) {
-                case READY, RECEIVING -> {
-                    Optional<Source> has = record.hasSource() ? Optional.of(record.getSource()) : Optional.empty();
-                    if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation || !has.equals(Optional.of(from))
-                            || record.getEncrypted() != encrypted) {
-                        throw CsiException.alreadyExists("volume " + name + " exists with " + record.getCapacityBytes() + " bytes, "
-                                + allocation(record) + ", " + describe(has) + (record.getEncrypted() ? ", encrypted" : "") + "; asked for "
-                                + capacityBytes + " bytes, " + allocation + ", " + describe(Optional.of(from)) + " of another node"
-                                + (encrypted ? ", encrypted" : ""));
-                    }
-                    if (record.getState() == ImageRecord.State.RECEIVING) { // the copy is back for it: not abandoned
-                        record = progressed(record.toBuilder());
-                    }
-                    return record;
-                }
-                case DELETING -> finishDelete(record);
-                default -> { } // CREATING: holds no data
-            }
-        } else {
-            requireNoStrayFile(name);
-        }
-        ImageRecord record = ImageRecord.newBuilder()
-                .setName(name)
-                .setCapacityBytes(capacityBytes)
-                .setAllocation(recorded(allocation))
-                .setState(ImageRecord.State.CREATING)
-                .setSource(from)
-                .setEncrypted(encrypted)
-                .build();
-        reserve(record, existing);
-        crashes.reach(CrashPoint.CREATE_RECORDED);
-        files.create(imagePath(name), capacityBytes, allocation);
-        crashes.reach(CrashPoint.CREATE_ALLOCATED);
-        record = progressed(record.toBuilder().setState(ImageRecord.State.RECEIVING));
-        log.info("image created to receive content", "volume", name, "bytes", capacityBytes, "allocation", allocation);
-        return record;
-    }
-
-    /** Starts the RECEIVING image over, empty, for the content {@code tag} names (another content than it had). */
-    public ImageRecord restartReceive(String name, String tag) throws IOException {
-        ImageRecord record = receiving(name);
-        files.create(imagePath(name), record.getCapacityBytes(), allocation(record));
-        return progressed(record.toBuilder().setReceiveTag(tag).setReceivedBytes(0));
-    }
-
-    /** Records that everything below {@code receivedBytes} of the RECEIVING image's content is on disk, synced. */
-    public void receivedUpTo(String name, long receivedBytes) throws IOException {
-        progressed(receiving(name).toBuilder().setReceivedBytes(receivedBytes));
-    }
-
-    /** Writes the RECEIVING record with the time of this transfer step: the image is not abandoned. */
-    private ImageRecord progressed(ImageRecord.Builder record) throws IOException {
-        ImageRecord written = record.setReceiveProgressTime(timestamp(clock.instant())).build();
-        records.write(written);
-        return written;
-    }
-
-    /** The RECEIVING images of the pool, by name: the candidates for {@link #removeIfAbandoned}. */
-    public List<String> receivingImages() throws IOException {
-        return records.all().stream().filter(record -> record.getState() == ImageRecord.State.RECEIVING).map(ImageRecord::getName).toList();
-    }
-
-    /**
-     * Removes the RECEIVING image {@code name} when no transfer step has touched it for
-     * {@code expiry}: a copy nobody comes back for (its volume's PVC was deleted while
-     * external-provisioner retried, and the provisioner restarted and forgot it), whose file and
-     * reserved capacity would stay forever. It goes the way of a delete (DELETING first, so the
-     * next start finishes an interrupted removal). Every RECEIVING record is written with the time
-     * of its step. The caller holds the image's lock, as every
-     * transfer step does: a step either came first, and the image is kept, or finds it gone.
-     * Returns whether the image was removed.
-     */
-    public boolean removeIfAbandoned(String name, Duration expiry) throws IOException, DeviceException, MountException {
-        Optional<ImageRecord> found = records.read(name).filter(record -> record.getState() == ImageRecord.State.RECEIVING);
-        if (found.isEmpty()) {
-            return false;
-        }
-        ImageRecord record = found.get();
-        Instant last = Instant.ofEpochSecond(record.getReceiveProgressTime().getSeconds(), record.getReceiveProgressTime().getNanos());
-        Duration idle = Duration.between(last, clock.instant());
-        if (idle.compareTo(expiry) < 0) {
-            return false;
-        }
-        delete(name);
-        log.warn("removed partly received image: no transfer step for longer than the abandoned-copy expiry; "
-                        + "its capacity is free again", "volume", name, "received_bytes", record.getReceivedBytes(),
-                "capacity_bytes", record.getCapacityBytes(), "idle_seconds", idle.toSeconds(), "expiry_seconds", expiry.toSeconds());
-        return true;
-    }
-
-    /**
-     * The RECEIVING image is complete, synced and checked: READY from now on, holding the
-     * {@code filesystem} its source's record named (or raw block content), never to be formatted,
-     * and encrypted when its source is (the bytes are the source's);
-     * a filesystem from a smaller source grows at the next stage.
-     */
-    public Image finishReceive(String name, long sourceBytes, String filesystem, boolean usedAsBlock, boolean encrypted) throws IOException {
-        ImageRecord record = receiving(name);
-        record = record.toBuilder()
-                .setState(ImageRecord.State.READY)
-                .clearReceiveProgressTime()
-                .setFilesystem(filesystem)
-                .setUsedAsBlock(usedAsBlock)
-                .setEncrypted(encrypted)
-                .setGrowFilesystem(!filesystem.isEmpty() && sourceBytes < record.getCapacityBytes())
-                .build();
-        records.write(record);
-        log.info("image received", "volume", name, "bytes", record.getCapacityBytes());
-        return image(record, null); // never attached while receiving
-    }
-
-    /** The RECEIVING image, for a transfer's next step; FAILED_PRECONDITION when the image is not being received. */
-    public ImageRecord receiving(String name) throws IOException {
-        return records.read(name)
-                .filter(record -> record.getState() == ImageRecord.State.RECEIVING)
-                .orElseThrow(() -> CsiException.failedPrecondition("volume " + name + " is not being received on this node"));
     }
 
     /** What a copy starts from; NOT_FOUND unless the source is there, complete. */
@@ -631,7 +512,7 @@ public final class ImagePool implements VolumePool {
      * while one is mounted. Deletes, and creates cut short: the driver attaches only READY images,
      * but a person's losetup can hold any, and an image file is never removed while attached.
      */
-    private void finishDelete(ImageRecord record) throws IOException, DeviceException, MountException {
+    void finishDelete(ImageRecord record) throws IOException, DeviceException, MountException {
         finishDelete(record, unusedDevices(record.getName()));
     }
 
@@ -838,7 +719,7 @@ public final class ImagePool implements VolumePool {
     }
 
     /** The record's own enum (local_record.proto) and the agent API's: the same values, kept apart so either can change. */
-    private static ImageRecord.Allocation recorded(Allocation allocation) {
+    static ImageRecord.Allocation recorded(Allocation allocation) {
         return switch (allocation) {
             case SPARSE -> ImageRecord.Allocation.SPARSE;
             case FULL -> ImageRecord.Allocation.FULL;
@@ -846,7 +727,7 @@ public final class ImagePool implements VolumePool {
         };
     }
 
-    private static Allocation allocation(ImageRecord record) {
+    static Allocation allocation(ImageRecord record) {
         return switch (record.getAllocation()) {
             case SPARSE -> Allocation.SPARSE;
             case FULL -> Allocation.FULL;

@@ -126,11 +126,11 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
         Periodic ioLimitsResync = new Periodic("io-limits-resync", resyncPeriod, ioLimits::applyAll);
         PoolOwnership ownership = new PoolOwnership(pools);
         // After the pools' reconcile, before any call: a copy abandoned while the node was down goes at start.
-        AbandonedCopies abandoned = new AbandonedCopies(images, locks, abandonedCopyExpiry, context.metrics(), log);
+        AbandonedCopies abandoned = new AbandonedCopies(pools, locks, abandonedCopyExpiry, context.metrics(), log);
         Inventory inventory = new Inventory(pools);
         TcpComponent agent = new TcpComponent(
                 TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
-                List.of(new NodeAgentService(pools, locks, new ImageContent(files), inventory, ioLimits, context.metrics(), crashes, log)),
+                List.of(new NodeAgentService(pools, locks, inventory, ioLimits, context.metrics(), crashes, log)),
                 security.verifiers(), log);
         Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), node.nodeId(),
                 flags.get(ADVERTISE_HOST), agent::port, node.topology().of(node.nodeId()).getSegmentsMap(), pools, inventory,

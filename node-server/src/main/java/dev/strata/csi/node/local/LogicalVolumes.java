@@ -59,6 +59,13 @@ public interface LogicalVolumes {
     /** The thin pool thin volumes are made in; empty when the group has none of that name. */
     Optional<ThinPoolSpace> thinPoolSpace() throws DeviceException;
 
+    /**
+     * Whether the thin pool zeroes the chunks it gives a thin volume before the volume writes them
+     * ({@code lvs -o zero}; LVM's default): a new thin volume then reads as zeros where it was not
+     * written. Where not, a chunk partly written shows the rest of its old data.
+     */
+    boolean thinPoolZeroes() throws DeviceException;
+
     /** The driver's logical volumes in the group (tagged as the driver's), active or not. */
     List<LogicalVolume> list() throws DeviceException;
 

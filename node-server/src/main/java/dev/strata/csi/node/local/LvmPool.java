@@ -71,6 +71,8 @@ public final class LvmPool implements VolumePool {
     /** Held from the capacity check until the record that reserves the capacity is written. */
     private final Object capacityLock = new Object();
     private final VolumeSnapshots snapshotView = new Snapshots();
+    private final IncomingCopies incoming;
+    private final LvmOutgoingCopies outgoing;
 
     public LvmPool(Path recordsDir, LogicalVolumes volumes, Mounter mounts, Crashes<CrashPoint> crashes, Clock clock, Log log) {
         this.records = new RecordStore(recordsDir, log);
@@ -80,6 +82,20 @@ public final class LvmPool implements VolumePool {
         this.mounts = mounts;
         this.crashes = crashes;
         this.log = log;
+        this.incoming = new IncomingCopies(records, new LvmReceiving(this, volumes), clock, crashes, log);
+        this.outgoing = new LvmOutgoingCopies(this, snapshots, volumes);
+    }
+
+    /** The copies this pool receives from other nodes: into thin or linear logical volumes. */
+    @Override
+    public IncomingCopies incoming() {
+        return incoming;
+    }
+
+    /** The copies other nodes receive of this pool's volumes and thin snapshots, read from their devices. */
+    @Override
+    public OutgoingCopies outgoing() {
+        return outgoing;
     }
 
     @Override
@@ -101,9 +117,7 @@ public final class LvmPool implements VolumePool {
     @Override
     public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
             double overcommitRatio) throws IOException, DeviceException, MountException {
-        if (encrypted) {
-            throw CsiException.invalidArgument("volume " + name + ": the LVM pool does not encrypt volumes yet (encryption: luks2 is the image pool's)");
-        }
+        requirePlain(name, encrypted);
         checkName(name);
         Optional<Source> wantedSource = source.map(ImagePool::recorded);
         Optional<ImageRecord> existing = records.read(name);
@@ -114,13 +128,12 @@ public final class LvmPool implements VolumePool {
                     ImagePool.requireSame(record, capacityBytes, allocation, wantedSource);
                     return image(record, volumes.find(name));
                 }
-                case RECEIVING -> throw CsiException.failedPrecondition("volume " + name + " has a record of a copy from another node,"
-                        + " which the LVM pool does not receive; left as it is");
+                case RECEIVING -> throw CsiException.alreadyExists("volume " + name
+                        + " is being made with the content of another node's volume or snapshot");
                 default -> finishDelete(record); // DELETING, or an interrupted create: holds no data, removed and made again
             }
-        } else if (volumes.find(name).isPresent()) {
-            throw CsiException.failedPrecondition("volume group " + volumes.volumeGroup() + " holds a logical volume " + name
-                    + " tagged as the driver's, without a record; the driver does not touch data it cannot account for");
+        } else {
+            requireNoStrayVolume(name);
         }
         ImageRecord.Builder wanted = ImageRecord.newBuilder()
                 .setName(name)
@@ -146,14 +159,7 @@ public final class LvmPool implements VolumePool {
                     .setGrowFilesystem(!content.filesystem().isEmpty() && content.capacityBytes() < capacityBytes);
         }
         ImageRecord record = wanted.build();
-        synchronized (capacityLock) {
-            long available = available(allocation, record.getThinOvercommitRatio());
-            if (capacityBytes > available) {
-                throw CsiException.resourceExhausted("volume " + name + " needs " + capacityBytes + " bytes; volume group "
-                        + volumes.volumeGroup() + " has " + available + " for " + kind(allocation) + " volumes");
-            }
-            records.write(record); // from here on the record reserves its capacity
-        }
+        reserve(record);
         if (origin.isPresent()) {
             crashes.reach(CrashPoint.RESTORE_RECORDED);
             volumes.snapshot(origin.get(), name);
@@ -175,6 +181,34 @@ public final class LvmPool implements VolumePool {
         log.info("logical volume created", "volume", name, "group", volumes.volumeGroup(), "kind", kind(allocation),
                 "bytes", capacityBytes, "from", ImagePool.describe(wantedSource));
         return image(record, Optional.empty());
+    }
+
+    /** INVALID_ARGUMENT for an encrypted volume: the LVM pool does not encrypt. */
+    static void requirePlain(String name, boolean encrypted) {
+        if (encrypted) {
+            throw CsiException.invalidArgument("volume " + name + ": the LVM pool does not encrypt volumes yet (encryption: luks2 is the image pool's)");
+        }
+    }
+
+    /** FAILED_PRECONDITION when the group holds a logical volume of that name, tagged as the driver's, without a record. */
+    void requireNoStrayVolume(String name) throws DeviceException {
+        if (volumes.find(name).isPresent()) {
+            throw CsiException.failedPrecondition("volume group " + volumes.volumeGroup() + " holds a logical volume " + name
+                    + " tagged as the driver's, without a record; the driver does not touch data it cannot account for");
+        }
+    }
+
+    /** Writes the new volume's first record once the pool has room for it: from then on the record reserves its capacity. */
+    void reserve(ImageRecord record) throws IOException, DeviceException {
+        Allocation allocation = allocation(record);
+        synchronized (capacityLock) {
+            long available = available(allocation, record.getThinOvercommitRatio());
+            if (record.getCapacityBytes() > available) {
+                throw CsiException.resourceExhausted("volume " + record.getName() + " needs " + record.getCapacityBytes()
+                        + " bytes; volume group " + volumes.volumeGroup() + " has " + available + " for " + kind(allocation) + " volumes");
+            }
+            records.write(record);
+        }
     }
 
     /** Deletes the logical volume and its record; succeeds when already gone. FAILED_PRECONDITION while mounted. */
@@ -339,13 +373,15 @@ public final class LvmPool implements VolumePool {
         List<String> known = new ArrayList<>(all.stream().map(ImageRecord::getName).toList());
         for (SnapshotRecord snapshot : snapshots.all()) {
             known.add(SNAPSHOT_PREFIX + snapshot.getName());
-            if (snapshot.getState() != SnapshotRecord.State.READY || snapshot.getTemporary()) {
-                try {
+            try {
+                if (snapshot.getState() != SnapshotRecord.State.READY || snapshot.getTemporary()) {
                     finishSnapshotDelete(snapshot);
                     log.info("removed interrupted snapshot", "snapshot", snapshot.getName(), "state", snapshot.getState());
-                } catch (Exception e) {
-                    log.error("cannot reconcile snapshot; left as it is", "snapshot", snapshot.getName(), "error", e.getMessage());
+                } else {
+                    deactivateUnused(SNAPSHOT_PREFIX + snapshot.getName()); // activated by a copy to another node a crash cut short
                 }
+            } catch (Exception e) {
+                log.error("cannot reconcile snapshot; left as it is", "snapshot", snapshot.getName(), "error", e.getMessage());
             }
         }
         for (LogicalVolume volume : volumes.list()) {
@@ -372,17 +408,19 @@ public final class LvmPool implements VolumePool {
                 if (record.getAttached() && !volume.get().active()) {
                     volumes.activate(record.getName());
                     log.info("activated logical volume again", "volume", record.getName());
-                } else if (!record.getAttached() && volume.get().active() && inUse(volume.get()).isEmpty()) {
-                    volumes.deactivate(record.getName());
-                    log.info("deactivated logical volume nothing wants active", "volume", record.getName());
+                } else if (!record.getAttached()) {
+                    deactivateUnused(record.getName());
                 }
             }
             case DELETING -> {
                 finishDelete(record);
                 log.info("finished interrupted delete", "volume", record.getName());
             }
-            case RECEIVING -> log.warn("record of a copy from another node, which the LVM pool does not receive; left as it is",
-                    "volume", record.getName());
+            case RECEIVING -> { // a volume a stream had activated when the node stopped is deactivated; the retried copy resumes it
+                deactivateUnused(record.getName());
+                log.info("logical volume partly received from another node; the retried create resumes it",
+                        "volume", record.getName(), "received_bytes", record.getReceivedBytes());
+            }
             default -> {
                 finishDelete(record);
                 log.info("removed interrupted create", "volume", record.getName());
@@ -390,8 +428,17 @@ public final class LvmPool implements VolumePool {
         }
     }
 
+    /** Deactivates the logical volume when it is active and nothing mounts it: nothing else wants it active. */
+    void deactivateUnused(String volume) throws DeviceException, MountException {
+        Optional<LogicalVolume> found = volumes.find(volume);
+        if (found.isPresent() && found.get().active() && inUse(found.get()).isEmpty()) {
+            volumes.deactivate(volume);
+            log.info("deactivated logical volume nothing wants active", "volume", volume);
+        }
+    }
+
     /** Removes the logical volume (deactivated first) and then its record. */
-    private void finishDelete(ImageRecord record) throws IOException, DeviceException, MountException {
+    void finishDelete(ImageRecord record) throws IOException, DeviceException, MountException {
         Optional<LogicalVolume> volume = volumes.find(record.getName());
         if (volume.isPresent()) {
             requireUnused(record.getName(), volume);
@@ -518,9 +565,7 @@ public final class LvmPool implements VolumePool {
     private Content content(Source source) throws IOException {
         return switch (source.getKindCase()) {
             case SNAPSHOT -> {
-                SnapshotRecord snapshot = snapshots.read(source.getSnapshot())
-                        .filter(record -> record.getState() == SnapshotRecord.State.READY)
-                        .orElseThrow(() -> CsiException.notFound("snapshot " + source.getSnapshot() + " does not exist on this node"));
+                SnapshotRecord snapshot = snapshots.ready(source.getSnapshot());
                 yield new Content(SNAPSHOT_PREFIX + snapshot.getName(), snapshot.getCapacityBytes(), snapshot.getFilesystem(),
                         snapshot.getUsedAsBlock());
             }
@@ -634,7 +679,7 @@ public final class LvmPool implements VolumePool {
         return records;
     }
 
-    private void checkName(String name) {
+    void checkName(String name) {
         VolumeId.checkName(name);
         int dmName = volumes.volumeGroup().replace("-", "--").length() + 1 + name.replace("-", "--").length();
         if (dmName > DM_NAME_MAX) {
@@ -644,7 +689,7 @@ public final class LvmPool implements VolumePool {
         }
     }
 
-    private CsiException missing(String name) {
+    CsiException missing(String name) {
         return CsiException.internal("the logical volume of volume " + name + " is missing from group " + volumes.volumeGroup());
     }
 
@@ -652,11 +697,11 @@ public final class LvmPool implements VolumePool {
         return allocation == Allocation.FULL ? "linear" : "thin";
     }
 
-    private static Allocation allocation(ImageRecord record) {
+    static Allocation allocation(ImageRecord record) {
         return record.getAllocation() == ImageRecord.Allocation.FULL ? Allocation.FULL : Allocation.SPARSE;
     }
 
-    private static Image image(ImageRecord record, Optional<LogicalVolume> volume) {
+    static Image image(ImageRecord record, Optional<LogicalVolume> volume) {
         return ImagePool.apiImage(record, volume.filter(LogicalVolume::active).map(v -> v.device().toString()).orElse(""))
                 .toBuilder().setPool(PoolKind.POOL_LVM).build();
     }

@@ -103,9 +103,13 @@ public final class PoolSnapshots implements VolumeSnapshots {
 
     /** The READY snapshot {@code name}, for a restore or a transfer to read; NOT_FOUND when there is none. */
     public SnapshotRecord ready(String name) throws IOException {
-        return store.read(name)
-                .filter(record -> record.getState() == SnapshotRecord.State.READY)
-                .orElseThrow(() -> CsiException.notFound("snapshot " + name + " does not exist on this node"));
+        return store.ready(name);
+    }
+
+    /** What a copy to another node calls the snapshot's content: taken once, it never changes. */
+    static String contentTag(SnapshotRecord record) {
+        var taken = record.getCreationTime();
+        return "snapshot/" + record.getName() + "/" + taken.getSeconds() + "." + taken.getNanos();
     }
 
     /** The file of snapshot {@code name}. */

@@ -2,6 +2,7 @@ package dev.strata.csi.node.local;
 
 import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.log.Log;
+import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.RecordFiles;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -36,6 +37,13 @@ final class SnapshotStore {
 
     Optional<SnapshotRecord> read(String name) throws IOException {
         return records.read(name);
+    }
+
+    /** The READY snapshot {@code name}; NOT_FOUND when there is none. */
+    SnapshotRecord ready(String name) throws IOException {
+        return read(name)
+                .filter(record -> record.getState() == SnapshotRecord.State.READY)
+                .orElseThrow(() -> CsiException.notFound("snapshot " + name + " does not exist on this node"));
     }
 
     /** Writes the record durably; makes the snapshot area if needed. */

@@ -59,6 +59,12 @@ public final class SystemLogicalVolumes implements LogicalVolumes {
     }
 
     @Override
+    public boolean thinPoolZeroes() throws DeviceException {
+        // --binary: 1 or 0, where the default report says "zero" or nothing.
+        return lvm("lvs", "--noheadings", "--binary", "--options", "zero", group + "/" + thinPool).stdout().strip().equals("1");
+    }
+
+    @Override
     public List<LogicalVolume> list() throws DeviceException {
         List<LogicalVolume> volumes = new ArrayList<>();
         for (String[] fields : report("lvs", FIELDS, group)) {

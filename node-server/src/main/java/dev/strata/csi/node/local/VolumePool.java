@@ -75,6 +75,12 @@ public interface VolumePool {
 
     VolumeSnapshots snapshots();
 
+    /** The copies the pool receives from other nodes (ReceiveImage, WriteContent). */
+    IncomingCopies incoming();
+
+    /** The copies of the pool's volumes and snapshots that other nodes receive (ReadContent). */
+    OutgoingCopies outgoing();
+
     /** The device that stage and publish use: the one holding the volume's storage now, if attached. */
     Optional<? extends BlockDevice> attachedDevice(String name) throws IOException, DeviceException;
 

@@ -18,9 +18,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Duration;
-import java.time.Instant;
-import java.time.ZoneId;
-import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -41,30 +38,6 @@ class ImagePoolCapacityTest {
     @TempDir
     Path dir;
     private final InMemoryMounter mounter = new InMemoryMounter();
-
-    /** A clock that moves only when told to. */
-    private static final class MovingClock extends Clock {
-        private Instant now = Instant.parse("2026-01-01T00:00:00Z");
-
-        void advance(Duration by) {
-            now = now.plus(by);
-        }
-
-        @Override
-        public Instant instant() {
-            return now;
-        }
-
-        @Override
-        public ZoneId getZone() {
-            return ZoneOffset.UTC;
-        }
-
-        @Override
-        public Clock withZone(ZoneId zone) {
-            return this;
-        }
-    }
 
     private ImagePool pool(long total, long spaceCheckMillis) throws Exception {
         return pool(total, spaceCheckMillis, Clock.systemUTC());
@@ -153,7 +126,7 @@ class ImagePoolCapacityTest {
         ImagePool pool = pool(10 * GIB, 0, new MovingClock());
         for (ContentSource source : List.of(ContentSource.newBuilder().setImage("x".repeat(100_000)).build(),
                 ContentSource.newBuilder().setSnapshot("../pvc-a").build())) {
-            CsiException refused = assertThrows(CsiException.class, () -> pool.receive("pvc-copy", GIB, Allocation.SPARSE, source, false));
+            CsiException refused = assertThrows(CsiException.class, () -> pool.incoming().receive("pvc-copy", GIB, Allocation.SPARSE, source, false, 1));
             assertEquals(Status.Code.INVALID_ARGUMENT, refused.code(), refused.getMessage());
             assertEquals(Optional.empty(), pool.get("pvc-copy"));
             assertEquals(10 * GIB, pool.status().getAvailableBytes());
@@ -166,29 +139,29 @@ class ImagePoolCapacityTest {
         MovingClock clock = new MovingClock();
         ImagePool pool = pool(10 * GIB, 0, clock);
         PlainVolumes.create(pool, "pvc-ready", GIB, Allocation.SPARSE, Optional.empty());
-        pool.receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE, false);
+        pool.incoming().receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE, false, 1);
         assertEquals(3 * GIB, pool.status().getAvailableBytes(), "the partial image reserves its capacity");
 
         clock.advance(EXPIRY.minusMinutes(1));
-        pool.receivedUpTo("pvc-copy", 64L << 20); // a checkpoint
+        pool.incoming().receivedUpTo("pvc-copy", 64L << 20); // a checkpoint
         clock.advance(EXPIRY.minusMinutes(1));
-        assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since the checkpoint");
-        pool.receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE, false); // the retried CreateVolume asks again
+        assertFalse(pool.incoming().removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since the checkpoint");
+        pool.incoming().receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE, false, 1); // the retried CreateVolume asks again
         clock.advance(EXPIRY.minusMinutes(1));
-        assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since ReceiveImage");
-        pool.restartReceive("pvc-copy", "other content");
+        assertFalse(pool.incoming().removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since ReceiveImage");
+        pool.incoming().restart("pvc-copy", "other content");
         clock.advance(EXPIRY.minusSeconds(1));
-        assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "a second short of an hour since the start over");
-        assertEquals(List.of("pvc-copy"), pool.receivingImages());
+        assertFalse(pool.incoming().removeIfAbandoned("pvc-copy", EXPIRY), "a second short of an hour since the start over");
+        assertEquals(List.of("pvc-copy"), pool.incoming().names());
 
         clock.advance(Duration.ofSeconds(1));
-        assertTrue(pool.removeIfAbandoned("pvc-copy", EXPIRY));
+        assertTrue(pool.incoming().removeIfAbandoned("pvc-copy", EXPIRY));
         assertEquals(9 * GIB, pool.status().getAvailableBytes(), "its capacity is free again");
         assertEquals(List.of("pvc-ready.img", "pvc-ready.record"), files());
-        assertEquals(List.of(), pool.receivingImages());
-        assertFalse(pool.removeIfAbandoned("pvc-copy", EXPIRY), "gone already");
+        assertEquals(List.of(), pool.incoming().names());
+        assertFalse(pool.incoming().removeIfAbandoned("pvc-copy", EXPIRY), "gone already");
         clock.advance(EXPIRY.multipliedBy(10));
-        assertFalse(pool.removeIfAbandoned("pvc-ready", EXPIRY), "a READY volume is never an abandoned copy");
+        assertFalse(pool.incoming().removeIfAbandoned("pvc-ready", EXPIRY), "a READY volume is never an abandoned copy");
         assertTrue(pool.exists("pvc-ready"));
     }
 

@@ -1,7 +1,14 @@
 package dev.strata.csi.node.local;
 
 import dev.strata.csi.mount.DeviceNumber;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.Arrays;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -16,12 +23,20 @@ import java.util.Optional;
  * Errors carry the tool's command line as {@link dev.strata.csi.system.CommandResult#check} puts
  * it, with a message close to lvm2's (the pool only passes them on, never parses them). Where it
  * differs: no devices are made (a volume's device path is where LVM would make it, and nothing is
- * there; its device number is made up), and nothing is ever open, as only the kernel knows. {@link #failNext} makes the next call of one command
+ * there; its device number is made up), unless {@link #devicesIn} names a directory, where each
+ * volume's data is a regular file (LVM's device at its name, whether active or not: reading an
+ * inactive one is the test's to avoid); and nothing is ever open, as only the kernel knows.
+ * A data file reads as the volume would: a thin volume in a pool that zeroes new chunks reads
+ * zeros where not written; a linear one, and (stricter than LVM, whose unprovisioned blocks still
+ * read as zeros) a thin one in a pool that does not zero, reads {@link #OLD_DATA} everywhere it
+ * was not written, standing for the old data of the disk's extents. {@link #failNext} makes the next call of one command
  * fail before it acts: a node that died before that step, as the crash points stand for.
  */
 final class InMemoryLogicalVolumes implements LogicalVolumes {
 
     static final long EXTENT = 4L << 20;
+    /** What a volume's extents hold before it writes them, where LVM does not zero them. */
+    static final byte OLD_DATA = 0x5a;
 
     private final String group;
     private final long groupBytes;
@@ -33,6 +48,9 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
     private double metadataPercent;
     private int nextMinor;
     private String failNext = "";
+    private boolean zeroes = true;
+    /** Where volumes keep their data; null: nowhere. */
+    private Path devices;
 
     /** Data blocks of the thin pool and how many thin volumes share them; freed with the last. */
     private static final class Blocks {
@@ -66,6 +84,22 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
     /** The next call of {@code command} (lvcreate, lvcreate-snapshot, lvextend, lvchange-activate, lvchange-deactivate, lvremove) fails before it acts. */
     synchronized void failNext(String command) {
         failNext = command;
+    }
+
+    /** Volumes keep their data in files in {@code dir} from now on: their device paths. */
+    synchronized InMemoryLogicalVolumes devicesIn(Path dir) {
+        devices = dir;
+        return this;
+    }
+
+    /** Whether the thin pool zeroes new chunks (lvchange --zero y|n; LVM's default: y). */
+    synchronized void zeroing(boolean zeroing) {
+        zeroes = zeroing;
+    }
+
+    @Override
+    public synchronized boolean thinPoolZeroes() {
+        return zeroes;
     }
 
     /** A thin volume's data written: taken from the thin pool. */
@@ -133,6 +167,7 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
         injected("lvcreate", command);
         requireNew(name, command);
         volumes.put(name, new State(extents(sizeBytes), true));
+        made(name, extents(sizeBytes), !zeroes);
     }
 
     @Override
@@ -145,6 +180,33 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
                     + groupSpace().freeBytes() / EXTENT + " extents): " + extents(sizeBytes) / EXTENT + " required.");
         }
         volumes.put(name, new State(extents(sizeBytes), false));
+        made(name, extents(sizeBytes), true);
+    }
+
+    /** A new volume's data file, when volumes keep data: its old data where LVM does not zero. */
+    private void made(String name, long sizeBytes, boolean oldData) {
+        if (devices == null) {
+            return;
+        }
+        try (FileChannel file = FileChannel.open(device(name), StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
+            file.truncate(0);
+            if (oldData) {
+                byte[] old = new byte[1 << 20];
+                Arrays.fill(old, OLD_DATA);
+                for (long at = 0; at < sizeBytes; at += old.length) {
+                    file.write(ByteBuffer.wrap(old, 0, (int) Math.min(old.length, sizeBytes - at)), at);
+                }
+            }
+            ensureSize(file, sizeBytes);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private static void ensureSize(FileChannel file, long sizeBytes) throws IOException {
+        if (file.size() < sizeBytes) {
+            file.write(ByteBuffer.allocate(1), sizeBytes - 1);
+        }
     }
 
     @Override
@@ -161,6 +223,13 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
         copy.blocks = source.blocks; // shared with the origin: no new data in the thin pool
         source.blocks.users++;
         volumes.put(name, copy);
+        if (devices != null) {
+            try {
+                Files.copy(device(origin), device(name));
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
     }
 
     @Override
@@ -178,6 +247,13 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
                     + " extents needed, but only " + groupSpace().freeBytes() / EXTENT + " available");
         }
         state.sizeBytes = size;
+        if (devices != null) {
+            try (FileChannel file = FileChannel.open(device(name), StandardOpenOption.WRITE)) {
+                ensureSize(file, size); // grown: a thin volume's new blocks are unwritten; a linear one's hold old data only in LVM
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
     }
 
     @Override
@@ -207,13 +283,26 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
         injected("lvremove", command);
         State state = existing(name, command);
         volumes.remove(name);
+        if (devices != null) {
+            try {
+                Files.deleteIfExists(device(name));
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
         if (state.thin && --state.blocks.users == 0) {
             thinDataBytes -= state.blocks.bytes; // blocks shared with a snapshot stay until the last user goes
         } // lvremove --yes deactivates an active volume that nothing holds open
     }
 
+    /** Where LVM makes the volume's device, or its data file. */
+    private Path device(String name) {
+        String mapperName = group.replace("-", "--") + "-" + name.replace("-", "--");
+        return devices == null ? Path.of("/dev/mapper/" + mapperName) : devices.resolve(mapperName);
+    }
+
     private LogicalVolume volume(String name, State state) {
-        Path device = Path.of("/dev/mapper/" + group.replace("-", "--") + "-" + name.replace("-", "--"));
+        Path device = device(name);
         // Major 253 is the device-mapper's on most kernels; the minors are made up.
         Optional<DeviceNumber> number = state.active ? Optional.of(new DeviceNumber(253, 1000 + state.minor)) : Optional.empty();
         return new LogicalVolume(name, state.sizeBytes, state.thin, state.active, device, number);
