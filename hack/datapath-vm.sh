@@ -70,8 +70,9 @@ EOF
 lvm_settings=
 # A JVM takes a minute or more to start under emulation (minutes on a busy host), and a node agent
 # may miss a renewal or two there: the controller's default renewal interval (a lease of 30 s)
-# instead of LocalCluster's 1 s.
-setup='export STRATA_TEST_START_SECONDS=600 STRATA_AGENT_RENEW_INTERVAL=10s'
+# instead of LocalCluster's 1 s; and a first CreateVolume there can outlast the controller's
+# default deadline of 5 s for the agent's answer (a run failed so): 120 s.
+setup='export STRATA_TEST_START_SECONDS=600 STRATA_AGENT_RENEW_INTERVAL=10s STRATA_AGENT_CALL_TIMEOUT=120s'
 if [ -n "${DATAPATH_LVM:-}" ]; then
   # As hack/lvm-vm.sh: LVM's backups under a writable /etc/lvm, udev synchronisation off (no udev).
   # The thin pool gets LVM's defaults (64 KiB chunks, new chunks zeroed), as an admin's would,
