@@ -5,7 +5,8 @@
 #   1  ext4: the image pool, and the raw file (what a hostPath volume gets) for the filesystem jobs
 #   2  the raw block device for the block jobs (a partition: nothing between fio and the disk)
 #   3  xfs, for the experiment xfs-pool (an image pool on xfs)
-#   4  an LVM volume group with a thin pool, for the LVM pool's targets (DATAPATH_LVM=1)
+#   4  an LVM volume group with a thin pool, for the LVM pool's targets (DATAPATH_LVM=1), and a
+#      thin pool of its own for each thin-* experiment
 # Every job runs on every target in one run, alternated round by round; the tables show medians
 # and each target against the raw file (filesystem jobs) or the raw partition (block jobs).
 # An emulated guest makes every layer's CPU cost large against the disk's: its ratios are an upper
@@ -15,10 +16,12 @@
 #   hack/datapath-vm.sh
 #   DATAPATH_LVM=1 hack/datapath-vm.sh                            # with the LVM pool's targets
 #   DATAPATH_EXPERIMENTS=loop-4k,written,queue,xfs-pool hack/datapath-vm.sh
+#   DATAPATH_LVM=1 DATAPATH_LVM_TYPES=thin,linear DATAPATH_EXPERIMENTS=thin-1m,thin-1m-nozero hack/datapath-vm.sh
 # Settings (environment): DATAPATH_SIZE_MIB (512), DATAPATH_ROUNDS (3), DATAPATH_RUNTIME (5),
 # DATAPATH_LVM (empty: no LVM targets), DATAPATH_LVM_TYPES (thin; thin,linear for both),
-# DATAPATH_EXPERIMENTS (none), DATAPATH_SKIP_BUILD, DATAPATH_DISK_DIR (/var/tmp: where the disk
-# image goes; it is removed at the end).
+# DATAPATH_THIN_CHUNK (LVM's default, 64 KiB: the chunk size of the driver's thin pool),
+# DATAPATH_EXPERIMENTS (none; thin-* ones need DATAPATH_LVM), DATAPATH_SKIP_BUILD, DATAPATH_DISK_DIR
+# (/var/tmp: where the disk image goes; it is removed at the end).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/vm.sh"
@@ -47,6 +50,10 @@ pool=$((7 * size + 512))
 raw=$((size + 16))
 xfs=$((size + size / 2 + 320))
 lvm=$((6 * size + 512))
+# Each thin-* experiment: a thin pool of its own beside, the volume's size and room for metadata.
+for experiment in ${DATAPATH_EXPERIMENTS//,/ }; do
+  case $experiment in thin-*) lvm=$((lvm + size + 128)) ;; esac
+done
 disk=$(mktemp "${DATAPATH_DISK_DIR:-/var/tmp}/strata-datapath-disk-XXXXXX.img")
 # shellcheck disable=SC2064
 trap "rm -f '$disk'" EXIT
@@ -63,17 +70,20 @@ EOF
 lvm_settings=
 # A JVM takes a minute or more to start under emulation (minutes on a busy host), and a node agent
 # may miss a renewal or two there: the controller's default renewal interval (a lease of 30 s)
-# instead of LocalCluster's 1 s.
-setup='export STRATA_TEST_START_SECONDS=600 STRATA_AGENT_RENEW_INTERVAL=10s'
+# instead of LocalCluster's 1 s; and a first CreateVolume there can outlast the controller's
+# default deadline of 5 s for the agent's answer (a run failed so): 120 s.
+setup='export STRATA_TEST_START_SECONDS=600 STRATA_AGENT_RENEW_INTERVAL=10s STRATA_AGENT_CALL_TIMEOUT=120s'
 if [ -n "${DATAPATH_LVM:-}" ]; then
   # As hack/lvm-vm.sh: LVM's backups under a writable /etc/lvm, udev synchronisation off (no udev).
-  # The thin pool gets LVM's defaults (64 KiB chunks, new chunks zeroed), as an admin's would.
+  # The thin pool gets LVM's defaults (64 KiB chunks, new chunks zeroed), as an admin's would,
+  # unless DATAPATH_THIN_CHUNK names another chunk size (lvcreate --chunksize: 512k, 1m).
   setup+='
 export LVM_SYSTEM_DIR=/tmp/lvm-etc
 cp -a /etc/lvm /tmp/lvm-etc && mkdir -p /run/lock/lvm
 config="activation { udev_sync = 0 udev_rules = 0 verify_udev_operations = 0 monitoring = 0 }"
 vgcreate --config "$config" strata-bench /dev/vda4 >/dev/null
-lvcreate --config "$config" --type thin-pool --size '"$((3 * size + 256))"'m --name bench-thin strata-bench >/dev/null'
+lvcreate --config "$config" --type thin-pool '"${DATAPATH_THIN_CHUNK:+--chunksize $DATAPATH_THIN_CHUNK }"'--size '"$((3 * size + 256))"'m \
+  --name bench-thin strata-bench >/dev/null'
   lvm_settings="DATAPATH_VOLUME_GROUP=strata-bench DATAPATH_THIN_POOL=bench-thin DATAPATH_LVM_TYPES=${DATAPATH_LVM_TYPES:-thin}"
 fi
 

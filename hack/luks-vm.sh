@@ -9,7 +9,7 @@
 # refused at stage, kills node-server at each encryption step, and runs fio in an encrypted and a
 # plain volume side by side. The guest requires dm-crypt (STRATA_TEST_LUKS=required: its absence
 # fails the test instead of skipping it); afterwards this script checks the test report and
-# prints the test's figures. Not part of .ci/run (an emulated VM: 15 minutes or so).
+# prints the test's figures. Not part of .ci/run (an emulated VM: 30 to 45 minutes).
 # Usage (as root):
 #   hack/luks-vm.sh
 set -euo pipefail

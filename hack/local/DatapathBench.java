@@ -38,7 +38,9 @@ import java.util.Map;
  * experiments (hand-made block devices beside the driver's, to find what makes the image pool
  * faster: {@code loop-4k} a loop device with 4096-byte sectors, {@code written} over an image
  * written in full instead of fallocated, {@code queue} with the loop queue's settings changed,
- * {@code xfs-pool} over an image on xfs, on xfs-device, which is formatted).
+ * {@code xfs-pool} over an image on xfs, on xfs-device, which is formatted; {@code thin-<chunk size>}
+ * and {@code thin-<chunk size>-nozero} a thin volume in a thin pool of its own in volume-group, with
+ * that chunk size, new chunks zeroed or not).
  */
 public final class DatapathBench {
 
@@ -119,7 +121,7 @@ public final class DatapathBench {
                     }
                 }
                 for (String experiment : experiments) {
-                    targets.add(Experiments.make(experiment, cluster.pool(NODE), settings.get("xfs-device"), size));
+                    targets.add(Experiments.make(experiment, cluster.pool(NODE), settings.get("xfs-device"), volumeGroup, size));
                 }
                 // Fresh blocks: what a volume's first writes cost (a file's or an image's unwritten
                 // extents converted, a thin pool's blocks provisioned), once per target.
@@ -278,13 +280,17 @@ public final class DatapathBench {
     }
 
     /**
-     * Loop devices made by hand beside the driver's, each changed in one way from what the driver
-     * makes (an fallocated image, direct I/O, 512-byte sectors, the kernel's queue settings), so
-     * that the block table shows what that one change is worth against the driver's block volume.
+     * Block devices made by hand beside the driver's, each changed in one way from what the driver
+     * makes: loop devices (an fallocated image, direct I/O, 512-byte sectors, the kernel's queue
+     * settings) against the driver's block volume, thin volumes (the thin pool's chunk size and
+     * zeroing) against its lvm-thin-block, so that the block table shows what that one change is worth.
      */
     static final class Experiments {
 
-        static Target make(String name, Path pool, String xfsDevice, long size) throws Exception {
+        static Target make(String name, Path pool, String xfsDevice, String volumeGroup, long size) throws Exception {
+            if (name.startsWith("thin-")) {
+                return thin(name, volumeGroup, size);
+            }
             return switch (name) {
                 case "loop-4k" -> loop(name, image(pool, name, size, false), "--sector-size", "4096");
                 case "written" -> {
@@ -320,8 +326,41 @@ public final class DatapathBench {
                         Files.delete(mount);
                     });
                 }
-                default -> throw new IllegalArgumentException("no experiment " + name + ": loop-4k, written, queue, xfs-pool");
+                default -> throw new IllegalArgumentException("no experiment " + name
+                        + ": loop-4k, written, queue, xfs-pool, thin-<chunk size>[-nozero]");
             };
+        }
+
+        /**
+         * A thin volume of {@code size} bytes in a thin pool of its own in the LVM pool's group,
+         * made and activated by hand as the driver's lvm-thin-block is, one change away from it:
+         * the thin pool's chunk size ({@code thin-1m}: 1 MiB chunks, where LVM's default is 64 KiB),
+         * and with {@code -nozero} new chunks not zeroed (never for a driver's pool: a new volume
+         * would read a deleted one's data; here it shows what zeroing costs on fresh blocks).
+         */
+        private static Target thin(String name, String volumeGroup, long size) throws Exception {
+            if (volumeGroup == null) {
+                throw new IllegalArgumentException("experiment " + name + " needs volume-group");
+            }
+            String chunk = name.substring("thin-".length()).replaceFirst("-nozero$", "");
+            String zero = name.endsWith("-nozero") ? "n" : "y";
+            String pool = "bench-" + name;
+            String volume = pool + "-volume";
+            lvm("lvcreate", "--type", "thin-pool", "--chunksize", chunk, "--zero", zero, "--size", ((size >> 20) + 64) + "m",
+                    "--name", pool, volumeGroup);
+            lvm("lvcreate", "--thin", "--virtualsize", (size >> 20) + "m", "--name", volume, volumeGroup + "/" + pool);
+            Path device = Path.of(lvm("lvs", "--noheadings", "-o", "lv_dm_path", volumeGroup + "/" + volume).strip());
+            System.out.printf("experiment %s: %s, %s%n", name, device,
+                    lvm("lvs", "--noheadings", "-o", "chunk_size,zero", volumeGroup + "/" + pool).strip().replaceAll("\\s+", " "));
+            return new Target(name, true, device, () -> lvm("lvremove", "--yes", volumeGroup + "/" + pool));
+        }
+
+        /** An lvm2 tool, as node-server runs them: without udev (the VM has none; LVM makes the /dev nodes). */
+        private static String lvm(String tool, String... arguments) throws Exception {
+            List<String> command = new ArrayList<>(List.of(tool, "--config",
+                    "activation { udev_sync = 0 udev_rules = 0 verify_udev_operations = 0 monitoring = 0 }"));
+            command.addAll(List.of(arguments));
+            return Bench.run(command.toArray(String[]::new));
         }
 
         /** An image of {@code size} bytes in {@code dir}: fallocated (unwritten extents), as the driver makes them, or written. */

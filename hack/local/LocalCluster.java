@@ -134,10 +134,16 @@ final class LocalCluster implements AutoCloseable {
             registryPort = free.getLocalPort();
         }
         // One after the other, each until its Probe says ready: what a start costs, without the other's start beside it.
-        start("controller-server", "controller", "--endpoint", "unix://" + socket("controller"),
+        List<String> controllerFlags = new ArrayList<>(List.of("--endpoint", "unix://" + socket("controller"),
                 "--agent-token-file", token.toString(), "--agent-registry-address", "127.0.0.1:" + registryPort,
                 "--agent-renew-interval", System.getenv().getOrDefault("STRATA_AGENT_RENEW_INTERVAL", "1s"),
-                "--agent-settle-time", "0s", "--agent-plaintext", "true");
+                "--agent-settle-time", "0s", "--agent-plaintext", "true"));
+        // Under emulation an agent's first calls (a JVM just started, a volume made) outlast the default deadline.
+        String callTimeout = System.getenv("STRATA_AGENT_CALL_TIMEOUT");
+        if (callTimeout != null) {
+            controllerFlags.addAll(List.of("--agent-call-timeout", callTimeout));
+        }
+        start("controller-server", "controller", controllerFlags.toArray(String[]::new));
         for (String node : nodeIds) {
             pools.prepare(node, Files.createDirectories(pool(node)));
             List<String> flags = new ArrayList<>(List.of("--endpoint", "unix://" + socket(node), "--node-id", node,
