@@ -114,7 +114,7 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
             } catch (IOException e) {
                 throw new UsageException("cannot use " + records + " for the LVM pool's records: " + e.getMessage());
             }
-            lvm = Optional.of(new LvmPool(records, new SystemLogicalVolumes(node.commands(), volumeGroup, thinPool), node.mounter(),
+            lvm = Optional.of(new LvmPool(records, new SystemLogicalVolumes(node.commands(), volumeGroup, thinPool, log), node.mounter(),
                     crashes, Clock.systemUTC(), log));
         }
         NodePools pools = new NodePools(images, lvm);

@@ -304,7 +304,8 @@ public final class LvmPool implements VolumePool {
      */
     @Override
     public PoolStatus status() throws IOException, DeviceException {
-        Optional<LogicalVolumes.ThinPoolSpace> thin = volumes.thinPoolSpace();
+        LogicalVolumes.Space group = volumes.space(); // every renewal asks: one lvm command, not two
+        Optional<LogicalVolumes.ThinPoolSpace> thin = group.thinPool();
         int count = (int) records.all().stream().filter(r -> r.getState() == ImageRecord.State.READY).count();
         PoolStatus.Builder status = PoolStatus.newBuilder()
                 .setKind(PoolKind.POOL_LVM)
@@ -312,7 +313,7 @@ public final class LvmPool implements VolumePool {
                 .setAvailableBytes(thinAvailable(thin, 1))
                 .setThinReservedBytes(thinReserved())
                 .setThinFull(thin.isEmpty() || full(thin.get()))
-                .setLinearAvailableBytes(volumes.groupSpace().freeBytes())
+                .setLinearAvailableBytes(group.group().freeBytes())
                 .setImageCount(count);
         thin.ifPresent(space -> status
                 .setThinDataBytes(space.sizeBytes())
