@@ -45,8 +45,13 @@ if [ "${1:-}" = --in-vm ]; then # the guest's part
     vgcreate --config "$config" strata-sanity "$pv" >/dev/null
     lvcreate --config "$config" --type thin-pool --size 3g --name thinpool strata-sanity >/dev/null
     printf 'pool: lvm\n' > /tmp/lvm-parameters.yaml
-    VOLUME_GROUP=strata-sanity THIN_POOL=thinpool STRATA_PREBUILT=1 hack/csi-sanity.sh "$sanity" mount \
-      --csi.testvolumeparameters /tmp/lvm-parameters.yaml --csi.testvolumesize 67108864 || status=1
+    # Emulated, an lvm2 command takes seconds: agents renew every 10 s (a 30 s lease) as by default,
+    # not every second, calls to them get 120 s, and the suite 3 hours, not ginkgo's one. The
+    # servers' logs (debug: each call's and each lvm2 command's duration) go to system-tests/target.
+    SANITY_RENEW_INTERVAL=10s SANITY_AGENT_CALL_TIMEOUT=120s SANITY_START_SECONDS=600 LOG_VERBOSITY=5 \
+      SANITY_LOGS="$REPO_ROOT/system-tests/target/lvm-sanity" \
+      VOLUME_GROUP=strata-sanity THIN_POOL=thinpool STRATA_PREBUILT=1 hack/csi-sanity.sh "$sanity" mount \
+      --csi.testvolumeparameters /tmp/lvm-parameters.yaml --csi.testvolumesize 67108864 --ginkgo.timeout 3h || status=1
     left=$(lvs --config "$config" --noheadings -o lv_name @strata.csi.dev | grep -c . || true)
     echo "vm: csi-sanity with pool: lvm left $left logical volumes of the driver's"
     [ "$left" = 0 ] || status=1
