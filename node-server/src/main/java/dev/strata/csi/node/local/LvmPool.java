@@ -617,8 +617,12 @@ public final class LvmPool implements VolumePool {
         return attachedDevice(name);
     }
 
+    /** The size lvs gave with the device, when it is a logical volume read in this call: no second lvs. */
     @Override
     public long deviceBytes(BlockDevice device) throws DeviceException {
+        if (device instanceof LogicalVolume volume) {
+            return volume.sizeBytes();
+        }
         return volumes.list().stream().filter(volume -> volume.device().equals(device.device())).findFirst()
                 .orElseThrow(() -> new DeviceException("no logical volume of group " + volumes.volumeGroup() + " at " + device.device()))
                 .sizeBytes();
