@@ -19,9 +19,13 @@ import dev.strata.csi.node.mount.Mounter;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Crashes;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.time.Clock;
 import java.util.ArrayList;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Optional;
 
@@ -59,6 +63,11 @@ public final class LvmPool implements VolumePool {
     static final String SNAPSHOT_PREFIX = "snap.";
     /** The kernel's limit on a device-mapper name ({@code <group>-<volume>}, dashes doubled). */
     private static final int DM_NAME_MAX = 127;
+    /** The logical volumes of names LVM or device-mapper would not take begin with this ({@link #lv}). */
+    static final String HASHED_PREFIX = "lv.";
+    /** Parts of a name LVM keeps for its own hidden volumes. */
+    private static final List<String> RESERVED_PARTS = List.of("_cdata", "_cmeta", "_corig", "_cpool", "_cvol", "_imeta", "_iorig",
+            "_mimage", "_mlog", "_pmspare", "_rimage", "_rmeta", "_tdata", "_tmeta", "_vdata", "_vorigin", "_wcorig");
 
     private final RecordStore records;
     private final SnapshotStore snapshots;
@@ -123,13 +132,13 @@ public final class LvmPool implements VolumePool {
             switch (record.getState()) {
                 case READY -> {
                     ImagePool.requireSame(record, capacityBytes, allocation, wantedSource);
-                    return image(record, volumes.find(name));
+                    return image(record, volumes.find(lv(name)));
                 }
                 case RECEIVING -> throw CsiException.failedPrecondition("volume " + name + " has a record of a copy from another node,"
                         + " which the LVM pool does not receive; left as it is");
                 default -> finishDelete(record); // DELETING, or an interrupted create: holds no data, removed and made again
             }
-        } else if (volumes.find(name).isPresent()) {
+        } else if (volumes.find(lv(name)).isPresent()) {
             throw CsiException.failedPrecondition("volume group " + volumes.volumeGroup() + " holds a logical volume " + name
                     + " tagged as the driver's, without a record; the driver does not touch data it cannot account for");
         }
@@ -167,17 +176,17 @@ public final class LvmPool implements VolumePool {
         }
         if (origin.isPresent()) {
             crashes.reach(CrashPoint.RESTORE_RECORDED);
-            volumes.snapshot(origin.get(), name);
+            volumes.snapshot(lv(origin.get()), lv(name));
             crashes.reach(CrashPoint.RESTORE_COPIED);
-            if (volumes.find(name).orElseThrow(() -> missing(name)).sizeBytes() < capacityBytes) {
-                volumes.extend(name, capacityBytes);
+            if (volumes.find(lv(name)).orElseThrow(() -> missing(name)).sizeBytes() < capacityBytes) {
+                volumes.extend(lv(name), capacityBytes);
             }
         } else {
             crashes.reach(CrashPoint.CREATE_RECORDED);
             if (allocation == Allocation.FULL) {
-                volumes.createLinear(name, capacityBytes);
+                volumes.createLinear(lv(name), capacityBytes);
             } else {
-                volumes.createThin(name, capacityBytes);
+                volumes.createThin(lv(name), capacityBytes);
             }
         }
         crashes.reach(CrashPoint.CREATE_ALLOCATED);
@@ -195,7 +204,7 @@ public final class LvmPool implements VolumePool {
         if (record.isEmpty()) {
             return;
         }
-        requireUnused(name, volumes.find(name));
+        requireUnused(name, volumes.find(lv(name)));
         ImageRecord deleting = record.get().toBuilder().setState(ImageRecord.State.DELETING).setAttached(false).build();
         records.write(deleting);
         crashes.reach(CrashPoint.DELETE_RECORDED);
@@ -208,9 +217,9 @@ public final class LvmPool implements VolumePool {
     public Image attach(String name, String nodeId) throws IOException, DeviceException {
         ImageRecord record = records.attached(records.ready(name), nodeId);
         crashes.reach(CrashPoint.ATTACH_RECORDED);
-        LogicalVolume volume = volumes.find(name).orElseThrow(() -> missing(name));
+        LogicalVolume volume = volumes.find(lv(name)).orElseThrow(() -> missing(name));
         if (!volume.active()) {
-            volume = volumes.activate(name);
+            volume = volumes.activate(lv(name));
             log.info("logical volume activated", "volume", name, "device", volume.device());
             crashes.reach(CrashPoint.ATTACH_ATTACHED);
         }
@@ -248,13 +257,13 @@ public final class LvmPool implements VolumePool {
 
     /** Brings the logical volume to the recorded size. */
     private LogicalVolume finishGrowth(ImageRecord record) throws DeviceException {
-        LogicalVolume volume = volumes.find(record.getName()).orElseThrow(() -> missing(record.getName()));
+        LogicalVolume volume = volumes.find(lv(record.getName())).orElseThrow(() -> missing(record.getName()));
         if (volume.sizeBytes() < record.getCapacityBytes()) {
-            volumes.extend(record.getName(), record.getCapacityBytes());
+            volumes.extend(lv(record.getName()), record.getCapacityBytes());
             crashes.reach(CrashPoint.EXPAND_GROWN);
             log.info("logical volume extended", "volume", record.getName(), "bytes", record.getCapacityBytes(),
                     "active", volume.active());
-            volume = volumes.find(record.getName()).orElseThrow(() -> missing(record.getName()));
+            volume = volumes.find(lv(record.getName())).orElseThrow(() -> missing(record.getName()));
         }
         return volume;
     }
@@ -266,12 +275,12 @@ public final class LvmPool implements VolumePool {
         if (record.isEmpty()) {
             return;
         }
-        Optional<LogicalVolume> volume = volumes.find(name);
+        Optional<LogicalVolume> volume = volumes.find(lv(name));
         requireUnused(name, volume);
         records.detached(record.get(), nodeId);
         crashes.reach(CrashPoint.DETACH_RECORDED);
         if (volume.isPresent() && volume.get().active()) {
-            volumes.deactivate(name);
+            volumes.deactivate(lv(name));
             log.info("logical volume deactivated", "volume", name, "device", volume.get().device());
             crashes.reach(CrashPoint.DETACH_DETACHED);
         }
@@ -283,7 +292,7 @@ public final class LvmPool implements VolumePool {
         if (record.isEmpty()) {
             return Optional.empty();
         }
-        return Optional.of(image(record.get(), volumes.find(name)));
+        return Optional.of(image(record.get(), volumes.find(lv(name))));
     }
 
     @Override
@@ -292,7 +301,7 @@ public final class LvmPool implements VolumePool {
         List<Image> images = new ArrayList<>();
         for (ImageRecord record : records.all()) {
             if (record.getState() == ImageRecord.State.READY) {
-                images.add(image(record, present.stream().filter(v -> v.name().equals(record.getName())).findFirst()));
+                images.add(image(record, present.stream().filter(v -> v.name().equals(lv(record.getName()))).findFirst()));
             }
         }
         return images;
@@ -348,9 +357,9 @@ public final class LvmPool implements VolumePool {
                 log.error("cannot reconcile volume; left as it is", "volume", record.getName(), "error", e.getMessage());
             }
         }
-        List<String> known = new ArrayList<>(all.stream().map(ImageRecord::getName).toList());
+        List<String> known = new ArrayList<>(all.stream().map(record -> lv(record.getName())).toList());
         for (SnapshotRecord snapshot : snapshots.all()) {
-            known.add(SNAPSHOT_PREFIX + snapshot.getName());
+            known.add(lv(SNAPSHOT_PREFIX + snapshot.getName()));
             if (snapshot.getState() != SnapshotRecord.State.READY || snapshot.getTemporary()) {
                 try {
                     finishSnapshotDelete(snapshot);
@@ -371,7 +380,7 @@ public final class LvmPool implements VolumePool {
     private void reconcile(ImageRecord record) throws IOException, DeviceException, MountException {
         switch (record.getState()) {
             case READY -> {
-                Optional<LogicalVolume> volume = volumes.find(record.getName());
+                Optional<LogicalVolume> volume = volumes.find(lv(record.getName()));
                 if (volume.isEmpty()) {
                     log.error("logical volume of a volume is missing from the group", "volume", record.getName(),
                             "group", volumes.volumeGroup());
@@ -382,10 +391,10 @@ public final class LvmPool implements VolumePool {
                     log.info("finished interrupted expansion", "volume", record.getName(), "bytes", record.getCapacityBytes());
                 }
                 if (record.getAttached() && !volume.get().active()) {
-                    volumes.activate(record.getName());
+                    volumes.activate(lv(record.getName()));
                     log.info("activated logical volume again", "volume", record.getName());
                 } else if (!record.getAttached() && volume.get().active() && inUse(volume.get()).isEmpty()) {
-                    volumes.deactivate(record.getName());
+                    volumes.deactivate(lv(record.getName()));
                     log.info("deactivated logical volume nothing wants active", "volume", record.getName());
                 }
             }
@@ -404,14 +413,14 @@ public final class LvmPool implements VolumePool {
 
     /** Removes the logical volume (deactivated first) and then its record. */
     private void finishDelete(ImageRecord record) throws IOException, DeviceException, MountException {
-        Optional<LogicalVolume> volume = volumes.find(record.getName());
+        Optional<LogicalVolume> volume = volumes.find(lv(record.getName()));
         if (volume.isPresent()) {
             requireUnused(record.getName(), volume);
             if (volume.get().active()) {
-                volumes.deactivate(record.getName());
+                volumes.deactivate(lv(record.getName()));
                 crashes.reach(CrashPoint.DELETE_DETACHED);
             }
-            volumes.remove(record.getName());
+            volumes.remove(lv(record.getName()));
             crashes.reach(CrashPoint.DELETE_UNLINKED);
         }
         records.delete(record.getName());
@@ -439,7 +448,7 @@ public final class LvmPool implements VolumePool {
         @Override
         public Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
             SnapshotId.checkName(name);
-            checkName(SNAPSHOT_PREFIX + name);
+            lv(SNAPSHOT_PREFIX + name);
             Optional<SnapshotRecord> existing = snapshots.read(name);
             if (existing.isPresent()) {
                 SnapshotRecord record = existing.get();
@@ -476,7 +485,7 @@ public final class LvmPool implements VolumePool {
                 snapshots.write(record);
             }
             crashes.reach(CrashPoint.SNAPSHOT_RECORDED);
-            volumes.snapshot(sourceImage, SNAPSHOT_PREFIX + name);
+            volumes.snapshot(lv(sourceImage), lv(SNAPSHOT_PREFIX + name));
             crashes.reach(CrashPoint.SNAPSHOT_COPIED);
             record = snapshots.write(record.toBuilder().setState(SnapshotRecord.State.READY).build());
             log.info("thin snapshot taken", "snapshot", name, "volume", sourceImage, "group", volumes.volumeGroup());
@@ -513,7 +522,7 @@ public final class LvmPool implements VolumePool {
     }
 
     private void finishSnapshotDelete(SnapshotRecord record) throws IOException, DeviceException, MountException {
-        String volume = SNAPSHOT_PREFIX + record.getName();
+        String volume = lv(SNAPSHOT_PREFIX + record.getName());
         Optional<LogicalVolume> found = volumes.find(volume);
         if (found.isPresent()) {
             requireUnused(volume, found);
@@ -608,7 +617,7 @@ public final class LvmPool implements VolumePool {
     /** The active volume's device-mapper device. */
     @Override
     public Optional<LogicalVolume> attachedDevice(String name) throws DeviceException {
-        return volumes.find(name).filter(LogicalVolume::active);
+        return volumes.find(lv(name)).filter(LogicalVolume::active);
     }
 
     /** A logical volume's device goes only when deactivated: the attached one is the only one. */
@@ -635,8 +644,8 @@ public final class LvmPool implements VolumePool {
 
     @Override
     public Optional<String> abnormality(String name) throws IOException, DeviceException {
-        if (volumes.find(name).isEmpty()) {
-            return Optional.of("logical volume " + name + " is missing from group " + volumes.volumeGroup()
+        if (volumes.find(lv(name)).isEmpty()) {
+            return Optional.of("logical volume " + lv(name) + " is missing from group " + volumes.volumeGroup()
                     + "; the volume lives on only while it stays mounted");
         }
         if (!exists(name)) {
@@ -652,11 +661,56 @@ public final class LvmPool implements VolumePool {
 
     private void checkName(String name) {
         VolumeId.checkName(name);
-        int dmName = volumes.volumeGroup().replace("-", "--").length() + 1 + name.replace("-", "--").length();
-        if (dmName > DM_NAME_MAX) {
+        lv(name);
+    }
+
+    /**
+     * The logical volume of a volume, or of a snapshot ({@link #SNAPSHOT_PREFIX} and its name): the
+     * name itself where LVM takes it and its device-mapper name ({@code <group>-<name>}, dashes
+     * doubled) fits the kernel's {@value #DM_NAME_MAX} characters, as external-provisioner's
+     * {@code pvc-<uid>} always does. Any other CSI name (up to 128 characters, or one LVM refuses)
+     * gets {@value #HASHED_PREFIX}, as much of it as fits, and a hash of all of it: always the same
+     * logical volume for the same name, so nothing needs recording and a retried call finds it.
+     * INVALID_ARGUMENT when the group's own name leaves no room even for that.
+     */
+    String lv(String name) {
+        int room = DM_NAME_MAX - dmLength(volumes.volumeGroup()) - 1;
+        if (dmLength(name) <= room && lvmTakes(name)) {
+            return name;
+        }
+        String hash = HexFormat.of().formatHex(sha256(name)).substring(0, 32);
+        int left = room - HASHED_PREFIX.length() - 1 - hash.length();
+        if (left < 0) {
             throw CsiException.invalidArgument("volume name '" + name + "' is too long for a logical volume of group "
-                    + volumes.volumeGroup() + ": its device-mapper name would have " + dmName + " characters, at most "
-                    + DM_NAME_MAX);
+                    + volumes.volumeGroup() + ": its device-mapper name would have more than " + DM_NAME_MAX + " characters");
+        }
+        StringBuilder head = new StringBuilder();
+        for (char c : name.toCharArray()) {
+            int length = c == '-' ? 2 : 1;
+            if (length > left) {
+                break;
+            }
+            head.append(c == '_' ? '.' : c); // LVM's reserved suffixes (_tdata, _rimage, ...) all have an underscore
+            left -= length;
+        }
+        return HASHED_PREFIX + head + "." + hash;
+    }
+
+    /** Names LVM refuses for a logical volume, as lvm2's apply_lvname_restrictions says. */
+    private static boolean lvmTakes(String name) {
+        return !name.startsWith("snapshot") && !name.startsWith("pvmove") && !name.equals(".") && !name.equals("..")
+                && RESERVED_PARTS.stream().noneMatch(name::contains);
+    }
+
+    private static int dmLength(String name) {
+        return name.length() + (int) name.chars().filter(c -> c == '-').count();
+    }
+
+    private static byte[] sha256(String name) {
+        try {
+            return MessageDigest.getInstance("SHA-256").digest(name.getBytes(StandardCharsets.UTF_8));
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("every JDK has SHA-256", e);
         }
     }
 
