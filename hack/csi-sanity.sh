@@ -10,6 +10,11 @@
 # STRATA_NFS_TEST_EXPORT_DIR its directory on this machine), nfs runs every spec against it, with
 # controller-server mounting the export itself (--nfs-mount-exports true).
 # STRATA_PREBUILT=1 skips the build (the jars of a build on this worktree are used).
+# For a slow machine (hack/lvm-vm.sh's emulated VM, where each lvm2 command takes seconds):
+# SANITY_RENEW_INTERVAL (default 1s) is controller-server's --agent-renew-interval, whose three
+# intervals are an agent's lease; SANITY_AGENT_CALL_TIMEOUT (default 5s) its --agent-call-timeout;
+# SANITY_START_SECONDS (default 120) how long the servers may take to start; SANITY_LOGS a
+# directory the servers' logs are copied to at the end.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -44,7 +49,8 @@ fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 java @"$REPO_ROOT/deploy/jvm.options" -jar "$REPO_ROOT/controller-server/target/controller-server.jar" \
   --endpoint "unix://$work/controller.sock" --agent-token-file "$work/token" \
-  --agent-registry-address "127.0.0.1:$port" --agent-renew-interval 1s --agent-settle-time 0s \
+  --agent-registry-address "127.0.0.1:$port" --agent-renew-interval "${SANITY_RENEW_INTERVAL:-1s}" --agent-settle-time 0s \
+  --agent-call-timeout "${SANITY_AGENT_CALL_TIMEOUT:-5s}" \
   --agent-plaintext true "${controller_flags[@]}" > "$work/controller.log" 2>&1 &
 controller=$!
 java @"$REPO_ROOT/deploy/jvm.options" -jar "$REPO_ROOT/node-server/target/node-server.jar" \
@@ -53,9 +59,10 @@ java @"$REPO_ROOT/deploy/jvm.options" -jar "$REPO_ROOT/node-server/target/node-s
   --agent-plaintext true > "$work/node.log" 2>&1 &
 node=$!
 trap 'kill $controller $node 2>/dev/null; wait 2>/dev/null
+  [ -z "${SANITY_LOGS:-}" ] || { mkdir -p "$SANITY_LOGS" && cp "$work"/*.log "$SANITY_LOGS/"; }
   grep -F "$work/exports/" /proc/self/mountinfo | cut -d" " -f5 | xargs -r -n1 umount 2>/dev/null || true' EXIT
-# Up to two minutes: a JVM starts in seconds here, in about a minute in an emulated VM.
-for _ in $(seq 600); do grep -q 'agent registered' "$work/controller.log" 2>/dev/null && break; sleep 0.2; done
+# A JVM starts in seconds here, in about a minute in an emulated VM.
+for _ in $(seq $((${SANITY_START_SECONDS:-120} * 5))); do grep -q 'agent registered' "$work/controller.log" 2>/dev/null && break; sleep 0.2; done
 
 status=0
 "$sanity" --csi.endpoint "unix://$work/node.sock" --csi.controllerendpoint "unix://$work/controller.sock" \

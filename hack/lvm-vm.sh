@@ -10,7 +10,7 @@
 #   growth under a mounted ext4, a thin snapshot of a mounted volume, its restore after the source
 #   is deleted, and delete;
 # - LvmPipelineTest runs it end to end: controller-server and two node-servers as processes, one
-#   with --volume-group, through every CSI phase with a StorageClass of pool: lvm (create, attach,
+#   with --volume-group and no image pool (--image-pool=false), through every CSI phase with a StorageClass of pool: lvm (create, attach,
 #   stage, publish, write, online growth, thin snapshot, restore, delete; a linear block volume;
 #   capacity per class and thin overcommit; copies between nodes: a thin snapshot restored into
 #   the other node's image pool, an image-pool volume cloned into linear and thin volumes, over
@@ -47,8 +47,15 @@ if [ "${1:-}" = --in-vm ]; then # the guest's part
     vgcreate --config "$config" strata-sanity "$pv" >/dev/null
     lvcreate --config "$config" --type thin-pool --size 3g --name thinpool strata-sanity >/dev/null
     printf 'pool: lvm\n' > /tmp/lvm-parameters.yaml
-    VOLUME_GROUP=strata-sanity THIN_POOL=thinpool STRATA_PREBUILT=1 hack/csi-sanity.sh "$sanity" mount \
-      --csi.testvolumeparameters /tmp/lvm-parameters.yaml --csi.testvolumesize 67108864 || status=1
+    rm -rf "$REPO_ROOT/system-tests/target/lvm-sanity" && mkdir -p "$REPO_ROOT/system-tests/target/lvm-sanity"
+    # Emulated, an lvm2 command takes seconds: agents renew every 10 s (a 30 s lease) as by default,
+    # not every second, calls to them get 120 s, and the suite 3 hours, not ginkgo's one. The
+    # servers' logs (debug: each call's and each lvm2 command's duration) go to system-tests/target.
+    SANITY_RENEW_INTERVAL=10s SANITY_AGENT_CALL_TIMEOUT=120s SANITY_START_SECONDS=600 LOG_VERBOSITY=5 \
+      SANITY_LOGS="$REPO_ROOT/system-tests/target/lvm-sanity" \
+      VOLUME_GROUP=strata-sanity THIN_POOL=thinpool STRATA_PREBUILT=1 hack/csi-sanity.sh "$sanity" mount \
+      --csi.testvolumeparameters /tmp/lvm-parameters.yaml --csi.testvolumesize 67108864 --ginkgo.timeout 3h \
+      --ginkgo.junit-report "$REPO_ROOT/system-tests/target/lvm-sanity/junit.xml" || status=1
     left=$(lvs --config "$config" --noheadings -o lv_name @strata.csi.dev | grep -c . || true)
     echo "vm: csi-sanity with pool: lvm left $left logical volumes of the driver's"
     [ "$left" = 0 ] || status=1

@@ -112,6 +112,24 @@ class NodeServerTest {
     }
 
     @Test
+    void aNodeWithoutAnImagePoolNeedsAVolumeGroup() throws Exception {
+        try (ServerProcess help = ServerProcess.start(NodeServer.class, "--help")) {
+            assertEquals(0, help.exitCode());
+            assertTrue(help.output().contains("--image-pool") && help.output().contains("env IMAGE_POOL; default \"true\""), help.output());
+        }
+        for (String value : List.of("false", "maybe")) {
+            try (ServerProcess none = ServerProcess.start(NodeServer.class, "--endpoint", "unix://" + dir.resolve("x.sock"),
+                    "--node-id", "worker-1", "--image-pool=" + value, "--pool-dir", dir.resolve("pool").toString(), "--kubelet-dir", dir.toString(),
+                    "--controller-address", "127.0.0.1:1", "--agent-token-file", "/nonexistent")) {
+                assertEquals(2, none.exitCode(), none.output());
+                assertTrue(none.output().contains(value.equals("false")
+                        ? "flag --image-pool=false leaves this node no pool: name an LVM volume group with --volume-group"
+                        : "flag --image-pool takes true or false, got 'maybe'"), none.output());
+            }
+        }
+    }
+
+    @Test
     void theCgroupRootIsAnAbsolutePathAndTheResyncADuration() throws Exception {
         try (ServerProcess help = ServerProcess.start(NodeServer.class, "--help")) {
             assertEquals(0, help.exitCode());

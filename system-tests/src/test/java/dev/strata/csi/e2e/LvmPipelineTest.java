@@ -36,6 +36,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Random;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
@@ -46,10 +47,11 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The LVM pool end to end: controller-server and two node-servers as processes, node-a with
- * {@code --volume-group} (a group of the test's own on a loop device, with a thin pool), node-b
- * with its image pool only. Volumes of a StorageClass with {@code pool: lvm} go through create,
- * attach (the device-mapper device appears), stage, publish, writes, online growth, a thin
- * snapshot and its restore, and delete, with the effects checked with lvs, findmnt and the data
+ * {@code --volume-group} (a group of the test's own on a loop device, with a thin pool) and no
+ * image pool ({@code --image-pool=false}), node-b with its image pool only. Volumes of a
+ * StorageClass with {@code pool: lvm} go through create, attach (the device-mapper device
+ * appears), stage, publish, writes, online growth, a thin snapshot and its restore, unpublish and
+ * unstage (their mounts gone), and delete, with the effects checked with lvs, findmnt and the data
  * itself. Needs device-mapper, which this machine's kernel lacks: hack/lvm-vm.sh runs it in a VM
  * (STRATA_TEST_LVM=required there); elsewhere it is skipped.
  */
@@ -73,7 +75,9 @@ class LvmPipelineTest {
         // lvm2's commands take seconds in an emulated VM: calls to agents get a longer deadline than --agent-call-timeout's 5 s.
         cluster = Cluster.start(dir.resolve("cluster"), List.of("--agent-plaintext", "true"), List.of("--agent-call-timeout", "120s"),
                 Map.of(), "node-b");
-        cluster.startNode("node-a", Cluster.Launch.HOST.with(Map.of("VOLUME_GROUP", group.name(), "THIN_POOL", TestVolumeGroup.THIN_POOL)));
+        // node-a has the LVM pool only, node-b the image pool only: a node may have either, or both (LvmCrashRecoveryTest's, csi-sanity's).
+        cluster.startNode("node-a", Cluster.Launch.HOST.with(Map.of("VOLUME_GROUP", group.name(), "THIN_POOL", TestVolumeGroup.THIN_POOL,
+                "IMAGE_POOL", "false")));
     }
 
     @AfterAll
@@ -148,17 +152,21 @@ class LvmPipelineTest {
         return new Published(volume, capability, device, staging, target);
     }
 
-    static void unpublishAndDelete(Published p) {
+    static void unpublishAndDelete(Published p) throws Exception {
         unpublish(p);
         cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(p.volume().getVolumeId()).build());
     }
 
-    static void unpublish(Published p) {
+    /** Unpublished, unstaged (each mount gone from the mount table) and detached. */
+    static void unpublish(Published p) throws Exception {
         var node = cluster.node(p.nodeId()).node();
         node.nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder().setVolumeId(p.volume().getVolumeId())
                 .setTargetPath(p.target().toString()).build());
+        assertEquals(Optional.empty(), SystemState.mountAt(p.target()), "NodeUnpublishVolume took the volume's mount off its target path");
+        assertFalse(Files.exists(p.target()), "and removed the target path");
         node.nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder().setVolumeId(p.volume().getVolumeId())
                 .setStagingTargetPath(p.staging().toString()).build());
+        assertEquals(Optional.empty(), SystemState.mountAt(p.staging()), "NodeUnstageVolume took the staging mount off");
         cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
                 .setVolumeId(p.volume().getVolumeId()).setNodeId(p.nodeId()).build());
         if (p.device().startsWith("/dev/mapper/")) {
@@ -172,6 +180,12 @@ class LvmPipelineTest {
         assertEquals(512 * MIB, capacity("node-a", THIN), "a thin volume can take the whole empty thin pool");
         assertEquals(0, capacity("node-b", THIN), "node-b has no LVM pool");
         assertTrue(capacity("node-b", Map.of()) > 0, "node-b's image pool");
+        assertEquals(0, capacity("node-a", Map.of()), "node-a has no image pool (--image-pool=false)");
+        StatusRuntimeException noImages = assertThrows(StatusRuntimeException.class,
+                () -> cluster.controller().createVolume(request("pvc-image", 64 * MIB, Map.of(), "node-a").build()));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, noImages.getStatus().getCode(), noImages.getMessage());
+        assertTrue(noImages.getStatus().getDescription().contains("no image pool"), noImages.getMessage());
+        assertFalse(Files.exists(cluster.node("node-a").pool().resolve("pvc-image.img")), "nothing made");
         long linear = capacity("node-a", LINEAR);
         assertTrue(linear > 0 && linear < 512 * MIB, "a linear volume gets the group's free extents: " + linear);
 

@@ -55,12 +55,19 @@ public final class AgentDirectory implements AutoCloseable {
     public record Agent(String nodeId, String address, PoolStatus pool, Map<String, String> topology, Instant renewed,
             List<PoolStatus> pools) {
 
-        /** The node's pool of that kind (unspecified: the image pool); empty when it has none. */
+        /**
+         * The node's pool of that kind (unspecified: the image pool); empty when it has none. An
+         * agent older than the LVM pool reports no list of pools: its one pool is the image pool;
+         * a newer one lists every pool it takes volumes in, which on an LVM-only node (node-server's
+         * --image-pool=false) leaves the image pool out.
+         */
         public Optional<PoolStatus> pool(PoolKind kind) {
-            if (kind == PoolKind.POOL_KIND_UNSPECIFIED || kind == PoolKind.POOL_IMAGE) {
+            boolean image = kind == PoolKind.POOL_KIND_UNSPECIFIED || kind == PoolKind.POOL_IMAGE;
+            if (image && pools.isEmpty()) {
                 return Optional.of(pool);
             }
-            return pools.stream().filter(status -> status.getKind() == kind).findFirst();
+            return pools.stream().filter(status -> status.getKind() == kind
+                    || image && status.getKind() == PoolKind.POOL_KIND_UNSPECIFIED).findFirst();
         }
     }
 

@@ -4,6 +4,7 @@ import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.InventoryChanges;
+import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.Snapshot;
 import java.util.ArrayList;
@@ -79,22 +80,24 @@ public final class VolumeIndex {
 
     /**
      * An image without its name (the key holds it), device or IO limits, which no lookup or list
-     * answers with; {@code source} null for an empty image.
+     * answers with; {@code source} null for an empty image. Its pool and whether it is encrypted
+     * stay: a repeated CreateVolume compares them with the request's.
      */
     private record StoredImage(long capacityBytes, long generation, Allocation allocation, ContentSource source,
-            List<String> publishedNodeIds) implements Stored<Image> {
+            List<String> publishedNodeIds, PoolKind pool, boolean encrypted) implements Stored<Image> {
 
         static StoredImage of(Image image, long generation, View view) {
             // A local volume is published on its own node only: that one shared list serves nearly all.
             List<String> published = image.getPublishedNodeIdsCount() == 0 ? List.of()
                     : view.self.equals(image.getPublishedNodeIdsList()) ? view.self : List.copyOf(image.getPublishedNodeIdsList());
             return new StoredImage(image.getCapacityBytes(), generation, image.getAllocation(),
-                    image.hasSource() ? image.getSource() : null, published);
+                    image.hasSource() ? image.getSource() : null, published, image.getPool(), image.getEncrypted());
         }
 
         @Override
         public Image item(String name) {
             Image.Builder image = Image.newBuilder().setName(name).setCapacityBytes(capacityBytes).setAllocation(allocation)
+                    .setPool(pool).setEncrypted(encrypted)
                     .addAllPublishedNodeIds(publishedNodeIds);
             if (source != null) {
                 image.setSource(source);

@@ -9,6 +9,7 @@ import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.Inventory;
 import dev.strata.csi.agent.api.InventoryChanges;
+import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.Snapshot;
 import java.util.List;
@@ -55,14 +56,18 @@ class VolumeIndexTest {
 
     @Test
     void anImageComesBackAsReportedWithoutWhatNoListNeeds() {
+        // The pool and encryption stay: a repeated CreateVolume compares them (csi-sanity with pool: lvm found them dropped).
         Image full = image("v", 64).toBuilder().setDevicePath("/dev/loop3").addPublishedNodeIds("n1")
-                .setSource(ContentSource.newBuilder().setSnapshot("s")).build();
+                .setSource(ContentSource.newBuilder().setSnapshot("s")).setPool(PoolKind.POOL_LVM)
+                .setEncrypted(true).build();
         index.report(everything("n1", 1, List.of(full, image("w", 32)), List.of()));
         var found = index.images("v");
         assertEquals(1, found.size());
         assertEquals("n1", found.getFirst().nodeId());
         assertEquals(full.toBuilder().clearDevicePath().build(), found.getFirst().item());
         assertFalse(index.images("w").getFirst().item().hasSource());
+        assertEquals(PoolKind.POOL_LVM, found.getFirst().item().getPool());
+        assertTrue(found.getFirst().item().getEncrypted());
     }
 
     @Test

@@ -73,6 +73,12 @@ class PoolRequestTest {
         assertEquals(Optional.of(300 * MIB), PoolRequest.of(Map.of("pool", "lvm", "lvType", "linear")).available(both));
         assertEquals(Optional.of(768 * MIB), PoolRequest.of(Map.of("pool", "lvm", "thinOvercommitRatio", "2")).available(both),
                 "twice the thin pool less what the thin volumes take");
+        AgentDirectory.Agent lvmOnly = agent(List.of(LVM)); // node-server's --image-pool=false: the legacy field says nothing
+        assertEquals(Optional.empty(), PoolRequest.of(Map.of()).available(lvmOnly), "an agent that lists pools without the image pool has none");
+        assertEquals(Optional.empty(), PoolRequest.of(Map.of("allocation", "full")).available(lvmOnly));
+        assertEquals(Optional.of(256 * MIB), PoolRequest.of(Map.of("pool", "lvm")).available(lvmOnly));
+        AgentDirectory.Agent unspecified = agent(List.of(IMAGE, LVM)); // an image pool listed without its kind
+        assertEquals(Optional.of(700 * MIB), PoolRequest.of(Map.of()).available(unspecified));
         PoolStatus full = LVM.toBuilder().setThinFull(true).build();
         assertEquals(0, PoolRequest.of(Map.of("pool", "lvm", "thinOvercommitRatio", "2")).available(full), "a full thin pool takes nothing");
     }

@@ -181,7 +181,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     public void listImages(ListImagesRequest request, StreamObserver<ListImagesResponse> response) {
         Rpc.answer(response, () -> ListImagesResponse.newBuilder()
                 .addAllImages(pools.list())
-                .setPool(pools.images().status())
+                .setPool(pools.imageStatus())
                 .addAllPools(pools.statuses())
                 .build());
     }

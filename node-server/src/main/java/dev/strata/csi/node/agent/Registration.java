@@ -146,7 +146,7 @@ public final class Registration implements Component {
                 RegisterRequest.Builder request = RegisterRequest.newBuilder()
                         .setNodeId(nodeId)
                         .setAddress(advertisedHost + ":" + agentPort.getAsInt())
-                        .setPool(pools.images().status())
+                        .setPool(pools.imageStatus())
                         .addAllPools(pools.statuses())
                         .putAllTopology(topology)
                         .setInstance(instance);

@@ -287,9 +287,14 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
         return mapped.isPresent() ? mapped : pool.device(id.name()).map(BlockDevice.class::cast);
     }
 
-    /** Unmounts what the volume's device backs at {@code path}; anything else mounted there stays. */
+    /**
+     * Unmounts what the volume's device backs at {@code path}; anything else mounted there stays.
+     * The device is looked up only when something is mounted there: kubelet and csi-sanity repeat
+     * unpublish and unstage on paths long unmounted, and for an LVM volume each lookup is an lvs.
+     */
     private void unmountOwn(VolumeId id, String field, Path path) throws Exception {
-        Optional<BlockDevice> device = stagedDevice(id, pools.holding(id.name()));
+        Optional<BlockDevice> device = mounter.table().at(path).isEmpty() ? Optional.empty()
+                : stagedDevice(id, pools.holding(id.name()));
         OwnMounts.unmount(mounter, log, id.toString(), field, path, mount -> device.map(d -> d.backs(mount)).orElse(false),
                 top -> mounter.unmount(path));
     }

@@ -33,7 +33,7 @@ import java.util.regex.Pattern;
 
 /**
  * The local backend of node-server, put together from its flags: this node's pools (the image
- * pool, and an LVM pool when {@code --volume-group} names one), the node agent that serves them to
+ * pool unless {@code --image-pool=false}, and an LVM pool when {@code --volume-group} names one), the node agent that serves them to
  * controller-server and registers with it, and the node backend that stages and publishes their
  * volumes. NodeServer names it in one line.
  *
@@ -46,6 +46,10 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
 
     public static final Flag POOL_DIR = Flag.of("pool-dir", "/var/lib/strata/pool",
             "directory holding this node's volume images and their records (and the LVM pool's records, in lvm/<group>)");
+    public static final Flag IMAGE_POOL = Flag.bool("image-pool", true,
+            "whether this node takes new volumes of StorageClasses with pool: image (the default) as image files in --pool-dir; "
+                    + "false: a node with the LVM pool only (needs --volume-group), which reports no image pool, so that no such "
+                    + "volume is placed there; --pool-dir still holds the agent's lock and the LVM pool's records");
     public static final Flag VOLUME_GROUP = Flag.of("volume-group", "",
             "LVM volume group of this node's LVM pool, for StorageClasses with pool: lvm (empty: no LVM pool); the "
                     + "driver's logical volumes carry the tag strata.csi.dev, the group's other volumes are never touched");
@@ -76,7 +80,7 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
     private static final Pattern LVM_NAME = Pattern.compile("[A-Za-z0-9+_.][A-Za-z0-9+_.-]{0,126}");
 
     public static List<Flag> flags() {
-        return List.of(POOL_DIR, VOLUME_GROUP, THIN_POOL, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, ABANDONED_COPY_EXPIRY,
+        return List.of(POOL_DIR, IMAGE_POOL, VOLUME_GROUP, THIN_POOL, CONTROLLER_ADDRESS, AGENT_ADDRESS, ADVERTISE_HOST, ABANDONED_COPY_EXPIRY,
                 CGROUP_ROOT, IO_LIMITS_RESYNC);
     }
 
@@ -97,6 +101,10 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
         if (volumeGroup.isEmpty() && !thinPool.isEmpty()) {
             throw new UsageException("flag --thin-pool names a thin pool of --volume-group, which is not set");
         }
+        boolean imageVolumes = flags.booleanValue(IMAGE_POOL);
+        if (!imageVolumes && volumeGroup.isEmpty()) {
+            throw new UsageException("flag --image-pool=false leaves this node no pool: name an LVM volume group with --volume-group");
+        }
         // After the flags: a flag given wrong is said before the agent's credentials are read.
         AgentSecurity security = AgentSecurity.fromFlags(flags, context.environment(), log);
         SystemSteps steps = node.steps();
@@ -114,10 +122,10 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
             } catch (IOException e) {
                 throw new UsageException("cannot use " + records + " for the LVM pool's records: " + e.getMessage());
             }
-            lvm = Optional.of(new LvmPool(records, new SystemLogicalVolumes(node.commands(), volumeGroup, thinPool), node.mounter(),
+            lvm = Optional.of(new LvmPool(records, new SystemLogicalVolumes(node.commands(), volumeGroup, thinPool, log), node.mounter(),
                     crashes, Clock.systemUTC(), log));
         }
-        NodePools pools = new NodePools(images, lvm);
+        NodePools pools = new NodePools(images, imageVolumes, lvm);
         PoolMetrics.register(pools, context.metrics());
         VolumeLocks locks = node.locks();
         VolumeIoLimits ioLimits = new VolumeIoLimits(pools, node.mounter(), node.kubeletDir(), new SystemPodCgroups(cgroupRoot),

@@ -3,6 +3,7 @@ package dev.strata.csi.node.local;
 import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.mount.MountPoint;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 
@@ -30,18 +31,28 @@ public interface LogicalVolumes {
         }
 
         /**
-         * A mount of the device: by its path, its device number, or (a block bind) its node in
-         * devtmpfs: /dm-N where udev links /dev/mapper's names to it, or /mapper/<name> itself
-         * where LVM made the node without udev (a node-server container, the test VM).
+         * A mount of the device: by its path, its device number, or (a published block volume) a
+         * bind mount of its node in /dev, by the node's name there: dm-N (N the minor) where udev
+         * made the nodes and links /dev/mapper/<name> to it, or mapper/<name> itself where LVM
+         * made the node without udev (a node-server container, the test VM). /dev/<group>/<name>
+         * is a link to one of those, so a bind of it has one of those names too.
          */
         @Override
         public boolean backs(MountPoint mount) {
-            String kernelName = number.map(n -> "/dm-" + n.minor()).orElse("");
-            boolean deviceNode = mount.fsType().equals("devtmpfs") || mount.fsType().equals("tmpfs");
             return mount.source().equals(device.toString())
                     || number.map(mount.device()::equals).orElse(false)
-                    || (deviceNode && !kernelName.isEmpty() && mount.root().equals(kernelName))
-                    || (deviceNode && device.startsWith("/dev/") && mount.root().equals("/" + Path.of("/dev").relativize(device)));
+                    || BlockDevice.bindsNode(mount, nodeNames());
+        }
+
+        /** The names of the device's node in /dev: dm-N while active, and the device-mapper path. */
+        List<String> nodeNames() {
+            List<String> names = new ArrayList<>();
+            number.ifPresent(n -> names.add("dm-" + n.minor()));
+            Path dev = Path.of("/dev");
+            if (device.startsWith(dev) && !device.equals(dev)) {
+                names.add(dev.relativize(device).toString());
+            }
+            return names;
         }
     }
 
@@ -50,6 +61,9 @@ public interface LogicalVolumes {
 
     /** The thin pool's data size, its metadata size, and how full each is, in percent. */
     record ThinPoolSpace(long sizeBytes, double dataPercent, long metadataBytes, double metadataPercent) { }
+
+    /** The group's space and its thin pool's, read together. */
+    record Space(GroupSpace group, Optional<ThinPoolSpace> thinPool) { }
 
     /** The volume group's name. */
     String volumeGroup();
@@ -65,6 +79,11 @@ public interface LogicalVolumes {
      * written. Where not, a chunk partly written shows the rest of its old data.
      */
     boolean thinPoolZeroes() throws DeviceException;
+
+    /** {@link #groupSpace()} and {@link #thinPoolSpace()} at once: the real one reads both with one command. */
+    default Space space() throws DeviceException {
+        return new Space(groupSpace(), thinPoolSpace());
+    }
 
     /** The driver's logical volumes in the group (tagged as the driver's), active or not. */
     List<LogicalVolume> list() throws DeviceException;

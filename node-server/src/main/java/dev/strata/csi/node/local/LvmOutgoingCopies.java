@@ -32,19 +32,19 @@ final class LvmOutgoingCopies implements OutgoingCopies {
     @Override
     public OutgoingContent volume(String name) throws IOException, DeviceException {
         ImageRecord record = pool.content(name);
-        LogicalVolume volume = volumes.find(name).orElseThrow(() -> pool.missing(name));
+        LogicalVolume volume = volumes.find(pool.lv(name)).orElseThrow(() -> pool.missing(name));
         if (volume.active()) {
             throw CsiException.failedPrecondition("volume " + name + " is attached; a copy of a volume in use is read from a snapshot of it");
         }
-        return read("lv/" + name + "/" + record.getCapacityBytes(), name, false, record.getCapacityBytes(), record.getFilesystem(),
+        return read("lv/" + name + "/" + record.getCapacityBytes(), pool.lv(name), false, record.getCapacityBytes(), record.getFilesystem(),
                 record.getUsedAsBlock());
     }
 
     @Override
     public OutgoingContent snapshot(String name) throws IOException, DeviceException {
         SnapshotRecord record = snapshots.ready(name);
-        String volume = LvmPool.SNAPSHOT_PREFIX + name;
-        boolean active = volumes.find(volume).orElseThrow(() -> pool.missing(volume)).active();
+        String volume = pool.lv(LvmPool.SNAPSHOT_PREFIX + name);
+        boolean active = volumes.find(volume).orElseThrow(() -> pool.missing(LvmPool.SNAPSHOT_PREFIX + name)).active();
         return read(PoolSnapshots.contentTag(record), volume, active, record.getCapacityBytes(), record.getFilesystem(),
                 record.getUsedAsBlock());
     }

@@ -19,9 +19,13 @@ import dev.strata.csi.node.mount.Mounter;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Crashes;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.time.Clock;
 import java.util.ArrayList;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Optional;
 
@@ -59,6 +63,11 @@ public final class LvmPool implements VolumePool {
     static final String SNAPSHOT_PREFIX = "snap.";
     /** The kernel's limit on a device-mapper name ({@code <group>-<volume>}, dashes doubled). */
     private static final int DM_NAME_MAX = 127;
+    /** The logical volumes of names LVM or device-mapper would not take begin with this ({@link #lv}). */
+    static final String HASHED_PREFIX = "lv.";
+    /** Parts of a name LVM keeps for its own hidden volumes. */
+    private static final List<String> RESERVED_PARTS = List.of("_cdata", "_cmeta", "_corig", "_cpool", "_cvol", "_imeta", "_iorig",
+            "_mimage", "_mlog", "_pmspare", "_rimage", "_rmeta", "_tdata", "_tmeta", "_vdata", "_vorigin", "_wcorig");
 
     private final RecordStore records;
     private final SnapshotStore snapshots;
@@ -126,7 +135,7 @@ public final class LvmPool implements VolumePool {
             switch (record.getState()) {
                 case READY -> {
                     ImagePool.requireSame(record, capacityBytes, allocation, wantedSource);
-                    return image(record, volumes.find(name));
+                    return image(record, volumes.find(lv(name)));
                 }
                 case RECEIVING -> throw CsiException.alreadyExists("volume " + name
                         + " is being made with the content of another node's volume or snapshot");
@@ -162,17 +171,17 @@ public final class LvmPool implements VolumePool {
         reserve(record);
         if (origin.isPresent()) {
             crashes.reach(CrashPoint.RESTORE_RECORDED);
-            volumes.snapshot(origin.get(), name);
+            volumes.snapshot(lv(origin.get()), lv(name));
             crashes.reach(CrashPoint.RESTORE_COPIED);
-            if (volumes.find(name).orElseThrow(() -> missing(name)).sizeBytes() < capacityBytes) {
-                volumes.extend(name, capacityBytes);
+            if (volumes.find(lv(name)).orElseThrow(() -> missing(name)).sizeBytes() < capacityBytes) {
+                volumes.extend(lv(name), capacityBytes);
             }
         } else {
             crashes.reach(CrashPoint.CREATE_RECORDED);
             if (allocation == Allocation.FULL) {
-                volumes.createLinear(name, capacityBytes);
+                volumes.createLinear(lv(name), capacityBytes);
             } else {
-                volumes.createThin(name, capacityBytes);
+                volumes.createThin(lv(name), capacityBytes);
             }
         }
         crashes.reach(CrashPoint.CREATE_ALLOCATED);
@@ -192,7 +201,7 @@ public final class LvmPool implements VolumePool {
 
     /** FAILED_PRECONDITION when the group holds a logical volume of that name, tagged as the driver's, without a record. */
     void requireNoStrayVolume(String name) throws DeviceException {
-        if (volumes.find(name).isPresent()) {
+        if (volumes.find(lv(name)).isPresent()) {
             throw CsiException.failedPrecondition("volume group " + volumes.volumeGroup() + " holds a logical volume " + name
                     + " tagged as the driver's, without a record; the driver does not touch data it cannot account for");
         }
@@ -218,7 +227,7 @@ public final class LvmPool implements VolumePool {
         if (record.isEmpty()) {
             return;
         }
-        requireUnused(name, volumes.find(name));
+        requireUnused(name, volumes.find(lv(name)));
         ImageRecord deleting = record.get().toBuilder().setState(ImageRecord.State.DELETING).setAttached(false).build();
         records.write(deleting);
         crashes.reach(CrashPoint.DELETE_RECORDED);
@@ -231,9 +240,9 @@ public final class LvmPool implements VolumePool {
     public Image attach(String name, String nodeId) throws IOException, DeviceException {
         ImageRecord record = records.attached(records.ready(name), nodeId);
         crashes.reach(CrashPoint.ATTACH_RECORDED);
-        LogicalVolume volume = volumes.find(name).orElseThrow(() -> missing(name));
+        LogicalVolume volume = volumes.find(lv(name)).orElseThrow(() -> missing(name));
         if (!volume.active()) {
-            volume = volumes.activate(name);
+            volume = volumes.activate(lv(name));
             log.info("logical volume activated", "volume", name, "device", volume.device());
             crashes.reach(CrashPoint.ATTACH_ATTACHED);
         }
@@ -271,13 +280,13 @@ public final class LvmPool implements VolumePool {
 
     /** Brings the logical volume to the recorded size. */
     private LogicalVolume finishGrowth(ImageRecord record) throws DeviceException {
-        LogicalVolume volume = volumes.find(record.getName()).orElseThrow(() -> missing(record.getName()));
+        LogicalVolume volume = volumes.find(lv(record.getName())).orElseThrow(() -> missing(record.getName()));
         if (volume.sizeBytes() < record.getCapacityBytes()) {
-            volumes.extend(record.getName(), record.getCapacityBytes());
+            volumes.extend(lv(record.getName()), record.getCapacityBytes());
             crashes.reach(CrashPoint.EXPAND_GROWN);
             log.info("logical volume extended", "volume", record.getName(), "bytes", record.getCapacityBytes(),
                     "active", volume.active());
-            volume = volumes.find(record.getName()).orElseThrow(() -> missing(record.getName()));
+            volume = volumes.find(lv(record.getName())).orElseThrow(() -> missing(record.getName()));
         }
         return volume;
     }
@@ -289,12 +298,12 @@ public final class LvmPool implements VolumePool {
         if (record.isEmpty()) {
             return;
         }
-        Optional<LogicalVolume> volume = volumes.find(name);
+        Optional<LogicalVolume> volume = volumes.find(lv(name));
         requireUnused(name, volume);
         records.detached(record.get(), nodeId);
         crashes.reach(CrashPoint.DETACH_RECORDED);
         if (volume.isPresent() && volume.get().active()) {
-            volumes.deactivate(name);
+            volumes.deactivate(lv(name));
             log.info("logical volume deactivated", "volume", name, "device", volume.get().device());
             crashes.reach(CrashPoint.DETACH_DETACHED);
         }
@@ -306,7 +315,7 @@ public final class LvmPool implements VolumePool {
         if (record.isEmpty()) {
             return Optional.empty();
         }
-        return Optional.of(image(record.get(), volumes.find(name)));
+        return Optional.of(image(record.get(), volumes.find(lv(name))));
     }
 
     @Override
@@ -315,7 +324,7 @@ public final class LvmPool implements VolumePool {
         List<Image> images = new ArrayList<>();
         for (ImageRecord record : records.all()) {
             if (record.getState() == ImageRecord.State.READY) {
-                images.add(image(record, present.stream().filter(v -> v.name().equals(record.getName())).findFirst()));
+                images.add(image(record, present.stream().filter(v -> v.name().equals(lv(record.getName()))).findFirst()));
             }
         }
         return images;
@@ -327,7 +336,8 @@ public final class LvmPool implements VolumePool {
      */
     @Override
     public PoolStatus status() throws IOException, DeviceException {
-        Optional<LogicalVolumes.ThinPoolSpace> thin = volumes.thinPoolSpace();
+        LogicalVolumes.Space group = volumes.space(); // every renewal asks: one lvm command, not two
+        Optional<LogicalVolumes.ThinPoolSpace> thin = group.thinPool();
         int count = (int) records.all().stream().filter(r -> r.getState() == ImageRecord.State.READY).count();
         PoolStatus.Builder status = PoolStatus.newBuilder()
                 .setKind(PoolKind.POOL_LVM)
@@ -335,7 +345,7 @@ public final class LvmPool implements VolumePool {
                 .setAvailableBytes(thinAvailable(thin, 1))
                 .setThinReservedBytes(thinReserved())
                 .setThinFull(thin.isEmpty() || full(thin.get()))
-                .setLinearAvailableBytes(volumes.groupSpace().freeBytes())
+                .setLinearAvailableBytes(group.group().freeBytes())
                 .setImageCount(count);
         thin.ifPresent(space -> status
                 .setThinDataBytes(space.sizeBytes())
@@ -370,15 +380,15 @@ public final class LvmPool implements VolumePool {
                 log.error("cannot reconcile volume; left as it is", "volume", record.getName(), "error", e.getMessage());
             }
         }
-        List<String> known = new ArrayList<>(all.stream().map(ImageRecord::getName).toList());
+        List<String> known = new ArrayList<>(all.stream().map(record -> lv(record.getName())).toList());
         for (SnapshotRecord snapshot : snapshots.all()) {
-            known.add(SNAPSHOT_PREFIX + snapshot.getName());
+            known.add(lv(SNAPSHOT_PREFIX + snapshot.getName()));
             try {
                 if (snapshot.getState() != SnapshotRecord.State.READY || snapshot.getTemporary()) {
                     finishSnapshotDelete(snapshot);
                     log.info("removed interrupted snapshot", "snapshot", snapshot.getName(), "state", snapshot.getState());
                 } else {
-                    deactivateUnused(SNAPSHOT_PREFIX + snapshot.getName()); // activated by a copy to another node a crash cut short
+                    deactivateUnused(lv(SNAPSHOT_PREFIX + snapshot.getName())); // activated by a copy to another node a crash cut short
                 }
             } catch (Exception e) {
                 log.error("cannot reconcile snapshot; left as it is", "snapshot", snapshot.getName(), "error", e.getMessage());
@@ -395,7 +405,7 @@ public final class LvmPool implements VolumePool {
     private void reconcile(ImageRecord record) throws IOException, DeviceException, MountException {
         switch (record.getState()) {
             case READY -> {
-                Optional<LogicalVolume> volume = volumes.find(record.getName());
+                Optional<LogicalVolume> volume = volumes.find(lv(record.getName()));
                 if (volume.isEmpty()) {
                     log.error("logical volume of a volume is missing from the group", "volume", record.getName(),
                             "group", volumes.volumeGroup());
@@ -406,10 +416,10 @@ public final class LvmPool implements VolumePool {
                     log.info("finished interrupted expansion", "volume", record.getName(), "bytes", record.getCapacityBytes());
                 }
                 if (record.getAttached() && !volume.get().active()) {
-                    volumes.activate(record.getName());
+                    volumes.activate(lv(record.getName()));
                     log.info("activated logical volume again", "volume", record.getName());
                 } else if (!record.getAttached()) {
-                    deactivateUnused(record.getName());
+                    deactivateUnused(lv(record.getName()));
                 }
             }
             case DELETING -> {
@@ -417,7 +427,7 @@ public final class LvmPool implements VolumePool {
                 log.info("finished interrupted delete", "volume", record.getName());
             }
             case RECEIVING -> { // a volume a stream had activated when the node stopped is deactivated; the retried copy resumes it
-                deactivateUnused(record.getName());
+                deactivateUnused(lv(record.getName()));
                 log.info("logical volume partly received from another node; the retried create resumes it",
                         "volume", record.getName(), "received_bytes", record.getReceivedBytes());
             }
@@ -439,14 +449,14 @@ public final class LvmPool implements VolumePool {
 
     /** Removes the logical volume (deactivated first) and then its record. */
     void finishDelete(ImageRecord record) throws IOException, DeviceException, MountException {
-        Optional<LogicalVolume> volume = volumes.find(record.getName());
+        Optional<LogicalVolume> volume = volumes.find(lv(record.getName()));
         if (volume.isPresent()) {
             requireUnused(record.getName(), volume);
             if (volume.get().active()) {
-                volumes.deactivate(record.getName());
+                volumes.deactivate(lv(record.getName()));
                 crashes.reach(CrashPoint.DELETE_DETACHED);
             }
-            volumes.remove(record.getName());
+            volumes.remove(lv(record.getName()));
             crashes.reach(CrashPoint.DELETE_UNLINKED);
         }
         records.delete(record.getName());
@@ -474,7 +484,7 @@ public final class LvmPool implements VolumePool {
         @Override
         public Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
             SnapshotId.checkName(name);
-            checkName(SNAPSHOT_PREFIX + name);
+            lv(SNAPSHOT_PREFIX + name);
             Optional<SnapshotRecord> existing = snapshots.read(name);
             if (existing.isPresent()) {
                 SnapshotRecord record = existing.get();
@@ -511,7 +521,7 @@ public final class LvmPool implements VolumePool {
                 snapshots.write(record);
             }
             crashes.reach(CrashPoint.SNAPSHOT_RECORDED);
-            volumes.snapshot(sourceImage, SNAPSHOT_PREFIX + name);
+            volumes.snapshot(lv(sourceImage), lv(SNAPSHOT_PREFIX + name));
             crashes.reach(CrashPoint.SNAPSHOT_COPIED);
             record = snapshots.write(record.toBuilder().setState(SnapshotRecord.State.READY).build());
             log.info("thin snapshot taken", "snapshot", name, "volume", sourceImage, "group", volumes.volumeGroup());
@@ -548,7 +558,7 @@ public final class LvmPool implements VolumePool {
     }
 
     private void finishSnapshotDelete(SnapshotRecord record) throws IOException, DeviceException, MountException {
-        String volume = SNAPSHOT_PREFIX + record.getName();
+        String volume = lv(SNAPSHOT_PREFIX + record.getName());
         Optional<LogicalVolume> found = volumes.find(volume);
         if (found.isPresent()) {
             requireUnused(volume, found);
@@ -641,7 +651,7 @@ public final class LvmPool implements VolumePool {
     /** The active volume's device-mapper device. */
     @Override
     public Optional<LogicalVolume> attachedDevice(String name) throws DeviceException {
-        return volumes.find(name).filter(LogicalVolume::active);
+        return volumes.find(lv(name)).filter(LogicalVolume::active);
     }
 
     /** A logical volume's device goes only when deactivated: the attached one is the only one. */
@@ -650,8 +660,12 @@ public final class LvmPool implements VolumePool {
         return attachedDevice(name);
     }
 
+    /** The size lvs gave with the device, when it is a logical volume read in this call: no second lvs. */
     @Override
     public long deviceBytes(BlockDevice device) throws DeviceException {
+        if (device instanceof LogicalVolume volume) {
+            return volume.sizeBytes();
+        }
         return volumes.list().stream().filter(volume -> volume.device().equals(device.device())).findFirst()
                 .orElseThrow(() -> new DeviceException("no logical volume of group " + volumes.volumeGroup() + " at " + device.device()))
                 .sizeBytes();
@@ -664,8 +678,8 @@ public final class LvmPool implements VolumePool {
 
     @Override
     public Optional<String> abnormality(String name) throws IOException, DeviceException {
-        if (volumes.find(name).isEmpty()) {
-            return Optional.of("logical volume " + name + " is missing from group " + volumes.volumeGroup()
+        if (volumes.find(lv(name)).isEmpty()) {
+            return Optional.of("logical volume " + lv(name) + " is missing from group " + volumes.volumeGroup()
                     + "; the volume lives on only while it stays mounted");
         }
         if (!exists(name)) {
@@ -681,11 +695,56 @@ public final class LvmPool implements VolumePool {
 
     void checkName(String name) {
         VolumeId.checkName(name);
-        int dmName = volumes.volumeGroup().replace("-", "--").length() + 1 + name.replace("-", "--").length();
-        if (dmName > DM_NAME_MAX) {
+        lv(name);
+    }
+
+    /**
+     * The logical volume of a volume, or of a snapshot ({@link #SNAPSHOT_PREFIX} and its name): the
+     * name itself where LVM takes it and its device-mapper name ({@code <group>-<name>}, dashes
+     * doubled) fits the kernel's {@value #DM_NAME_MAX} characters, as external-provisioner's
+     * {@code pvc-<uid>} always does. Any other CSI name (up to 128 characters, or one LVM refuses)
+     * gets {@value #HASHED_PREFIX}, as much of it as fits, and a hash of all of it: always the same
+     * logical volume for the same name, so nothing needs recording and a retried call finds it.
+     * INVALID_ARGUMENT when the group's own name leaves no room even for that.
+     */
+    String lv(String name) {
+        int room = DM_NAME_MAX - dmLength(volumes.volumeGroup()) - 1;
+        if (dmLength(name) <= room && lvmTakes(name)) {
+            return name;
+        }
+        String hash = HexFormat.of().formatHex(sha256(name)).substring(0, 32);
+        int left = room - HASHED_PREFIX.length() - 1 - hash.length();
+        if (left < 0) {
             throw CsiException.invalidArgument("volume name '" + name + "' is too long for a logical volume of group "
-                    + volumes.volumeGroup() + ": its device-mapper name would have " + dmName + " characters, at most "
-                    + DM_NAME_MAX);
+                    + volumes.volumeGroup() + ": its device-mapper name would have more than " + DM_NAME_MAX + " characters");
+        }
+        StringBuilder head = new StringBuilder();
+        for (char c : name.toCharArray()) {
+            int length = c == '-' ? 2 : 1;
+            if (length > left) {
+                break;
+            }
+            head.append(c == '_' ? '.' : c); // LVM's reserved suffixes (_tdata, _rimage, ...) all have an underscore
+            left -= length;
+        }
+        return HASHED_PREFIX + head + "." + hash;
+    }
+
+    /** Names LVM refuses for a logical volume, as lvm2's apply_lvname_restrictions says. */
+    private static boolean lvmTakes(String name) {
+        return !name.startsWith("snapshot") && !name.startsWith("pvmove") && !name.equals(".") && !name.equals("..")
+                && RESERVED_PARTS.stream().noneMatch(name::contains);
+    }
+
+    private static int dmLength(String name) {
+        return name.length() + (int) name.chars().filter(c -> c == '-').count();
+    }
+
+    private static byte[] sha256(String name) {
+        try {
+            return MessageDigest.getInstance("SHA-256").digest(name.getBytes(StandardCharsets.UTF_8));
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("every JDK has SHA-256", e);
         }
     }
 

@@ -65,9 +65,9 @@ final class LvmReceiving implements ReceivingStorage {
     @Override
     public void create(ImageRecord record) throws DeviceException {
         if (record.getAllocation() == ImageRecord.Allocation.FULL) {
-            volumes.createLinear(record.getName(), record.getCapacityBytes());
+            volumes.createLinear(pool.lv(record.getName()), record.getCapacityBytes());
         } else {
-            volumes.createThin(record.getName(), record.getCapacityBytes());
+            volumes.createThin(pool.lv(record.getName()), record.getCapacityBytes());
         }
     }
 
@@ -80,12 +80,13 @@ final class LvmReceiving implements ReceivingStorage {
         if (record.getReceiveZeroesGaps()) {
             return;
         }
-        Optional<LogicalVolume> volume = volumes.find(record.getName());
+        String lv = pool.lv(record.getName());
+        Optional<LogicalVolume> volume = volumes.find(lv);
         if (volume.isPresent()) {
             if (volume.get().active()) {
-                volumes.deactivate(record.getName());
+                volumes.deactivate(lv);
             }
-            volumes.remove(record.getName());
+            volumes.remove(lv);
         }
         create(record);
     }
@@ -104,19 +105,20 @@ final class LvmReceiving implements ReceivingStorage {
             record = record.toBuilder().setReceiveZeroesGaps(true).build();
             pool.records().write(record);
         }
-        if (volumes.find(name).isEmpty()) {
+        String lv = pool.lv(name);
+        if (volumes.find(lv).isEmpty()) {
             if (record.getReceivedBytes() > 0) {
                 throw pool.missing(name);
             }
             create(record); // a start over cut short between the removal and the new volume
         }
-        LogicalVolume volume = volumes.activate(name);
+        LogicalVolume volume = volumes.activate(lv);
         try {
             long capacity = record.getCapacityBytes();
             return new IncomingContent(volume.device(), capacity, record.getReceiveZeroesGaps(),
-                    device -> ImageContent.digestDevice(device, capacity), () -> volumes.deactivate(name));
+                    device -> ImageContent.digestDevice(device, capacity), () -> volumes.deactivate(lv));
         } catch (IOException | RuntimeException e) {
-            volumes.deactivate(name);
+            volumes.deactivate(lv);
             throw e;
         }
     }

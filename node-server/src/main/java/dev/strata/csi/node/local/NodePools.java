@@ -12,8 +12,11 @@ import java.util.List;
 import java.util.Optional;
 
 /**
- * The pools of this node: always the image pool, and an LVM pool when node-server names a volume
- * group. Volume names, and snapshot names, are one namespace across them: a volume belongs to the
+ * The pools of this node: the image pool, and an LVM pool when node-server names a volume group.
+ * On a node with the LVM pool only ({@code --image-pool=false}) the image pool's directory is
+ * still there, holding the agent's lock and the LVM pool's records, and serves the image volumes
+ * made before, if any, until they are deleted; it takes no new one and reports no capacity.
+ * Volume names, and snapshot names, are one namespace across them: a volume belongs to the
  * pool that has a record of its name, so a call names the volume only (its id stays
  * {@code local/<node>/<name>} whatever the pool), and a new volume or snapshot whose name another
  * pool holds is ALREADY_EXISTS.
@@ -21,10 +24,20 @@ import java.util.Optional;
 public final class NodePools {
 
     private final ImagePool images;
+    /** Whether new volumes go into the image pool: false on an LVM-only node. */
+    private final boolean imageVolumes;
     private final Optional<LvmPool> lvm;
 
     public NodePools(ImagePool images, Optional<LvmPool> lvm) {
+        this(images, true, lvm);
+    }
+
+    public NodePools(ImagePool images, boolean imageVolumes, Optional<LvmPool> lvm) {
+        if (!imageVolumes && lvm.isEmpty()) {
+            throw new IllegalArgumentException("a node without an image pool needs an LVM pool");
+        }
         this.images = images;
+        this.imageVolumes = imageVolumes;
         this.lvm = lvm;
     }
 
@@ -39,12 +52,17 @@ public final class NodePools {
         return all;
     }
 
-    /** The pool of that kind (unspecified: the image pool); FAILED_PRECONDITION when this node has none. */
+    /** The pool of that kind for a new volume (unspecified: the image pool); FAILED_PRECONDITION when this node has none. */
     public VolumePool of(PoolKind kind) {
         return switch (kind) {
             case POOL_LVM -> lvm.orElseThrow(() -> CsiException.failedPrecondition(
                     "this node has no LVM pool: its node-server was started without --volume-group"));
-            case POOL_IMAGE, POOL_KIND_UNSPECIFIED -> images;
+            case POOL_IMAGE, POOL_KIND_UNSPECIFIED -> {
+                if (!imageVolumes) {
+                    throw CsiException.failedPrecondition("this node has no image pool: its node-server runs with --image-pool=false");
+                }
+                yield images;
+            }
             case UNRECOGNIZED -> throw CsiException.invalidArgument("unknown pool kind");
         };
     }
@@ -129,10 +147,21 @@ public final class NodePools {
         return holdingSnapshot(name).snapshots().listed(name);
     }
 
-    /** Each pool's status, the image pool's first. */
+    /**
+     * The image pool's status, as a registration's first pool field carries it for controllers
+     * older than the LVM pool: on an LVM-only node, nothing, so that they place no volume there.
+     */
+    public PoolStatus imageStatus() throws IOException, DeviceException {
+        return imageVolumes ? images.status() : PoolStatus.newBuilder().setKind(PoolKind.POOL_IMAGE).build();
+    }
+
+    /** The status of each pool that takes new volumes, the image pool's first: the pools the controller may place volumes in. */
     public List<PoolStatus> statuses() throws IOException, DeviceException {
         List<PoolStatus> all = new ArrayList<>();
         for (VolumePool pool : all()) {
+            if (pool == images && !imageVolumes) {
+                continue;
+            }
             PoolStatus status = pool.status();
             all.add(status.getKind() == pool.kind() ? status : status.toBuilder().setKind(pool.kind()).build());
         }

@@ -1,5 +1,6 @@
 package dev.strata.csi.node.local;
 
+import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.system.CommandException;
 import dev.strata.csi.system.CommandResult;
@@ -15,14 +16,17 @@ import java.util.Optional;
  * {@code --config} that turns udev synchronisation off and has LVM make the /dev nodes itself: a
  * node-server container has no udev (nor has the test VM), and with synchronisation on, lvchange
  * would wait for udev events that never come. Nor does it reach the host's dmeventd: monitoring
- * (the thin pool's autoextension) is left to the host's own activation of the pool. The driver's volumes carry the tag
- * {@value #TAG}; others in the group are the admin's and are never listed or touched.
+ * (the thin pool's autoextension) is left to the host's own activation of the pool. Nor does it ask
+ * udev's database which devices there are, which a container does not have: lvm2 lists them from
+ * sysfs. The driver's volumes carry the tag {@value #TAG}; others in the group are the admin's and
+ * are never listed or touched. Each command's duration is logged at debug level: under emulation,
+ * or on a busy node, lvm2's commands take seconds, and a slow call shows which.
  */
 public final class SystemLogicalVolumes implements LogicalVolumes {
 
     static final String TAG = "strata.csi.dev";
     private static final String CONFIG = "activation { udev_sync = 0 udev_rules = 0 verify_udev_operations = 0"
-            + " monitoring = 0 }";
+            + " monitoring = 0 } devices { obtain_device_list_from_udev = 0 external_device_info_source = \"none\" }";
     /** lvcreate zeroes a thin volume's first blocks and may wait on the pool's metadata; generous, never endless. */
     private static final Duration TIMEOUT = Duration.ofMinutes(2);
     private static final String FIELDS = "lv_name,lv_size,lv_attr,lv_dm_path,lv_kernel_major,lv_kernel_minor,lv_tags";
@@ -30,11 +34,13 @@ public final class SystemLogicalVolumes implements LogicalVolumes {
     private final Commands commands;
     private final String group;
     private final String thinPool;
+    private final Log log;
 
-    public SystemLogicalVolumes(Commands commands, String group, String thinPool) {
+    public SystemLogicalVolumes(Commands commands, String group, String thinPool, Log log) {
         this.commands = commands;
         this.group = group;
         this.thinPool = thinPool;
+        this.log = log;
     }
 
     @Override
@@ -50,12 +56,21 @@ public final class SystemLogicalVolumes implements LogicalVolumes {
 
     @Override
     public Optional<ThinPoolSpace> thinPoolSpace() throws DeviceException {
-        for (String[] fields : report("lvs", "lv_name,lv_size,data_percent,lv_metadata_size,metadata_percent", group)) {
-            if (fields[0].equals(thinPool)) {
-                return Optional.of(new ThinPoolSpace(Long.parseLong(fields[1]), percent(fields[2]), size(fields[3]), percent(fields[4])));
-            }
+        return space().thinPool();
+    }
+
+    /** One lvs: each row of it carries its group's size and free space too. */
+    @Override
+    public Space space() throws DeviceException {
+        List<String[]> rows = report("lvs", "vg_size,vg_free,lv_name,lv_size,data_percent,lv_metadata_size,metadata_percent", group);
+        if (rows.isEmpty()) { // a group without logical volumes: lvs has no row to carry the group's figures
+            return new Space(groupSpace(), Optional.empty());
         }
-        return Optional.empty();
+        String[] first = rows.getFirst();
+        GroupSpace groupSpace = new GroupSpace(Long.parseLong(first[0]), Long.parseLong(first[1]));
+        Optional<ThinPoolSpace> thin = rows.stream().filter(fields -> fields[2].equals(thinPool)).findFirst().map(fields ->
+                new ThinPoolSpace(Long.parseLong(fields[3]), percent(fields[4]), size(fields[5]), percent(fields[6])));
+        return new Space(groupSpace, thin);
     }
 
     @Override
@@ -151,10 +166,16 @@ public final class SystemLogicalVolumes implements LogicalVolumes {
         List<String> argv = new ArrayList<>(List.of(tool, "--config", CONFIG));
         argv.addAll(List.of(arguments));
         String what = tool + " " + String.join(" ", arguments);
+        long start = System.nanoTime();
+        boolean ok = false;
         try {
-            return commands.run(TIMEOUT, argv.toArray(String[]::new)).check(what);
+            CommandResult result = commands.run(TIMEOUT, argv.toArray(String[]::new)).check(what);
+            ok = true;
+            return result;
         } catch (CommandException e) {
             throw new DeviceException(e.getMessage(), e);
+        } finally {
+            log.debug("lvm command", "command", what, "ok", ok, "millis", (System.nanoTime() - start) / 1_000_000);
         }
     }
 }

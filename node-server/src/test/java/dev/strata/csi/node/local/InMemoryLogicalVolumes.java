@@ -308,7 +308,22 @@ final class InMemoryLogicalVolumes implements LogicalVolumes {
         return new LogicalVolume(name, state.sizeBytes, state.thin, state.active, device, number);
     }
 
+    /**
+     * A name lvm2 takes for a new volume: not beginning with "snapshot" or "pvmove", none of the
+     * parts it keeps for hidden volumes, and a device-mapper name ({@code <group>-<name>}, dashes
+     * doubled) of at most 127 characters, which the kernel enforces at activation (lvm2 then
+     * fails there; here at once).
+     */
     private void requireNew(String name, String command) throws DeviceException {
+        if (name.startsWith("snapshot") || name.startsWith("pvmove")
+                || List.of("_cdata", "_cmeta", "_corig", "_mimage", "_mlog", "_pmspare", "_rimage", "_rmeta", "_tdata", "_tmeta",
+                        "_vorigin").stream().anyMatch(name::contains)) {
+            throw new DeviceException(command + ": exit 3: Logical volume name \"" + name + "\" is invalid.");
+        }
+        String dmName = group.replace("-", "--") + "-" + name.replace("-", "--");
+        if (dmName.length() > 127) {
+            throw new DeviceException(command + ": exit 5: device-mapper: create ioctl on " + dmName + " failed: Invalid argument");
+        }
         if (volumes.containsKey(name)) {
             throw new DeviceException(command + ": exit 5: Logical Volume \"" + name + "\" already exists in volume group \"" + group + "\"");
         }

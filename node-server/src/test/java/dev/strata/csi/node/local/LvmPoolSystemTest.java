@@ -43,6 +43,7 @@ class LvmPoolSystemTest {
     @TempDir
     Path dir;
 
+    private final Log log = new Log(new PrintStream(System.out, true), 0);
     private final SystemMounter mounter = new SystemMounter(new Kernel(), new Command(), MountHelpers.none());
     private TestVolumeGroup vg;
     private String group;
@@ -52,7 +53,7 @@ class LvmPoolSystemTest {
     void makeVolumeGroup() throws Exception {
         vg = TestVolumeGroup.make(dir, "strata-test-" + ProcessHandle.current().pid(), "1G", "512m");
         group = vg.name();
-        volumes = new SystemLogicalVolumes(new Command(), group, TestVolumeGroup.THIN_POOL);
+        volumes = new SystemLogicalVolumes(new Command(), group, TestVolumeGroup.THIN_POOL, log);
     }
 
     @AfterEach
@@ -64,7 +65,7 @@ class LvmPoolSystemTest {
 
     private LvmPool pool() throws Exception {
         LvmPool pool = new LvmPool(Files.createDirectories(dir.resolve("records")), volumes, mounter, Crashes.none(), java.time.Clock.systemUTC(),
-                new Log(new PrintStream(System.out, true), 0));
+                log);
         pool.reconcile();
         return pool;
     }
@@ -125,6 +126,8 @@ class LvmPoolSystemTest {
         PlainVolumes.create(pool, "pvc-linear", 32 * MIB, Allocation.FULL, Optional.empty());
         assertFalse(volumes.find("pvc-linear").orElseThrow().thin());
         assertEquals(free - 32 * MIB, volumes.groupSpace().freeBytes());
+        assertEquals(volumes.groupSpace(), volumes.space().group(), "lvs's rows carry what vgs says of the group");
+        assertEquals(free - 32 * MIB, pool.status().getLinearAvailableBytes());
         assertEquals(512 * MIB, pool.status().getTotalBytes(), "the thin pool's size");
         assertEquals(512 * MIB, pool.status().getAvailableBytes(), "no thin volume yet");
         Path device = Path.of(pool.attach("pvc-linear", "node-1").getDevicePath());

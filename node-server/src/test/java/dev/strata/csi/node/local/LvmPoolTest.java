@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.mount.InMemoryMounter;
@@ -167,11 +168,64 @@ class LvmPoolTest {
     @Test
     void aNameThatCannotBeALogicalVolumeIsRefused() throws Exception {
         LvmPool pool = pool();
-        for (String name : List.of("../etc", "-x", "a".repeat(120), "a b")) {
+        for (String name : List.of("../etc", "-x", "a".repeat(129), "a b")) {
             CsiException bad = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, name, GIB, Allocation.SPARSE, Optional.empty()), name);
             assertEquals(Status.Code.INVALID_ARGUMENT, bad.code(), name);
         }
         assertEquals(List.of(), lvm.list());
+    }
+
+    /**
+     * Every name CSI allows has a logical volume: one whose device-mapper name would pass the
+     * kernel's 127 characters (csi-sanity's maximum-length names, 128), or that lvm2 keeps for its
+     * own volumes, gets a hashed one, always the same, through the whole life of the volume and
+     * its snapshots. A name that fits keeps its own.
+     */
+    @Test
+    void aNameLvmWouldNotTakeGetsALogicalVolumeOfItsHash() throws Exception {
+        LvmPool pool = pool();
+        String longest = "pvc-" + "a".repeat(124);
+        for (String name : List.of(longest, "pvc_tdata", "snapshot-1")) {
+            Image made = PlainVolumes.create(pool, name, GIB, Allocation.SPARSE, Optional.empty());
+            String lv = pool.lv(name);
+            assertTrue(lv.startsWith(LvmPool.HASHED_PREFIX) && !lv.contains("_tdata"), lv);
+            assertTrue(lvm.find(lv).isPresent(), name);
+            assertEquals(made, PlainVolumes.create(pool, name, GIB, Allocation.SPARSE, Optional.empty()), "the same create again: the same volume");
+            assertTrue(pool.attach(name, "node-1").getDevicePath().endsWith(lv.replace("-", "--")), "activated");
+            assertTrue(pool.attachedDevice(name).isPresent());
+            pool.detach(name, "node-1");
+        }
+        assertEquals("pvc-a", pool.lv("pvc-a"), "external-provisioner's names are their own logical volumes");
+        assertEquals(pool.lv(longest), pool.lv(longest), "the same name, the same volume");
+        assertTrue(!pool.lv(longest).equals(pool.lv(longest.substring(0, 127) + "b")), "names that share their head differ");
+        assertEquals(3, pool.list().size());
+
+        String snapshot = "snapshot-" + "b".repeat(119); // 128: with the prefix snap. too long even for a volume name
+        pool.snapshots().take(snapshot, longest, false);
+        assertTrue(lvm.find(pool.lv(LvmPool.SNAPSHOT_PREFIX + snapshot)).isPresent(), "the thin snapshot");
+        PlainVolumes.create(pool, "pvc-restored", GIB, Allocation.SPARSE, Optional.of(ContentSource.newBuilder().setSnapshot(snapshot).build()));
+        assertTrue(lvm.find("pvc-restored").isPresent());
+
+        LvmPool restarted = pool(); // reconcile knows them all: nothing reported as without a record
+        assertFalse(logged.toString(StandardCharsets.UTF_8).contains("has no record"), logged.toString(StandardCharsets.UTF_8));
+        restarted.snapshots().delete(snapshot);
+        for (String name : List.of(longest, "pvc_tdata", "snapshot-1", "pvc-restored")) {
+            restarted.delete(name);
+        }
+        assertEquals(List.of(), lvm.list(), "every logical volume removed, the hashed ones too");
+    }
+
+    @Test
+    void aGroupWhoseNameLeavesNoRoomForAHashRefusesTheNamesThatNeedOne() throws Exception {
+        InMemoryLogicalVolumes longGroup = new InMemoryLogicalVolumes("g".repeat(100), 20 * GIB, "thinpool", 10 * GIB);
+        LvmPool pool = new LvmPool(dir, longGroup, mounter, Crashes.none(), java.time.Clock.systemUTC(),
+                new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
+        PlainVolumes.create(pool, "pvc-1", GIB, Allocation.SPARSE, Optional.empty());
+        assertTrue(longGroup.find("pvc-1").isPresent());
+        CsiException tooLong = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-" + "a".repeat(30), GIB, Allocation.SPARSE,
+                Optional.empty()));
+        assertEquals(Status.Code.INVALID_ARGUMENT, tooLong.code(), tooLong.getMessage());
+        assertEquals(List.of("pvc-1"), longGroup.list().stream().map(LogicalVolumes.LogicalVolume::name).toList());
     }
 
     // A node that died between two steps: the retried call, or the next start, completes or undoes the operation.
