@@ -1,9 +1,9 @@
 package dev.strata.csi.node.agent;
 
 import dev.strata.csi.log.Log;
-import dev.strata.csi.node.local.IncomingCopies;
-import dev.strata.csi.node.local.NodePools;
-import dev.strata.csi.node.local.VolumePool;
+import dev.strata.csi.node.local.pool.IncomingCopies;
+import dev.strata.csi.node.local.pool.NodePools;
+import dev.strata.csi.node.local.pool.VolumePool;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.server.Component;

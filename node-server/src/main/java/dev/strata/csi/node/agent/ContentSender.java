@@ -12,10 +12,10 @@ import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.node.local.DeviceException;
-import dev.strata.csi.node.local.ImageContent;
-import dev.strata.csi.node.local.NodePools;
-import dev.strata.csi.node.local.OutgoingContent;
-import dev.strata.csi.node.local.PoolSnapshots;
+import dev.strata.csi.node.local.image.ImageContent;
+import dev.strata.csi.node.local.pool.NodePools;
+import dev.strata.csi.node.local.pool.OutgoingContent;
+import dev.strata.csi.node.local.pool.PoolSnapshots;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.StreamReadiness;
 import dev.strata.csi.rpc.VolumeLocks;
@@ -28,7 +28,7 @@ import java.time.Duration;
 
 /**
  * ReadContent: a snapshot's or a detached volume's content, of whichever pool holds it
- * ({@link dev.strata.csi.node.local.OutgoingCopies}), streamed to controller-server (see
+ * ({@link dev.strata.csi.node.local.pool.OutgoingCopies}), streamed to controller-server (see
  * {@link ImageContent}), on a thread of its own (the stream's onReady callbacks reach a handler
  * only once it has returned), never more than the transport's window ahead of the reader. The
  * source is held by its lock for as long as it streams: a volume against attachment, a snapshot

@@ -5,7 +5,7 @@ import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.Snapshot;
 import dev.strata.csi.node.local.DeviceException;
-import dev.strata.csi.node.local.NodePools;
+import dev.strata.csi.node.local.pool.NodePools;
 import java.io.IOException;
 import java.util.HashMap;
 import java.util.List;

@@ -1,6 +1,6 @@
 package dev.strata.csi.node.agent;
 
-import dev.strata.csi.node.local.NodePools;
+import dev.strata.csi.node.local.pool.NodePools;
 import dev.strata.csi.server.Component;
 import dev.strata.csi.server.StartupException;
 import dev.strata.csi.system.ExclusiveLock;

@@ -6,7 +6,7 @@ import dev.strata.csi.agent.api.RegisterResponse;
 import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.DeviceException;
-import dev.strata.csi.node.local.NodePools;
+import dev.strata.csi.node.local.pool.NodePools;
 import dev.strata.csi.server.Component;
 import dev.strata.csi.server.Periodic;
 import io.grpc.ManagedChannel;

@@ -15,7 +15,7 @@ public class DeviceException extends Exception {
     }
 
     /** Nothing when the program {@code what} names exited 0; else its exit status and message as a DeviceException. */
-    static void check(CommandResult result, String what) throws DeviceException {
+    public static void check(CommandResult result, String what) throws DeviceException {
         try {
             result.check(what);
         } catch (CommandException e) {

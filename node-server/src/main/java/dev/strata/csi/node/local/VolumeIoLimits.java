@@ -8,6 +8,7 @@ import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.node.cgroup.DeviceLimits;
 import dev.strata.csi.node.cgroup.PodCgroups;
 import dev.strata.csi.node.cgroup.PodUid;
+import dev.strata.csi.node.local.pool.NodePools;
 import dev.strata.csi.node.mount.Mounter;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;

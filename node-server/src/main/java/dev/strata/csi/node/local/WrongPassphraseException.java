@@ -1,9 +1,0 @@
-package dev.strata.csi.node.local;
-
-/** No key slot of a LUKS header opens with the passphrase given. */
-public final class WrongPassphraseException extends DeviceException {
-
-    public WrongPassphraseException(String message) {
-        super(message);
-    }
-}

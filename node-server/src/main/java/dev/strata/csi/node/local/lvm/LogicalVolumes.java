@@ -1,0 +1,121 @@
+package dev.strata.csi.node.local.lvm;
+
+import dev.strata.csi.mount.DeviceNumber;
+import dev.strata.csi.mount.MountPoint;
+import dev.strata.csi.node.local.BlockDevice;
+import dev.strata.csi.node.local.DeviceException;
+import dev.strata.csi.node.local.pool.LvmPool;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * The LVM commands an {@link LvmPool} needs, on one volume group named by the node's admin: the
+ * narrow seam between the pool's logic and lvcreate, lvchange, lvremove and lvs. The real one is
+ * {@link SystemLogicalVolumes}; tests that run without device-mapper use an in-memory stand-in.
+ * Every method acts on the driver's own logical volumes only (those it tagged).
+ */
+public interface LogicalVolumes {
+
+    /**
+     * One logical volume of the group.
+     *
+     * @param device the device-mapper node (/dev/mapper/vg-lv), present while active
+     * @param number the kernel's device number while active, by which mounts are matched
+     */
+    record LogicalVolume(String name, long sizeBytes, boolean thin, boolean active, Path device, Optional<DeviceNumber> number)
+            implements BlockDevice {
+
+        /** Known while active, as an attached volume is. */
+        @Override
+        public DeviceNumber deviceNumber() {
+            return number.orElseThrow(() -> new IllegalStateException("logical volume " + name + " is not active"));
+        }
+
+        /**
+         * A mount of the device: by its path, its device number, or (a published block volume) a
+         * bind mount of its node in /dev, by the node's name there: dm-N (N the minor) where udev
+         * made the nodes and links /dev/mapper/<name> to it, or mapper/<name> itself where LVM
+         * made the node without udev (a node-server container, the test VM). /dev/<group>/<name>
+         * is a link to one of those, so a bind of it has one of those names too.
+         */
+        @Override
+        public boolean backs(MountPoint mount) {
+            return mount.source().equals(device.toString())
+                    || number.map(mount.device()::equals).orElse(false)
+                    || BlockDevice.bindsNode(mount, nodeNames());
+        }
+
+        /** The names of the device's node in /dev: dm-N while active, and the device-mapper path. */
+        List<String> nodeNames() {
+            List<String> names = new ArrayList<>();
+            number.ifPresent(n -> names.add("dm-" + n.minor()));
+            Path dev = Path.of("/dev");
+            if (device.startsWith(dev) && !device.equals(dev)) {
+                names.add(dev.relativize(device).toString());
+            }
+            return names;
+        }
+    }
+
+    /** The volume group's size and what no logical volume uses yet. */
+    record GroupSpace(long sizeBytes, long freeBytes) { }
+
+    /** The thin pool's data size, its metadata size, and how full each is, in percent. */
+    record ThinPoolSpace(long sizeBytes, double dataPercent, long metadataBytes, double metadataPercent) { }
+
+    /** The group's space and its thin pool's, read together. */
+    record Space(GroupSpace group, Optional<ThinPoolSpace> thinPool) { }
+
+    /** The volume group's name. */
+    String volumeGroup();
+
+    GroupSpace groupSpace() throws DeviceException;
+
+    /** The thin pool thin volumes are made in; empty when the group has none of that name. */
+    Optional<ThinPoolSpace> thinPoolSpace() throws DeviceException;
+
+    /**
+     * Whether the thin pool zeroes the chunks it gives a thin volume before the volume writes them
+     * ({@code lvs -o zero}; LVM's default): a new thin volume then reads as zeros where it was not
+     * written. Where not, a chunk partly written shows the rest of its old data.
+     */
+    boolean thinPoolZeroes() throws DeviceException;
+
+    /** {@link #groupSpace()} and {@link #thinPoolSpace()} at once: the real one reads both with one command. */
+    default Space space() throws DeviceException {
+        return new Space(groupSpace(), thinPoolSpace());
+    }
+
+    /** The driver's logical volumes in the group (tagged as the driver's), active or not. */
+    List<LogicalVolume> list() throws DeviceException;
+
+    Optional<LogicalVolume> find(String name) throws DeviceException;
+
+    /** A thin volume of {@code sizeBytes} in the thin pool, made inactive: attach activates it. */
+    void createThin(String name, long sizeBytes) throws DeviceException;
+
+    /** A linear volume of {@code sizeBytes} taken from the group's free extents, made inactive. */
+    void createLinear(String name, long sizeBytes) throws DeviceException;
+
+    /**
+     * A thin snapshot of the thin volume {@code origin}, named {@code name}, made inactive: instant,
+     * sharing the origin's blocks until either is written, independent of the origin's later
+     * writes and of its removal. LVM suspends the origin for the moment it takes, which freezes a
+     * filesystem mounted on it: the snapshot is consistent.
+     */
+    void snapshot(String origin, String name) throws DeviceException;
+
+    /** Grows the volume to at least {@code sizeBytes}, active or not, in use or not; a thin one's virtual size. */
+    void extend(String name, long sizeBytes) throws DeviceException;
+
+    /** Activates the volume on this node: its device-mapper device appears. Returns the volume, active. */
+    LogicalVolume activate(String name) throws DeviceException;
+
+    /** Deactivates the volume: its device-mapper device goes. The kernel refuses while it is open. */
+    void deactivate(String name) throws DeviceException;
+
+    /** Removes the volume, which must be inactive; its data is gone. */
+    void remove(String name) throws DeviceException;
+}
