@@ -13,7 +13,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/vm.sh"
 
-classes=(dev.strata.csi.node.local.ImageExpansionTest dev.strata.csi.e2e.ExpansionTest)
+classes=(dev.strata.csi.node.local.pool.ImageExpansionTest dev.strata.csi.e2e.ExpansionTest)
 # The ext4 lines the tests print, one per case that must have grown ext4.
 expected=("ext4 online (image pool)" "ext4 online (CSI calls)" "ext4 offline (CSI calls)")
 

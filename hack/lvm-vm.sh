@@ -31,7 +31,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 sanity=${CSI_SANITY:-/opt/csi-sanity/csi-sanity}
-all=(dev.strata.csi.node.local.LvmPoolSystemTest dev.strata.csi.e2e.LvmPipelineTest dev.strata.csi.e2e.LvmCrashRecoveryTest)
+all=(dev.strata.csi.node.local.pool.LvmPoolSystemTest dev.strata.csi.e2e.LvmPipelineTest dev.strata.csi.e2e.LvmCrashRecoveryTest)
 
 if [ "${1:-}" = --in-vm ]; then # the guest's part
   shift

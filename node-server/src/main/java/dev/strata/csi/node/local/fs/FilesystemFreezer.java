@@ -7,7 +7,7 @@ import java.nio.file.Path;
  * Freezes a mounted filesystem (FIFREEZE: writes are flushed, the journal committed, and new
  * writes wait) and thaws it (FITHAW), so that a copy of its device is consistent without journal
  * replay. A freeze outlives the process that made it: whoever freezes must thaw, also after a
- * crash ({@link Freezes}).
+ * crash (the pool records each freeze: {@code pool.Freezes}).
  */
 public interface FilesystemFreezer {
 
