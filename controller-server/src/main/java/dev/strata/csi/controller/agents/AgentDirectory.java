@@ -56,10 +56,11 @@ public final class AgentDirectory implements AutoCloseable {
             List<PoolStatus> pools) {
 
         /**
-         * The node's pool of that kind (unspecified: the image pool); empty when it has none. An
-         * agent older than the LVM pool reports no list of pools: its one pool is the image pool;
-         * a newer one lists every pool it takes volumes in, which on an LVM-only node (node-server's
-         * --image-pool=false) leaves the image pool out.
+         * The node's pool of that kind (unspecified: the image pool); empty when it has none. The
+         * agent lists every pool it takes volumes in, which on an LVM-only node (node-server's
+         * --image-pool=false) leaves the image pool out; a registration without that list (the
+         * scale benchmark's simulated nodes and the tests' stand-in agents send only {@code pool}) has
+         * the image pool alone.
          */
         public Optional<PoolStatus> pool(PoolKind kind) {
             boolean image = kind == PoolKind.POOL_KIND_UNSPECIFIED || kind == PoolKind.POOL_IMAGE;

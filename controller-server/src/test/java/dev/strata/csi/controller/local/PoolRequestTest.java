@@ -73,7 +73,7 @@ class PoolRequestTest {
         assertEquals(Optional.of(300 * MIB), PoolRequest.of(Map.of("pool", "lvm", "lvType", "linear")).available(both));
         assertEquals(Optional.of(768 * MIB), PoolRequest.of(Map.of("pool", "lvm", "thinOvercommitRatio", "2")).available(both),
                 "twice the thin pool less what the thin volumes take");
-        AgentDirectory.Agent lvmOnly = agent(List.of(LVM)); // node-server's --image-pool=false: the legacy field says nothing
+        AgentDirectory.Agent lvmOnly = agent(List.of(LVM)); // node-server's --image-pool=false: its pool field says nothing
         assertEquals(Optional.empty(), PoolRequest.of(Map.of()).available(lvmOnly), "an agent that lists pools without the image pool has none");
         assertEquals(Optional.empty(), PoolRequest.of(Map.of("allocation", "full")).available(lvmOnly));
         assertEquals(Optional.of(256 * MIB), PoolRequest.of(Map.of("pool", "lvm")).available(lvmOnly));

@@ -149,8 +149,8 @@ public final class NodePools {
     }
 
     /**
-     * The image pool's status, as a registration's first pool field carries it for controllers
-     * older than the LVM pool: on an LVM-only node, nothing, so that they place no volume there.
+     * The image pool's status, as a registration's {@code pool} field carries it: on an LVM-only
+     * node, nothing, so that no image volume is placed there.
      */
     public PoolStatus imageStatus() throws IOException, DeviceException {
         return imageVolumes ? images.status() : PoolStatus.newBuilder().setKind(PoolKind.POOL_IMAGE).build();

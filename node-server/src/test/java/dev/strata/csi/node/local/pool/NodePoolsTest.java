@@ -72,7 +72,7 @@ class NodePoolsTest {
         assertEquals(10 * GIB, pools.statuses().getFirst().getAvailableBytes(), "the thin pool's room");
         PoolStatus image = pools.imageStatus();
         assertEquals(PoolKind.POOL_IMAGE, image.getKind());
-        assertEquals(0, image.getTotalBytes(), "an older controller reads the image pool from here: nothing");
+        assertEquals(0, image.getTotalBytes(), "the registration's pool field: no image pool");
         assertEquals(0, image.getAvailableBytes());
 
         for (PoolKind kind : List.of(PoolKind.POOL_IMAGE, PoolKind.POOL_KIND_UNSPECIFIED)) {
