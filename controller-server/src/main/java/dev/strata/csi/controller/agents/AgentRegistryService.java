@@ -14,10 +14,12 @@ public final class AgentRegistryService extends AgentRegistryGrpc.AgentRegistryI
 
     private final AgentDirectory directory;
     private final NodeIdentities identities;
+    private final ReportCheck reports;
 
     public AgentRegistryService(AgentDirectory directory, Log log) {
         this.directory = directory;
         this.identities = new NodeIdentities(log);
+        this.reports = new ReportCheck(log);
     }
 
     @Override
@@ -28,7 +30,7 @@ public final class AgentRegistryService extends AgentRegistryGrpc.AgentRegistryI
             }
             identities.requireMayRegister(request.getNodeId());
             checkAddress(request.getAddress());
-            boolean sendInventory = directory.register(request);
+            boolean sendInventory = directory.register(reports.checked(request));
             return RegisterResponse.newBuilder().setRenewSeconds((int) directory.renewEvery().toSeconds())
                     .setSendInventory(sendInventory).build();
         });

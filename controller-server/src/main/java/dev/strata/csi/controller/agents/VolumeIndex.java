@@ -25,7 +25,9 @@ import java.util.function.Function;
  * everything, current as of the generation of its last report. The controller's own calls enter
  * their results too, with the generation the agent gave in its reply: an entry newer than a report
  * (a create answered while an older report was on its way) is kept over it, so a report never
- * takes back what this replica has seen done.
+ * takes back what this replica has seen done. An entry a call of this controller made stays
+ * marked as such ({@link Located#made}): where a name is on several nodes, the one this controller
+ * made wins over what a node merely reports (a compromised node reporting another's name).
  *
  * <p>Lean, since a cluster holds hundreds of thousands of volumes (docs/scale.md, "Memory"): one
  * ordered map of every entry by {@code <node>/<name>} and one map of names to the node holding
@@ -36,8 +38,11 @@ import java.util.function.Function;
  */
 public final class VolumeIndex {
 
-    /** A thing and the node that holds it. */
-    public record Located<T>(String nodeId, T item) {}
+    /**
+     * A thing and the node that holds it; {@code made}: this controller's own call made or changed
+     * it there, which no node's report can fake (else it is known from the node's report alone).
+     */
+    public record Located<T>(String nodeId, T item, boolean made) {}
 
     /**
      * Where an entry sorts: as the string {@code <node>/<name>} (the order of volume and snapshot
@@ -75,6 +80,9 @@ public final class VolumeIndex {
     private interface Stored<T> {
         long generation();
 
+        /** Entered or changed by this controller's own call: the node's report alone never sets it. */
+        boolean own();
+
         T item(String name);
     }
 
@@ -84,14 +92,14 @@ public final class VolumeIndex {
      * stay: a repeated CreateVolume compares them with the request's.
      */
     private record StoredImage(long capacityBytes, long generation, Allocation allocation, ContentSource source,
-            List<String> publishedNodeIds, PoolKind pool, boolean encrypted) implements Stored<Image> {
+            List<String> publishedNodeIds, PoolKind pool, boolean encrypted, boolean own) implements Stored<Image> {
 
-        static StoredImage of(Image image, long generation, View view) {
+        static StoredImage of(Image image, long generation, View view, boolean own) {
             // A local volume is published on its own node only: that one shared list serves nearly all.
             List<String> published = image.getPublishedNodeIdsCount() == 0 ? List.of()
                     : view.self.equals(image.getPublishedNodeIdsList()) ? view.self : List.copyOf(image.getPublishedNodeIdsList());
             return new StoredImage(image.getCapacityBytes(), generation, image.getAllocation(),
-                    image.hasSource() ? image.getSource() : null, published, image.getPool(), image.getEncrypted());
+                    image.hasSource() ? image.getSource() : null, published, image.getPool(), image.getEncrypted(), own);
         }
 
         @Override
@@ -107,7 +115,7 @@ public final class VolumeIndex {
     }
 
     /** Snapshots are one or a few per volume at most: kept as reported. */
-    private record StoredSnapshot(Snapshot snapshot, long generation) implements Stored<Snapshot> {
+    private record StoredSnapshot(Snapshot snapshot, long generation, boolean own) implements Stored<Snapshot> {
 
         @Override
         public Snapshot item(String name) {
@@ -135,7 +143,7 @@ public final class VolumeIndex {
 
     /** How the entries of one kind (images or snapshots) are kept. */
     private interface Packer<T, S extends Stored<T>> {
-        S pack(T item, long generation, View view);
+        S pack(T item, long generation, View view, boolean own);
     }
 
     /** Images or snapshots: every entry in id order, and which nodes hold each name. */
@@ -160,9 +168,10 @@ public final class VolumeIndex {
             for (String nodeId : nodes(held)) {
                 S stored = sorted.get(new Key(nodeId, wanted));
                 if (stored != null) {
-                    found.add(new Located<>(nodeId, stored.item(wanted)));
+                    found.add(new Located<>(nodeId, stored.item(wanted), stored.own()));
                 }
             }
+            found.sort(java.util.Comparator.comparing(located -> !located.made())); // this controller's own first
             return found;
         }
 
@@ -211,7 +220,8 @@ public final class VolumeIndex {
                 release(view.nodeId, key);
             } else {
                 deleted.apply(view).remove(key);
-                sorted.put(at, packer.pack(item, generation, view));
+                // Once made by this controller, an entry stays its own when a report later confirms it.
+                sorted.put(at, packer.pack(item, generation, view, own || known != null && known.own()));
                 hold(view.nodeId, key);
             }
         }
@@ -260,7 +270,7 @@ public final class VolumeIndex {
                 if (page.size() >= limit) {
                     break;
                 }
-                page.add(new Located<>(entry.getKey().node(), entry.getValue().item(entry.getKey().name())));
+                page.add(new Located<>(entry.getKey().node(), entry.getValue().item(entry.getKey().name()), entry.getValue().own()));
             }
             return page;
         }
@@ -269,7 +279,7 @@ public final class VolumeIndex {
     private final Map<String, View> views = new ConcurrentHashMap<>();
     private final Kind<Image, StoredImage> images = new Kind<>(Image::getName, StoredImage::of, view -> view.deletedImages);
     private final Kind<Snapshot, StoredSnapshot> snapshots = new Kind<Snapshot, StoredSnapshot>(Snapshot::getName,
-            (snapshot, generation, view) -> new StoredSnapshot(snapshot, generation), view -> view.deletedSnapshots);
+            (snapshot, generation, view, own) -> new StoredSnapshot(snapshot, generation, own), view -> view.deletedSnapshots);
 
     private View view(String nodeId) {
         return views.computeIfAbsent(nodeId, View::new);
@@ -335,7 +345,10 @@ public final class VolumeIndex {
         }
     }
 
-    /** The nodes the index places image {@code name} on, with the image each holds (name, size, allocation, source, published nodes). */
+    /**
+     * The nodes the index places image {@code name} on, with the image each holds (name, size,
+     * allocation, source, published nodes): those this controller made it on first.
+     */
     public List<Located<Image>> images(String name) {
         return images.find(name);
     }

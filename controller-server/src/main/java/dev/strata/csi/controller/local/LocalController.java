@@ -29,6 +29,7 @@ import dev.strata.csi.backend.local.VolumeId;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.backend.ControllerBackend;
 import dev.strata.csi.controller.backend.SnapshotFilter;
+import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -37,6 +38,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.Predicate;
 
 /**
  * The local backend on the controller. It keeps no state of its own: a volume's id names the node
@@ -54,11 +56,13 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     private final Topology topology;
     private final Placement placement;
     private final CrossNodeCopies copies;
+    private final Log log;
 
-    public LocalController(AgentDirectory agents, Topology topology, ContentRelay relay) {
+    public LocalController(AgentDirectory agents, Topology topology, ContentRelay relay, Log log) {
         this.agents = agents;
         this.topology = topology;
-        this.placement = new Placement(agents, topology);
+        this.log = log;
+        this.placement = new Placement(agents, topology, log);
         this.copies = new CrossNodeCopies(agents, relay);
     }
 
@@ -104,11 +108,12 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     }
 
     private Volume createEmpty(VolumeRequest wanted) throws Exception {
-        var existing = placement.find(wanted.name());
+        Predicate<Image> same = image -> image.getCapacityBytes() == wanted.capacityBytes() && image.getAllocation() == wanted.allocation()
+                && wanted.pool().holds(image) && image.getEncrypted() == wanted.encrypted();
+        var existing = placement.find(wanted, image -> same.test(image) && !image.hasSource());
         if (existing.isPresent()) {
             Image image = existing.get().image();
-            if (image.getCapacityBytes() != wanted.capacityBytes() || image.getAllocation() != wanted.allocation()
-                    || !wanted.pool().holds(image) || image.getEncrypted() != wanted.encrypted()) {
+            if (!same.test(image)) {
                 throw CsiException.alreadyExists("volume " + wanted.name() + " exists on node " + existing.get().nodeId()
                         + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation() + (image.getEncrypted() ? ", encrypted" : "")
                         + ", in its " + PoolRequest.describe(PoolRequest.kindOf(image)) + "; asked for " + wanted.capacityBytes() + " bytes, "
@@ -149,12 +154,12 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
             return volume(copying.get().nodeId(), copying.get().image());
         }
         // From the index: a retry finds the copy made also once its source is gone.
-        var existing = placement.find(asked.name());
+        Predicate<Image> same = image -> image.getSource().equals(origin.source()) && image.getAllocation() == asked.allocation()
+                && (asked.range().getRequiredBytes() == 0 || image.getCapacityBytes() == asked.capacityBytes()) && asked.pool().holds(image);
+        var existing = placement.find(asked, same);
         if (existing.isPresent()) {
             Image image = existing.get().image();
-            boolean sizeDiffers = asked.range().getRequiredBytes() > 0 && image.getCapacityBytes() != asked.capacityBytes();
-            if (!image.getSource().equals(origin.source()) || image.getAllocation() != asked.allocation() || sizeDiffers
-                    || !asked.pool().holds(image)) {
+            if (!same.test(image)) {
                 throw CsiException.alreadyExists("volume " + asked.name() + " exists on node " + existing.get().nodeId()
                         + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation() + ", in its "
                         + PoolRequest.describe(PoolRequest.kindOf(image)) + ", other content, size or pool than "
@@ -223,10 +228,16 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
             agents.requireReported("whether snapshot " + name + " exists");
         }
         for (var elsewhere : found) {
-            if (!elsewhere.nodeId().equals(source.nodeId())) {
-                throw CsiException.alreadyExists("snapshot " + name + " exists on node " + elsewhere.nodeId()
-                        + ", of another volume than " + source);
+            if (elsewhere.nodeId().equals(source.nodeId())) {
+                continue;
             }
+            if (!elsewhere.made()) { // only its node's word: a node reporting the name first must not block it
+                log.warn("a node reports a snapshot of the name this controller did not take there; ignored", "snapshot", name,
+                        "node", elsewhere.nodeId(), "source", source);
+                continue;
+            }
+            throw CsiException.alreadyExists("snapshot " + name + " exists on node " + elsewhere.nodeId()
+                    + ", of another volume than " + source);
         }
         var taken = agents.stub(source.nodeId()).createSnapshot(CreateSnapshotRequest.newBuilder()
                 .setName(name).setSourceImage(source.name()).build());

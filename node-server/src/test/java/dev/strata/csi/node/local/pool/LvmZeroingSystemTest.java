@@ -31,9 +31,11 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A new volume of the LVM pool reads as zeros where nothing was written, on the real lvm2 tools
- * and device-mapper (hack/lvm-vm.sh runs it in the VM): every free extent of a volume group of its
- * own, and nearly all of its thin pool's data, are first filled with a pattern by volumes that are
- * then removed, as a deleted tenant's volume leaves them. A linear volume and a thin volume made
+ * and device-mapper (hack/lvm-vm.sh runs it in the VM): a volume group of its own on a disk full of
+ * a pattern, whose every free extent, and nearly all of its thin pool's data, are filled with the
+ * pattern again by volumes that are then removed, as a deleted tenant's volume leaves them (the
+ * thin pool hands out chunks past the last it gave, not the freed ones first: the disk's pattern
+ * is what those hold). A linear volume and a thin volume made
  * there by the pool, read raw, show no byte of it; the same volumes made without the pool's care
  * (a linear volume not zeroed, a thin volume in a pool with zeroing turned off) do show it, so the
  * check can fail. Then the cost: a linear volume created with and without zeroing, side by side.
@@ -56,7 +58,8 @@ class LvmZeroingSystemTest {
 
     @BeforeEach
     void makeVolumeGroup() throws Exception {
-        vg = TestVolumeGroup.make(dir, "strata-zero-" + ProcessHandle.current().pid(), "1G", "384m");
+        // The disk held the pattern before: the thin pool's chunks too, whichever of them a new thin volume is given.
+        vg = TestVolumeGroup.make(dir, "strata-zero-" + ProcessHandle.current().pid(), "1G", "384m", PATTERN);
         group = vg.name();
         volumes = new SystemLogicalVolumes(new Command(), group, TestVolumeGroup.THIN_POOL, log);
     }
