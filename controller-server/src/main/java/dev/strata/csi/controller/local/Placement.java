@@ -51,23 +51,26 @@ final class Placement {
     /**
      * The volume named as {@code wanted} wherever the index places it, whatever the topology says
      * now; empty when no node holds it. Where this controller made it, that node wins. A node's
-     * report alone counts only on a node the request's topology allows and with what the request
-     * asks ({@code asked}: size, pool, source): a node reporting the name first (a compromised
-     * node's report of {@code pvc-<uid>}) neither captures a volume the topology puts elsewhere nor
-     * blocks its creation; it is logged and the volume made as if the name were free. UNAVAILABLE
-     * while a node that could hold it has not reported.
+     * report alone counts only from the node the request names first (the scheduler's pick, with
+     * WaitForFirstConsumer: where this controller would make it first) and with what the request
+     * asks ({@code asked}: size, pool, source), or from any node for a request without topology.
+     * So a node reporting the name first (a compromised node's report of {@code pvc-<uid>})
+     * neither captures the volume nor blocks its creation: it is logged, and the volume made as if
+     * the name were free; should a node that holds it from an earlier call be among the candidates,
+     * its agent answers the create with it. UNAVAILABLE while a node that could hold it has not reported.
      */
     Optional<Placed> find(VolumeRequest wanted, Predicate<Image> asked) {
         List<VolumeIndex.Located<Image>> found = agents.index().images(wanted.name());
         if (!found.isEmpty() && found.getFirst().made()) {
             return Optional.of(new Placed(found.getFirst().nodeId(), found.getFirst().item()));
         }
+        Optional<String> first = named(wanted.requirements()).stream().findFirst();
         for (VolumeIndex.Located<Image> reported : found) {
-            if (allows(wanted.requirements(), reported.nodeId()) && asked.test(reported.item())) {
+            if (first.map(reported.nodeId()::equals).orElse(true) && asked.test(reported.item())) {
                 return Optional.of(new Placed(reported.nodeId(), reported.item()));
             }
-            log.warn("a node reports a volume of the name this controller did not make there, outside the request's topology"
-                    + " or unlike the request; ignored", "volume", wanted.name(), "node", reported.nodeId());
+            log.warn("a node reports a volume of the name that this controller did not make there, on another node than the"
+                    + " request names first or unlike the request; ignored", "volume", wanted.name(), "node", reported.nodeId());
         }
         agents.requireReported("whether volume " + wanted.name() + " exists");
         return Optional.empty();
