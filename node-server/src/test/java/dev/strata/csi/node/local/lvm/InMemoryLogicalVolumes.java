@@ -224,17 +224,12 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
             return;
         }
         try (FileChannel file = FileChannel.open(device(name), StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
-            file.truncate(0);
-            if (oldData) {
-                byte[] old = new byte[1 << 20];
-                Arrays.fill(old, OLD_DATA);
-                for (long at = 0; at < sizeBytes; at += old.length) {
-                    file.write(ByteBuffer.wrap(old, 0, (int) Math.min(old.length, sizeBytes - at)), at);
-                }
-            }
             ensureSize(file, sizeBytes);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
+        }
+        if (oldData) {
+            fill(name, 0, OLD_DATA);
         }
     }
 
