@@ -2,7 +2,7 @@ package dev.strata.csi.controller.agents;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.RegisterRequest;
@@ -84,9 +84,9 @@ public final class VolumeIndex {
      * stay: a repeated CreateVolume compares them with the request's.
      */
     private record StoredImage(long capacityBytes, long generation, Allocation allocation, ContentSource source,
-            List<String> publishedNodeIds, PoolKind pool, boolean encrypted) implements Stored<Image> {
+            List<String> publishedNodeIds, PoolKind pool, boolean encrypted) implements Stored<Volume> {
 
-        static StoredImage of(Image image, long generation, View view) {
+        static StoredImage of(Volume image, long generation, View view) {
             // A local volume is published on its own node only: that one shared list serves nearly all.
             List<String> published = image.getPublishedNodeIdsCount() == 0 ? List.of()
                     : view.self.equals(image.getPublishedNodeIdsList()) ? view.self : List.copyOf(image.getPublishedNodeIdsList());
@@ -95,8 +95,8 @@ public final class VolumeIndex {
         }
 
         @Override
-        public Image item(String name) {
-            Image.Builder image = Image.newBuilder().setName(name).setCapacityBytes(capacityBytes).setAllocation(allocation)
+        public Volume item(String name) {
+            Volume.Builder image = Volume.newBuilder().setName(name).setCapacityBytes(capacityBytes).setAllocation(allocation)
                     .setPool(pool).setEncrypted(encrypted)
                     .addAllPublishedNodeIds(publishedNodeIds);
             if (source != null) {
@@ -267,7 +267,7 @@ public final class VolumeIndex {
     }
 
     private final Map<String, View> views = new ConcurrentHashMap<>();
-    private final Kind<Image, StoredImage> images = new Kind<>(Image::getName, StoredImage::of, view -> view.deletedImages);
+    private final Kind<Volume, StoredImage> images = new Kind<>(Volume::getName, StoredImage::of, view -> view.deletedImages);
     private final Kind<Snapshot, StoredSnapshot> snapshots = new Kind<Snapshot, StoredSnapshot>(Snapshot::getName,
             (snapshot, generation, view) -> new StoredSnapshot(snapshot, generation), view -> view.deletedSnapshots);
 
@@ -286,7 +286,7 @@ public final class VolumeIndex {
             }
             long generation = request.getGeneration();
             if (request.hasInventory()) {
-                images.replace(view, request.getInventory().getImagesList(), generation);
+                images.replace(view, request.getInventory().getVolumesList(), generation);
                 snapshots.replace(view, request.getInventory().getSnapshotsList(), generation);
                 view.complete = true;
             } else if (request.hasChanges()) {
@@ -294,8 +294,8 @@ public final class VolumeIndex {
                 if (!view.complete || changes.getBaseGeneration() != view.generation) {
                     return true;
                 }
-                changes.getImagesList().forEach(image -> images.put(view, image.getName(), image, generation, false));
-                changes.getRemovedImagesList().forEach(name -> images.put(view, name, null, generation, false));
+                changes.getVolumesList().forEach(image -> images.put(view, image.getName(), image, generation, false));
+                changes.getRemovedVolumesList().forEach(name -> images.put(view, name, null, generation, false));
                 changes.getSnapshotsList().forEach(snapshot -> snapshots.put(view, snapshot.getName(), snapshot, generation, false));
                 changes.getRemovedSnapshotsList().forEach(name -> snapshots.put(view, name, null, generation, false));
             } else {
@@ -309,7 +309,7 @@ public final class VolumeIndex {
     }
 
     /** What this controller's own call to {@code nodeId} made of image {@code name} (null: deleted), at the agent's generation. */
-    public void image(String nodeId, String name, Image image, long generation) {
+    public void image(String nodeId, String name, Volume image, long generation) {
         own(nodeId, view -> images.put(view, name, image, generation, true));
     }
 
@@ -336,7 +336,7 @@ public final class VolumeIndex {
     }
 
     /** The nodes the index places image {@code name} on, with the image each holds (name, size, allocation, source, published nodes). */
-    public List<Located<Image>> images(String name) {
+    public List<Located<Volume>> images(String name) {
         return images.find(name);
     }
 
@@ -345,7 +345,7 @@ public final class VolumeIndex {
     }
 
     /** At most {@code limit} images in the order of {@code <node>/<name>}, from {@code nodeAndName} on. */
-    public List<Located<Image>> imagesFrom(String nodeAndName, int limit) {
+    public List<Located<Volume>> imagesFrom(String nodeAndName, int limit) {
         return images.from(nodeAndName, limit);
     }
 

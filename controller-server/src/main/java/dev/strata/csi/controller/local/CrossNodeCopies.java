@@ -3,9 +3,9 @@ package dev.strata.csi.controller.local;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateSnapshotRequest;
 import dev.strata.csi.agent.api.DeleteSnapshotRequest;
-import dev.strata.csi.agent.api.GetImageRequest;
-import dev.strata.csi.agent.api.Image;
-import dev.strata.csi.agent.api.ReceiveImageRequest;
+import dev.strata.csi.agent.api.GetVolumeRequest;
+import dev.strata.csi.agent.api.Volume;
+import dev.strata.csi.agent.api.ReceiveVolumeRequest;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
@@ -40,16 +40,16 @@ final class CrossNodeCopies {
     }
 
     /** The image {@code wanted} on {@code target}, with the content {@code source} names on {@code holder}. */
-    Image copy(String holder, ContentSource source, String description, String target, VolumeRequest wanted) throws Exception {
+    Volume copy(String holder, ContentSource source, String description, String target, VolumeRequest wanted) throws Exception {
         return transfers.await(wanted.name(), target, "copying " + description + " from node " + holder, progress -> {
             ContentSource read = source;
-            if (source.hasImage() && attached(holder, source.getImage())) {
+            if (source.hasVolume() && attached(holder, source.getVolume())) {
                 String snapshot = temporarySnapshot(wanted.name());
                 agents.stub(holder).createSnapshot(CreateSnapshotRequest.newBuilder()
-                        .setName(snapshot).setSourceImage(source.getImage()).setTemporary(true).build());
+                        .setName(snapshot).setSourceVolume(source.getVolume()).setTemporary(true).build());
                 read = ContentSource.newBuilder().setSnapshot(snapshot).build();
             }
-            Image image = relay.copy(agent(holder), read, agent(target), ReceiveImageRequest.newBuilder()
+            Volume image = relay.copy(agent(holder), read, agent(target), ReceiveVolumeRequest.newBuilder()
                     .setName(wanted.name())
                     .setCapacityBytes(wanted.capacityBytes())
                     .setAllocation(wanted.allocation())
@@ -74,13 +74,13 @@ final class CrossNodeCopies {
 
     /** Removes the temporary snapshot a copy of {@code source} into {@code volume} may have left on {@code holder}. */
     void cleanUp(String holder, ContentSource source, String volume) {
-        if (source.hasImage()) {
+        if (source.hasVolume()) {
             agents.stub(holder).deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(temporarySnapshot(volume)).build());
         }
     }
 
     private boolean attached(String holder, String image) {
-        return !agents.stub(holder).getImage(GetImageRequest.newBuilder().setName(image).build()).getImage().getDevicePath().isEmpty();
+        return !agents.stub(holder).getVolume(GetVolumeRequest.newBuilder().setName(image).build()).getVolume().getDevicePath().isEmpty();
     }
 
     private ContentRelay.Agent agent(String nodeId) {

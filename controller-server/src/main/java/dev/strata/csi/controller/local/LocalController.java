@@ -8,15 +8,14 @@ import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
-import dev.strata.csi.agent.api.AttachImageRequest;
+import dev.strata.csi.agent.api.AttachVolumeRequest;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateSnapshotRequest;
-import dev.strata.csi.agent.api.DeleteImageRequest;
+import dev.strata.csi.agent.api.DeleteVolumeRequest;
 import dev.strata.csi.agent.api.DeleteSnapshotRequest;
-import dev.strata.csi.agent.api.DetachImageRequest;
-import dev.strata.csi.agent.api.ExpandImageRequest;
-import dev.strata.csi.agent.api.GetImageRequest;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.DetachVolumeRequest;
+import dev.strata.csi.agent.api.ExpandVolumeRequest;
+import dev.strata.csi.agent.api.GetVolumeRequest;
 import dev.strata.csi.agent.api.IoLimits;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.SetIoLimitsRequest;
@@ -106,7 +105,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     private Volume createEmpty(VolumeRequest wanted) throws Exception {
         var existing = placement.find(wanted.name());
         if (existing.isPresent()) {
-            Image image = existing.get().image();
+            dev.strata.csi.agent.api.Volume image = existing.get().image();
             if (image.getCapacityBytes() != wanted.capacityBytes() || image.getAllocation() != wanted.allocation()
                     || !wanted.pool().holds(image) || image.getEncrypted() != wanted.encrypted()) {
                 throw CsiException.alreadyExists("volume " + wanted.name() + " exists on node " + existing.get().nodeId()
@@ -135,7 +134,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
             String id = source.getVolume().getVolumeId();
             VolumeId volume = VolumeId.parse(id).orElseThrow(() ->
                     CsiException.notFound("source volume " + CsiException.printable(id) + " does not exist"));
-            return new Origin(volume.nodeId(), ContentSource.newBuilder().setImage(volume.name()).build(), "volume " + id);
+            return new Origin(volume.nodeId(), ContentSource.newBuilder().setVolume(volume.name()).build(), "volume " + id);
         }
     }
 
@@ -151,7 +150,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         // From the index: a retry finds the copy made also once its source is gone.
         var existing = placement.find(asked.name());
         if (existing.isPresent()) {
-            Image image = existing.get().image();
+            dev.strata.csi.agent.api.Volume image = existing.get().image();
             boolean sizeDiffers = asked.range().getRequiredBytes() > 0 && image.getCapacityBytes() != asked.capacityBytes();
             if (!image.getSource().equals(origin.source()) || image.getAllocation() != asked.allocation() || sizeDiffers
                     || !asked.pool().holds(image)) {
@@ -192,8 +191,8 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     /** The size of the copy's source; NOT_FOUND when its node never registered or its agent does not have it. */
     private long sourceBytes(Origin origin) {
         agents.requireKnown(origin.nodeId(), origin.description() + " does not exist: node " + origin.nodeId() + " has no agent");
-        if (origin.source().hasImage()) {
-            return agents.stub(origin.nodeId()).getImage(GetImageRequest.newBuilder().setName(origin.source().getImage()).build()).getImage().getCapacityBytes();
+        if (origin.source().hasVolume()) {
+            return agents.stub(origin.nodeId()).getVolume(GetVolumeRequest.newBuilder().setName(origin.source().getVolume()).build()).getVolume().getCapacityBytes();
         }
         String name = origin.source().getSnapshot();
         var found = agents.index().snapshots(name).stream().filter(snapshot -> snapshot.nodeId().equals(origin.nodeId())).findFirst();
@@ -229,7 +228,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
             }
         }
         var taken = agents.stub(source.nodeId()).createSnapshot(CreateSnapshotRequest.newBuilder()
-                .setName(name).setSourceImage(source.name()).build());
+                .setName(name).setSourceVolume(source.name()).build());
         agents.index().snapshot(source.nodeId(), name, taken.getSnapshot(), taken.getGeneration());
         return snapshot(source.nodeId(), taken.getSnapshot());
     }
@@ -280,7 +279,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
             }
             agents.requireReported(source.get().nodeId(), "the snapshots of volume " + source.get());
             return agents.index().snapshotsOf(source.get().nodeId()).stream() // in name order: the order of the ids
-                    .filter(snapshot -> snapshot.getSourceImage().equals(source.get().name()))
+                    .filter(snapshot -> snapshot.getSourceVolume().equals(source.get().name()))
                     .map(snapshot -> snapshot(source.get().nodeId(), snapshot))
                     .filter(snapshot -> snapshot.getSnapshotId().compareTo(fromId) >= 0)
                     .limit(limit)
@@ -305,7 +304,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     private static Snapshot snapshot(String nodeId, dev.strata.csi.agent.api.Snapshot snapshot) {
         return Snapshot.newBuilder()
                 .setSnapshotId(new SnapshotId(nodeId, snapshot.getName()).toString())
-                .setSourceVolumeId(new VolumeId(nodeId, snapshot.getSourceImage()).toString())
+                .setSourceVolumeId(new VolumeId(nodeId, snapshot.getSourceVolume()).toString())
                 .setSizeBytes(snapshot.getCapacityBytes())
                 .setCreationTime(snapshot.getCreationTime())
                 .setReadyToUse(true) // the agent reports a snapshot only once complete
@@ -314,7 +313,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
 
     @Override
     public void delete(VolumeId id) {
-        var deleted = agents.stub(id.nodeId()).deleteImage(DeleteImageRequest.newBuilder().setName(id.name()).build());
+        var deleted = agents.stub(id.nodeId()).deleteVolume(DeleteVolumeRequest.newBuilder().setName(id.name()).build());
         agents.index().image(id.nodeId(), id.name(), null, deleted.getGeneration());
     }
 
@@ -326,8 +325,8 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
             throw CsiException.failedPrecondition("volume " + id + " holds its data on node " + id.nodeId()
                     + " and cannot be attached to node " + nodeId);
         }
-        Image image = agents.stub(id.nodeId()).attachImage(AttachImageRequest.newBuilder()
-                .setName(id.name()).setNodeId(nodeId).build()).getImage();
+        dev.strata.csi.agent.api.Volume image = agents.stub(id.nodeId()).attachVolume(AttachVolumeRequest.newBuilder()
+                .setName(id.name()).setNodeId(nodeId).build()).getVolume();
         return Map.of(DEVICE_PATH, image.getDevicePath());
     }
 
@@ -335,7 +334,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     @Override
     public void unpublish(VolumeId id, String nodeId) {
         if (nodeId.isEmpty() || nodeId.equals(id.nodeId())) {
-            agents.stub(id.nodeId()).detachImage(DetachImageRequest.newBuilder()
+            agents.stub(id.nodeId()).detachVolume(DetachVolumeRequest.newBuilder()
                     .setName(id.name()).setNodeId(id.nodeId()).build());
         }
     }
@@ -347,8 +346,8 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     @Override
     public Expansion expand(VolumeId id, long bytes, Optional<VolumeCapability> capability) {
         long size = Math.ceilDiv(bytes, VolumeRequest.MIB) * VolumeRequest.MIB;
-        Image image = agents.stub(id.nodeId()).expandImage(ExpandImageRequest.newBuilder()
-                .setName(id.name()).setCapacityBytes(size).build()).getImage();
+        dev.strata.csi.agent.api.Volume image = agents.stub(id.nodeId()).expandVolume(ExpandVolumeRequest.newBuilder()
+                .setName(id.name()).setCapacityBytes(size).build()).getVolume();
         boolean block = capability.map(LocalCapabilities::isBlock).orElse(false);
         return new Expansion(image.getCapacityBytes(), !block);
     }
@@ -390,7 +389,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         return list("", Integer.MAX_VALUE);
     }
 
-    private ListVolumesResponse.Entry entry(String nodeId, Image image) {
+    private ListVolumesResponse.Entry entry(String nodeId, dev.strata.csi.agent.api.Volume image) {
         return ListVolumesResponse.Entry.newBuilder()
                 .setVolume(Volume.newBuilder()
                         .setVolumeId(new VolumeId(nodeId, image.getName()).toString())
@@ -448,12 +447,12 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     }
 
     /** The volume's image; NOT_FOUND when its node never registered or its agent does not have it. */
-    private Image get(VolumeId id) {
+    private dev.strata.csi.agent.api.Volume get(VolumeId id) {
         agents.requireKnown(id.nodeId(), "volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
-        return agents.stub(id.nodeId()).getImage(GetImageRequest.newBuilder().setName(id.name()).build()).getImage();
+        return agents.stub(id.nodeId()).getVolume(GetVolumeRequest.newBuilder().setName(id.name()).build()).getVolume();
     }
 
-    private Volume volume(String nodeId, Image image) {
+    private Volume volume(String nodeId, dev.strata.csi.agent.api.Volume image) {
         // The content source is not set here: ControllerService echoes the request's.
         Map<String, String> context = new java.util.TreeMap<>();
         context.put(LocalParameters.ALLOCATION, image.getAllocation().name().toLowerCase(Locale.ROOT));

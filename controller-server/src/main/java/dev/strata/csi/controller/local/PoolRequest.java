@@ -1,7 +1,7 @@
 package dev.strata.csi.controller.local;
 
 import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.backend.local.LocalParameters;
@@ -74,12 +74,12 @@ record PoolRequest(PoolKind kind, Allocation allocation, double thinOvercommitRa
     }
 
     /** Whether {@code image} is in the pool this request asks for. */
-    boolean holds(Image image) {
+    boolean holds(Volume image) {
         return kindOf(image) == kind;
     }
 
     /** The pool of an image as its agent reports it; unset: the image pool (whose images leave it unset). */
-    static PoolKind kindOf(Image image) {
+    static PoolKind kindOf(Volume image) {
         return image.getPool() == PoolKind.POOL_LVM ? PoolKind.POOL_LVM : PoolKind.POOL_IMAGE;
     }
 
@@ -93,7 +93,7 @@ record PoolRequest(PoolKind kind, Allocation allocation, double thinOvercommitRa
     }
 
     /** The keys of the volume context that say where an LVM volume is; none for the image pool's. */
-    static void putContext(Image image, Map<String, String> context) {
+    static void putContext(Volume image, Map<String, String> context) {
         if (kindOf(image) == PoolKind.POOL_LVM) {
             context.put(LocalParameters.POOL, "lvm");
             context.put(LocalParameters.LV_TYPE, image.getAllocation() == Allocation.FULL ? "linear" : "thin");

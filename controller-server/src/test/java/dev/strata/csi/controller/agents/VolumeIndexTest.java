@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.Inventory;
 import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.PoolKind;
@@ -19,13 +19,13 @@ class VolumeIndexTest {
 
     private final VolumeIndex index = new VolumeIndex();
 
-    private static Image image(String name, long bytes) {
-        return Image.newBuilder().setName(name).setCapacityBytes(bytes).setAllocation(Allocation.SPARSE).build();
+    private static Volume image(String name, long bytes) {
+        return Volume.newBuilder().setName(name).setCapacityBytes(bytes).setAllocation(Allocation.SPARSE).build();
     }
 
-    private static RegisterRequest everything(String node, long generation, List<Image> images, List<Snapshot> snapshots) {
+    private static RegisterRequest everything(String node, long generation, List<Volume> images, List<Snapshot> snapshots) {
         return RegisterRequest.newBuilder().setNodeId(node).setInstance("i-" + node).setGeneration(generation)
-                .setInventory(Inventory.newBuilder().addAllImages(images).addAllSnapshots(snapshots)).build();
+                .setInventory(Inventory.newBuilder().addAllVolumes(images).addAllSnapshots(snapshots)).build();
     }
 
     private List<String> page(String from, int limit) {
@@ -57,7 +57,7 @@ class VolumeIndexTest {
     @Test
     void anImageComesBackAsReportedWithoutWhatNoListNeeds() {
         // The pool and encryption stay: a repeated CreateVolume compares them (csi-sanity with pool: lvm found them dropped).
-        Image full = image("v", 64).toBuilder().setDevicePath("/dev/loop3").addPublishedNodeIds("n1")
+        Volume full = image("v", 64).toBuilder().setDevicePath("/dev/loop3").addPublishedNodeIds("n1")
                 .setSource(ContentSource.newBuilder().setSnapshot("s")).setPool(PoolKind.POOL_LVM)
                 .setEncrypted(true).build();
         index.report(everything("n1", 1, List.of(full, image("w", 32)), List.of()));
@@ -81,10 +81,10 @@ class VolumeIndexTest {
         assertTrue(index.images("old").isEmpty());
         // The report that includes both: the deletion mark is settled, the name may come back later.
         index.report(RegisterRequest.newBuilder().setNodeId("n1").setInstance("i-n1").setGeneration(7)
-                .setChanges(InventoryChanges.newBuilder().setBaseGeneration(5).addImages(image("new", 2))
-                        .addRemovedImages("old")).build());
+                .setChanges(InventoryChanges.newBuilder().setBaseGeneration(5).addVolumes(image("new", 2))
+                        .addRemovedVolumes("old")).build());
         index.report(RegisterRequest.newBuilder().setNodeId("n1").setInstance("i-n1").setGeneration(8)
-                .setChanges(InventoryChanges.newBuilder().setBaseGeneration(7).addImages(image("old", 3))).build());
+                .setChanges(InventoryChanges.newBuilder().setBaseGeneration(7).addVolumes(image("old", 3))).build());
         assertEquals(3, index.images("old").getFirst().item().getCapacityBytes());
     }
 
@@ -92,7 +92,7 @@ class VolumeIndexTest {
     void changesOnTopOfAnotherGenerationAskForEverything() {
         index.report(everything("n1", 3, List.of(image("v", 1)), List.of()));
         assertTrue(index.report(RegisterRequest.newBuilder().setNodeId("n1").setInstance("i-n1").setGeneration(9)
-                .setChanges(InventoryChanges.newBuilder().setBaseGeneration(4).addImages(image("w", 1))).build()));
+                .setChanges(InventoryChanges.newBuilder().setBaseGeneration(4).addVolumes(image("w", 1))).build()));
         assertTrue(index.images("w").isEmpty());
         // Another agent process: incomplete until it sends everything.
         assertTrue(index.report(RegisterRequest.newBuilder().setNodeId("n1").setInstance("other").setGeneration(0).build()));
@@ -113,8 +113,8 @@ class VolumeIndexTest {
 
     @Test
     void snapshotsArePagedAndListedPerNode() {
-        Snapshot s1 = Snapshot.newBuilder().setName("s1").setSourceImage("v").setCapacityBytes(5).build();
-        Snapshot s2 = Snapshot.newBuilder().setName("s2").setSourceImage("w").setCapacityBytes(6).build();
+        Snapshot s1 = Snapshot.newBuilder().setName("s1").setSourceVolume("v").setCapacityBytes(5).build();
+        Snapshot s2 = Snapshot.newBuilder().setName("s2").setSourceVolume("w").setCapacityBytes(6).build();
         index.report(everything("n1", 1, List.of(), List.of(s2, s1)));
         index.report(everything("n10", 1, List.of(), List.of(s1.toBuilder().setName("s3").build())));
         assertEquals(List.of(s1, s2), index.snapshotsOf("n1"));

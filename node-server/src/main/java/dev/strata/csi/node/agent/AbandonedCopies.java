@@ -17,7 +17,7 @@ import java.time.Duration;
  * Removes the partly received volumes of copies nobody comes back for, in every pool
  * ({@link IncomingCopies#removeIfAbandoned}): at start, once the pool is reconciled and before any
  * call is served, then every quarter of the expiry (at most every {@link #LONGEST_PERIOD}). Each
- * image is looked at under its lock, the one ReceiveImage and WriteContent take: an image a stream
+ * image is looked at under its lock, the one ReceiveVolume and WriteContent take: an image a stream
  * is writing is busy, and left for the next round.
  */
 public final class AbandonedCopies implements Component {

@@ -2,7 +2,7 @@ package dev.strata.csi.node.agent;
 
 import dev.strata.csi.agent.api.ContentData;
 import dev.strata.csi.agent.api.ContentStart;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
 import dev.strata.csi.backend.local.VolumeId;
@@ -147,8 +147,8 @@ final class ContentReceiver {
                     switch (request.getChunk().getKindCase()) {
                         case DATA -> write(record, request.getChunk().getData());
                         case END -> {
-                            Image image = finish(request.getChunk().getEnd().getSha256().toByteArray());
-                            out.onNext(WriteContentResponse.newBuilder().setImage(image).setWrittenBytes(written)
+                            Volume image = finish(request.getChunk().getEnd().getSha256().toByteArray());
+                            out.onNext(WriteContentResponse.newBuilder().setVolume(image).setWrittenBytes(written)
                                     .setGeneration(inventory.imageChanged(name)).build());
                             out.onCompleted();
                             metrics.receiveEnded("complete", started);
@@ -311,7 +311,7 @@ final class ContentReceiver {
             recorded = upTo;
         }
 
-        private Image finish(byte[] sent) throws IOException, InterruptedException {
+        private Volume finish(byte[] sent) throws IOException, InterruptedException {
             awaitCheckpoint();
             target.end(position);
             byte[] mine = target.digest();
@@ -320,7 +320,7 @@ final class ContentReceiver {
                         + " differs from the sender's " + HexFormat.of().formatHex(sent));
             }
             crashes.reach(CrashPoint.TRANSFER_VERIFIED);
-            Image image = incoming.finish(name, start.getSizeBytes(), start.getFilesystem(), start.getUsedAsBlock(), start.getEncrypted());
+            Volume image = incoming.finish(name, start.getSizeBytes(), start.getFilesystem(), start.getUsedAsBlock(), start.getEncrypted());
             log.info("content received", "volume", name, "data_bytes", written,
                     "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
             return image;

@@ -81,7 +81,7 @@ final class ContentSender {
             throw CsiException.invalidArgument("offset must not be negative, got " + request.getOffset());
         }
         return switch (request.getSource().getKindCase()) {
-            case IMAGE -> image(request.getSource().getImage());
+            case VOLUME -> image(request.getSource().getVolume());
             case SNAPSHOT -> snapshot(request.getSource().getSnapshot());
             case KIND_NOT_SET -> throw CsiException.missing("source");
         };

@@ -1,6 +1,6 @@
 package dev.strata.csi.node.agent;
 
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.Snapshot;
@@ -89,13 +89,13 @@ public final class Inventory {
         request.setGeneration(now);
         if (everything) {
             request.setInventory(dev.strata.csi.agent.api.Inventory.newBuilder()
-                    .addAllImages(pools.list())
+                    .addAllVolumes(pools.list())
                     .addAllSnapshots(pools.snapshots()));
         } else if (confirmed < now) {
             InventoryChanges.Builder changes = InventoryChanges.newBuilder().setBaseGeneration(confirmed);
             for (String name : changedImages) {
-                Optional<Image> image = pools.get(name);
-                image.ifPresentOrElse(changes::addImages, () -> changes.addRemovedImages(name));
+                Optional<Volume> image = pools.get(name);
+                image.ifPresentOrElse(changes::addVolumes, () -> changes.addRemovedVolumes(name));
             }
             for (String name : changedSnapshots) {
                 Optional<Snapshot> snapshot = pools.listedSnapshot(name);

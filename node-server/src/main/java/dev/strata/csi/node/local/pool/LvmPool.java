@@ -2,7 +2,7 @@ package dev.strata.csi.node.local.pool;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.agent.api.Snapshot;
@@ -128,7 +128,7 @@ public final class LvmPool implements VolumePool {
      * encrypted volume: INVALID_ARGUMENT, as the LVM pool does not encrypt yet.
      */
     @Override
-    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
+    public Volume create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
             double overcommitRatio) throws IOException, DeviceException, MountException {
         requirePlain(name, encrypted);
         checkName(name);
@@ -241,7 +241,7 @@ public final class LvmPool implements VolumePool {
 
     /** Activates the logical volume for {@code nodeId}, or returns it active as it is: its device path names the device. */
     @Override
-    public Image attach(String name, String nodeId) throws IOException, DeviceException {
+    public Volume attach(String name, String nodeId) throws IOException, DeviceException {
         ImageRecord record = records.attached(records.ready(name), nodeId);
         crashes.reach(CrashPoint.ATTACH_RECORDED);
         LogicalVolume volume = volumes.find(lv(name)).orElseThrow(() -> missing(name));
@@ -261,7 +261,7 @@ public final class LvmPool implements VolumePool {
      * shrunk. RESOURCE_EXHAUSTED, with the volume unchanged, when the pool cannot hold the difference.
      */
     @Override
-    public Image expand(String name, long capacityBytes) throws IOException, DeviceException {
+    public Volume expand(String name, long capacityBytes) throws IOException, DeviceException {
         ImageRecord record = records.ready(name);
         if (capacityBytes > record.getCapacityBytes()) {
             Allocation allocation = allocation(record);
@@ -314,7 +314,7 @@ public final class LvmPool implements VolumePool {
     }
 
     @Override
-    public Optional<Image> get(String name) throws IOException, DeviceException {
+    public Optional<Volume> get(String name) throws IOException, DeviceException {
         Optional<ImageRecord> record = records.read(name).filter(r -> r.getState() == ImageRecord.State.READY);
         if (record.isEmpty()) {
             return Optional.empty();
@@ -323,9 +323,9 @@ public final class LvmPool implements VolumePool {
     }
 
     @Override
-    public List<Image> list() throws IOException, DeviceException {
+    public List<Volume> list() throws IOException, DeviceException {
         List<LogicalVolume> present = volumes.list(); // one lvs for every volume
-        List<Image> images = new ArrayList<>();
+        List<Volume> images = new ArrayList<>();
         for (ImageRecord record : records.all()) {
             if (record.getState() == ImageRecord.State.READY) {
                 images.add(image(record, present.stream().filter(v -> v.name().equals(lv(record.getName()))).findFirst()));
@@ -350,7 +350,7 @@ public final class LvmPool implements VolumePool {
                 .setThinReservedBytes(thinReserved())
                 .setThinFull(thin.isEmpty() || full(thin.get()))
                 .setLinearAvailableBytes(group.group().freeBytes())
-                .setImageCount(count);
+                .setVolumeCount(count);
         thin.ifPresent(space -> status
                 .setThinDataBytes(space.sizeBytes())
                 .setThinDataUsedBytes((long) (space.sizeBytes() * space.dataPercent() / 100))
@@ -493,8 +493,8 @@ public final class LvmPool implements VolumePool {
             if (existing.isPresent()) {
                 SnapshotRecord record = existing.get();
                 if (record.getState() == SnapshotRecord.State.READY) {
-                    if (!record.getSourceImage().equals(sourceImage)) {
-                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceImage()
+                    if (!record.getSourceVolume().equals(sourceImage)) {
+                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceVolume()
                                 + ", not of " + sourceImage);
                     }
                     return PoolSnapshots.snapshot(record);
@@ -508,7 +508,7 @@ public final class LvmPool implements VolumePool {
             }
             SnapshotRecord record = SnapshotRecord.newBuilder()
                     .setName(name)
-                    .setSourceImage(sourceImage)
+                    .setSourceVolume(sourceImage)
                     .setCapacityBytes(source.getCapacityBytes())
                     .setFilesystem(source.getFilesystem())
                     .setUsedAsBlock(source.getUsedAsBlock())
@@ -583,12 +583,12 @@ public final class LvmPool implements VolumePool {
                 yield new Content(SNAPSHOT_PREFIX + snapshot.getName(), snapshot.getCapacityBytes(), snapshot.getFilesystem(),
                         snapshot.getUsedAsBlock());
             }
-            case IMAGE -> {
-                ImageRecord image = records.read(source.getImage())
+            case VOLUME -> {
+                ImageRecord image = records.read(source.getVolume())
                         .filter(record -> record.getState() == ImageRecord.State.READY)
-                        .orElseThrow(() -> CsiException.notFound("source volume " + source.getImage() + " does not exist on this node"));
+                        .orElseThrow(() -> CsiException.notFound("source volume " + source.getVolume() + " does not exist on this node"));
                 if (image.getAllocation() == ImageRecord.Allocation.FULL) {
-                    throw CsiException.invalidArgument("source volume " + source.getImage()
+                    throw CsiException.invalidArgument("source volume " + source.getVolume()
                             + " is a linear logical volume (allocation: full); only thin volumes are cloned in an LVM pool");
                 }
                 yield new Content(image.getName(), image.getCapacityBytes(), image.getFilesystem(), image.getUsedAsBlock());
@@ -764,7 +764,7 @@ public final class LvmPool implements VolumePool {
         return record.getAllocation() == ImageRecord.Allocation.FULL ? Allocation.FULL : Allocation.SPARSE;
     }
 
-    static Image image(ImageRecord record, Optional<LogicalVolume> volume) {
+    static Volume image(ImageRecord record, Optional<LogicalVolume> volume) {
         return ImagePool.apiImage(record, volume.filter(LogicalVolume::active).map(v -> v.device().toString()).orElse(""))
                 .toBuilder().setPool(PoolKind.POOL_LVM).build();
     }

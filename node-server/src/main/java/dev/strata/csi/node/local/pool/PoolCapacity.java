@@ -79,7 +79,7 @@ final class PoolCapacity {
         return PoolStatus.newBuilder()
                 .setTotalBytes(space.totalBytes())
                 .setAvailableBytes(Math.max(0, space.availableBytes() - reserved))
-                .setImageCount(count)
+                .setVolumeCount(count)
                 .build();
     }
 

@@ -68,8 +68,8 @@ public final class PoolSnapshots implements VolumeSnapshots {
             SnapshotRecord record = existing.get();
             switch (record.getState()) {
                 case READY -> {
-                    if (!record.getSourceImage().equals(sourceImage)) {
-                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceImage()
+                    if (!record.getSourceVolume().equals(sourceImage)) {
+                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceVolume()
                                 + "; asked for one of " + sourceImage);
                     }
                     return snapshot(record);
@@ -81,7 +81,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
         SnapshotRecord wanted = SnapshotRecord.newBuilder()
                 .setName(name)
                 .setTemporary(temporary)
-                .setSourceImage(sourceImage)
+                .setSourceVolume(sourceImage)
                 .setCapacityBytes(source.getCapacityBytes())
                 .setState(SnapshotRecord.State.CREATING)
                 .setCreationTime(ImagePool.timestamp(clock.instant()))
@@ -199,7 +199,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
     static Snapshot snapshot(SnapshotRecord record) {
         return Snapshot.newBuilder()
                 .setName(record.getName())
-                .setSourceImage(record.getSourceImage())
+                .setSourceVolume(record.getSourceVolume())
                 .setCapacityBytes(record.getCapacityBytes())
                 .setCreationTime(record.getCreationTime())
                 .build();
