@@ -39,7 +39,7 @@ public final class ContentRelay {
 
     /** A side that sends or takes nothing for this long is gone: the copy ends UNAVAILABLE, to be retried. */
     static final Duration STALL = Duration.ofMinutes(2);
-    /** The slowest the target may digest its image at the end, from its disk (bytes per second). */
+    /** The slowest the target may digest its volume at the end, from its disk (bytes per second). */
     private static final long SLOWEST_DIGEST = 20L << 20;
 
     /** A node agent as the relay calls it: streams, and the unary ReceiveVolume. */
@@ -71,13 +71,13 @@ public final class ContentRelay {
         long started = System.nanoTime();
         Status.Code outcome = Status.Code.UNKNOWN;
         try {
-            Volume image = relay(holder, ReadContentRequest.newBuilder().setSource(read)
+            Volume volume = relay(holder, ReadContentRequest.newBuilder().setSource(read)
                     .setTag(receiving.getTag()).setOffset(receiving.getReceivedBytes()).build(), target, name, capacityBytes, progress);
             outcome = Status.Code.OK;
             log.info("volume content copied across nodes", "volume", name, "from", holder.nodeId(), "to", target.nodeId(),
                     "resumed_at", receiving.getReceivedBytes(), "data_bytes", progress.get(),
                     "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
-            return image;
+            return volume;
         } catch (StatusRuntimeException e) {
             outcome = e.getStatus().getCode();
             throw e;

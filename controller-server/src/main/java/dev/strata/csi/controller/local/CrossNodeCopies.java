@@ -39,7 +39,7 @@ final class CrossNodeCopies {
         this.relay = relay;
     }
 
-    /** The image {@code wanted} on {@code target}, with the content {@code source} names on {@code holder}. */
+    /** The volume {@code wanted} on {@code target}, with the content {@code source} names on {@code holder}. */
     Volume copy(String holder, ContentSource source, String description, String target, VolumeRequest wanted) throws Exception {
         return transfers.await(wanted.name(), target, "copying " + description + " from node " + holder, progress -> {
             ContentSource read = source;
@@ -49,7 +49,7 @@ final class CrossNodeCopies {
                         .setName(snapshot).setSourceVolume(source.getVolume()).setTemporary(true).build());
                 read = ContentSource.newBuilder().setSnapshot(snapshot).build();
             }
-            Volume image = relay.copy(agent(holder), read, agent(target), ReceiveVolumeRequest.newBuilder()
+            Volume volume = relay.copy(agent(holder), read, agent(target), ReceiveVolumeRequest.newBuilder()
                     .setName(wanted.name())
                     .setCapacityBytes(wanted.capacityBytes())
                     .setAllocation(wanted.allocation())
@@ -59,14 +59,14 @@ final class CrossNodeCopies {
                     .setEncrypted(wanted.encrypted())
                     .build(), progress);
             cleanUp(holder, source, wanted.name());
-            return image;
+            return volume;
         });
     }
 
     /**
      * The copy this controller runs for the volume {@code name}, once complete; empty when it runs
      * none. The retried CreateVolume waits here: the nodes' agents hold the source and the new
-     * image against other calls while they stream.
+     * volume against other calls while they stream.
      */
     java.util.Optional<Transfers.Copied> running(String name) throws Exception {
         return transfers.join(name);
@@ -79,8 +79,8 @@ final class CrossNodeCopies {
         }
     }
 
-    private boolean attached(String holder, String image) {
-        return !agents.stub(holder).getVolume(GetVolumeRequest.newBuilder().setName(image).build()).getVolume().getDevicePath().isEmpty();
+    private boolean attached(String holder, String volume) {
+        return !agents.stub(holder).getVolume(GetVolumeRequest.newBuilder().setName(volume).build()).getVolume().getDevicePath().isEmpty();
     }
 
     private ContentRelay.Agent agent(String nodeId) {

@@ -39,14 +39,14 @@ import java.util.Optional;
 
 /**
  * The local backend on the controller. It keeps no state of its own: a volume's id names the node
- * whose agent holds the volume's image, the agents' registrations say which nodes exist, and their
+ * whose agent holds the volume's data, the agents' registrations say which nodes exist, and their
  * reports where every volume and snapshot is ({@link dev.strata.csi.controller.agents.VolumeIndex});
  * a call is a call to the one node it is about (two for a copy between nodes), never to every node. Any StorageClass parameters without another backend's
  * come here (it refuses the ones it does not know).
  */
 public final class LocalController implements ControllerBackend<VolumeId, VolumeRequest>, LocalVolumeScheme {
 
-    /** The publish_context key naming the loop device the image is attached to. */
+    /** The publish_context key naming the block device the volume is attached through (loop device or logical volume). */
     public static final String DEVICE_PATH = "devicePath";
 
     private final AgentDirectory agents;
@@ -105,17 +105,17 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     private Volume createEmpty(VolumeRequest wanted) throws Exception {
         var existing = placement.find(wanted.name());
         if (existing.isPresent()) {
-            dev.strata.csi.agent.api.Volume image = existing.get().image();
-            if (image.getCapacityBytes() != wanted.capacityBytes() || image.getAllocation() != wanted.allocation()
-                    || !wanted.pool().holds(image) || image.getEncrypted() != wanted.encrypted()) {
+            dev.strata.csi.agent.api.Volume volume = existing.get().volume();
+            if (volume.getCapacityBytes() != wanted.capacityBytes() || volume.getAllocation() != wanted.allocation()
+                    || !wanted.pool().holds(volume) || volume.getEncrypted() != wanted.encrypted()) {
                 throw CsiException.alreadyExists("volume " + wanted.name() + " exists on node " + existing.get().nodeId()
-                        + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation() + (image.getEncrypted() ? ", encrypted" : "")
-                        + ", in its " + PoolRequest.describe(PoolRequest.kindOf(image)) + "; asked for " + wanted.capacityBytes() + " bytes, "
+                        + " with " + volume.getCapacityBytes() + " bytes, " + volume.getAllocation() + (volume.getEncrypted() ? ", encrypted" : "")
+                        + ", in its " + PoolRequest.describe(PoolRequest.kindOf(volume)) + "; asked for " + wanted.capacityBytes() + " bytes, "
                         + wanted.allocation() + (wanted.encrypted() ? ", encrypted" : "") + ", in the " + wanted.pool().describe());
             }
         }
         Placement.Placed placed = existing.isPresent() ? existing.get() : placement.create(wanted, wanted.requirements());
-        return volume(placed.nodeId(), placed.image());
+        return volume(placed.nodeId(), placed.volume());
     }
 
     /**
@@ -145,18 +145,18 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     private Volume createCopy(VolumeRequest asked, Origin origin) throws Exception {
         var copying = copies.running(asked.name());
         if (copying.isPresent()) {
-            return volume(copying.get().nodeId(), copying.get().image());
+            return volume(copying.get().nodeId(), copying.get().volume());
         }
         // From the index: a retry finds the copy made also once its source is gone.
         var existing = placement.find(asked.name());
         if (existing.isPresent()) {
-            dev.strata.csi.agent.api.Volume image = existing.get().image();
-            boolean sizeDiffers = asked.range().getRequiredBytes() > 0 && image.getCapacityBytes() != asked.capacityBytes();
-            if (!image.getSource().equals(origin.source()) || image.getAllocation() != asked.allocation() || sizeDiffers
-                    || !asked.pool().holds(image)) {
+            dev.strata.csi.agent.api.Volume volume = existing.get().volume();
+            boolean sizeDiffers = asked.range().getRequiredBytes() > 0 && volume.getCapacityBytes() != asked.capacityBytes();
+            if (!volume.getSource().equals(origin.source()) || volume.getAllocation() != asked.allocation() || sizeDiffers
+                    || !asked.pool().holds(volume)) {
                 throw CsiException.alreadyExists("volume " + asked.name() + " exists on node " + existing.get().nodeId()
-                        + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation() + ", in its "
-                        + PoolRequest.describe(PoolRequest.kindOf(image)) + ", other content, size or pool than "
+                        + " with " + volume.getCapacityBytes() + " bytes, " + volume.getAllocation() + ", in its "
+                        + PoolRequest.describe(PoolRequest.kindOf(volume)) + ", other content, size or pool than "
                         + origin.description() + ", " + asked.capacityBytes() + " bytes, " + asked.allocation() + ", "
                         + asked.pool().describe());
             }
@@ -167,14 +167,14 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
                     // the source's agent removes a temporary snapshot at its next start
                 }
             }
-            return volume(existing.get().nodeId(), image);
+            return volume(existing.get().nodeId(), volume);
         }
         VolumeRequest wanted = asked.copying(sourceBytes(origin));
         if (!placement.allows(wanted.requirements(), origin.nodeId())) {
             return createOnAnotherNode(wanted, origin);
         }
         Placement.Placed placed = placement.createCopy(wanted, origin.nodeId(), origin.source());
-        return volume(placed.nodeId(), placed.image());
+        return volume(placed.nodeId(), placed.volume());
     }
 
     /**
@@ -185,7 +185,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     private Volume createOnAnotherNode(VolumeRequest wanted, Origin origin) throws Exception {
         Placement.Placed placed = placement.place(wanted,
                 nodeId -> copies.copy(origin.nodeId(), origin.source(), origin.description(), nodeId, wanted));
-        return volume(placed.nodeId(), placed.image());
+        return volume(placed.nodeId(), placed.volume());
     }
 
     /** The size of the copy's source; NOT_FOUND when its node never registered or its agent does not have it. */
@@ -314,10 +314,10 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     @Override
     public void delete(VolumeId id) {
         var deleted = agents.stub(id.nodeId()).deleteVolume(DeleteVolumeRequest.newBuilder().setName(id.name()).build());
-        agents.index().image(id.nodeId(), id.name(), null, deleted.getGeneration());
+        agents.index().volume(id.nodeId(), id.name(), null, deleted.getGeneration());
     }
 
-    /** Attaches the image to a loop device on its node: only there, since the data is there. */
+    /** Attaches the volume on its node (a loop device, or the logical volume activated): only there, since the data is there. */
     @Override
     public Map<String, String> publish(VolumeId id, String nodeId, VolumeCapability capability) {
         if (!id.nodeId().equals(nodeId)) {
@@ -325,9 +325,9 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
             throw CsiException.failedPrecondition("volume " + id + " holds its data on node " + id.nodeId()
                     + " and cannot be attached to node " + nodeId);
         }
-        dev.strata.csi.agent.api.Volume image = agents.stub(id.nodeId()).attachVolume(AttachVolumeRequest.newBuilder()
+        dev.strata.csi.agent.api.Volume volume = agents.stub(id.nodeId()).attachVolume(AttachVolumeRequest.newBuilder()
                 .setName(id.name()).setNodeId(nodeId).build()).getVolume();
-        return Map.of(DEVICE_PATH, image.getDevicePath());
+        return Map.of(DEVICE_PATH, volume.getDevicePath());
     }
 
     /** A node the volume never lived on: it is not published there. */
@@ -340,16 +340,16 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     }
 
     /**
-     * Grows the image on its node, to whole MiB as images are made; the agent grows its loop device
+     * Grows the volume on its node, to whole MiB as volumes are made; the agent grows its device
      * too when attached. A filesystem then grows on the node; a raw block device needs nothing more.
      */
     @Override
     public Expansion expand(VolumeId id, long bytes, Optional<VolumeCapability> capability) {
         long size = Math.ceilDiv(bytes, VolumeRequest.MIB) * VolumeRequest.MIB;
-        dev.strata.csi.agent.api.Volume image = agents.stub(id.nodeId()).expandVolume(ExpandVolumeRequest.newBuilder()
+        dev.strata.csi.agent.api.Volume volume = agents.stub(id.nodeId()).expandVolume(ExpandVolumeRequest.newBuilder()
                 .setName(id.name()).setCapacityBytes(size).build()).getVolume();
         boolean block = capability.map(LocalCapabilities::isBlock).orElse(false);
-        return new Expansion(image.getCapacityBytes(), !block);
+        return new Expansion(volume.getCapacityBytes(), !block);
     }
 
     @Override
@@ -389,14 +389,14 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         return list("", Integer.MAX_VALUE);
     }
 
-    private ListVolumesResponse.Entry entry(String nodeId, dev.strata.csi.agent.api.Volume image) {
+    private ListVolumesResponse.Entry entry(String nodeId, dev.strata.csi.agent.api.Volume volume) {
         return ListVolumesResponse.Entry.newBuilder()
                 .setVolume(Volume.newBuilder()
-                        .setVolumeId(new VolumeId(nodeId, image.getName()).toString())
-                        .setCapacityBytes(image.getCapacityBytes())
+                        .setVolumeId(new VolumeId(nodeId, volume.getName()).toString())
+                        .setCapacityBytes(volume.getCapacityBytes())
                         .addAccessibleTopology(topology.of(nodeId)))
                 .setStatus(ListVolumesResponse.VolumeStatus.newBuilder()
-                        .addAllPublishedNodeIds(image.getPublishedNodeIdsList()))
+                        .addAllPublishedNodeIds(volume.getPublishedNodeIdsList()))
                 .build();
     }
 
@@ -404,7 +404,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     @Override
     public List<ListVolumesResponse.Entry> list(String fromId, int limit) {
         agents.requireReported("every volume");
-        return indexFrom(fromId, VolumeId.PREFIX).map(from -> agents.index().imagesFrom(from, limit).stream()
+        return indexFrom(fromId, VolumeId.PREFIX).map(from -> agents.index().volumesFrom(from, limit).stream()
                 .map(found -> entry(found.nodeId(), found.item())).toList()).orElse(List.of());
     }
 
@@ -414,11 +414,11 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
      */
     @Override
     public Optional<ListVolumesResponse.Entry> get(VolumeId id, String volumeId) {
-        var found = agents.index().images(id.name()).stream().filter(image -> image.nodeId().equals(id.nodeId())).findFirst();
+        var found = agents.index().volumes(id.name()).stream().filter(volume -> volume.nodeId().equals(id.nodeId())).findFirst();
         if (found.isEmpty()) {
             agents.requireReported(id.nodeId(), "whether volume " + id + " exists");
         }
-        return found.map(image -> entry(id.nodeId(), image.item()));
+        return found.map(volume -> entry(id.nodeId(), volume.item()));
     }
 
     /**
@@ -446,20 +446,20 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         return agents.live().stream().flatMap(agent -> pool.available(agent).stream()).mapToLong(Long::longValue).max().orElse(0);
     }
 
-    /** The volume's image; NOT_FOUND when its node never registered or its agent does not have it. */
+    /** The agent's volume; NOT_FOUND when its node never registered or its agent does not have it. */
     private dev.strata.csi.agent.api.Volume get(VolumeId id) {
         agents.requireKnown(id.nodeId(), "volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
         return agents.stub(id.nodeId()).getVolume(GetVolumeRequest.newBuilder().setName(id.name()).build()).getVolume();
     }
 
-    private Volume volume(String nodeId, dev.strata.csi.agent.api.Volume image) {
+    private Volume volume(String nodeId, dev.strata.csi.agent.api.Volume volume) {
         // The content source is not set here: ControllerService echoes the request's.
         Map<String, String> context = new java.util.TreeMap<>();
-        context.put(LocalParameters.ALLOCATION, image.getAllocation().name().toLowerCase(Locale.ROOT));
-        PoolRequest.putContext(image, context);
+        context.put(LocalParameters.ALLOCATION, volume.getAllocation().name().toLowerCase(Locale.ROOT));
+        PoolRequest.putContext(volume, context);
         return Volume.newBuilder()
-                .setVolumeId(new VolumeId(nodeId, image.getName()).toString())
-                .setCapacityBytes(image.getCapacityBytes())
+                .setVolumeId(new VolumeId(nodeId, volume.getName()).toString())
+                .setCapacityBytes(volume.getCapacityBytes())
                 .addAccessibleTopology(topology.of(nodeId))
                 .putAllVolumeContext(context)
                 .build();

@@ -32,7 +32,7 @@ import java.util.stream.Stream;
  */
 final class Placement {
 
-    record Placed(String nodeId, Volume image) {}
+    record Placed(String nodeId, Volume volume) {}
 
     private final AgentDirectory agents;
     private final Topology topology;
@@ -49,7 +49,7 @@ final class Placement {
      * empty when no node holds it. UNAVAILABLE while a node that could hold it has not reported.
      */
     Optional<Placed> find(String name) {
-        List<VolumeIndex.Located<Volume>> found = agents.index().images(name);
+        List<VolumeIndex.Located<Volume>> found = agents.index().volumes(name);
         if (found.isEmpty()) {
             agents.requireReported("whether volume " + name + " exists");
             return Optional.empty();
@@ -82,7 +82,7 @@ final class Placement {
                     .setEncrypted(wanted.encrypted());
             source.ifPresent(create::setSource);
             CreateVolumeResponse created = agents.stub(nodeId).createVolume(create.build());
-            agents.index().image(nodeId, wanted.name(), created.getVolume(), created.getGeneration());
+            agents.index().volume(nodeId, wanted.name(), created.getVolume(), created.getGeneration());
             return created.getVolume();
         });
     }
@@ -132,7 +132,7 @@ final class Placement {
             Optional<Long> available = wanted.pool().available(agent.get());
             if (available.isEmpty()) {
                 refusals.add(nodeId + ": no " + wanted.pool().describe() + (wanted.pool().kind() == PoolKind.POOL_LVM
-                        ? " (its node-server runs without --volume-group)" : " (its node-server runs with --image-pool=false)"));
+                        ? " (its node-server runs without --volume-group)" : " (its node-server runs with --volume-pool=false)"));
                 full = true;
                 continue;
             }

@@ -73,14 +73,14 @@ record PoolRequest(PoolKind kind, Allocation allocation, double thinOvercommitRa
         return pool.getThinFull() ? 0 : Math.max(0, (long) (pool.getThinDataBytes() * thinOvercommitRatio) - pool.getThinReservedBytes());
     }
 
-    /** Whether {@code image} is in the pool this request asks for. */
-    boolean holds(Volume image) {
-        return kindOf(image) == kind;
+    /** Whether {@code volume} is in the pool this request asks for. */
+    boolean holds(Volume volume) {
+        return kindOf(volume) == kind;
     }
 
-    /** The pool of an image as its agent reports it; unset: the image pool (whose images leave it unset). */
-    static PoolKind kindOf(Volume image) {
-        return image.getPool() == PoolKind.POOL_LVM ? PoolKind.POOL_LVM : PoolKind.POOL_IMAGE;
+    /** The pool of a volume as its agent reports it; unset: the image pool (whose volumes leave it unset). */
+    static PoolKind kindOf(Volume volume) {
+        return volume.getPool() == PoolKind.POOL_LVM ? PoolKind.POOL_LVM : PoolKind.POOL_IMAGE;
     }
 
     /** For messages: "image pool", "LVM pool". */
@@ -93,10 +93,10 @@ record PoolRequest(PoolKind kind, Allocation allocation, double thinOvercommitRa
     }
 
     /** The keys of the volume context that say where an LVM volume is; none for the image pool's. */
-    static void putContext(Volume image, Map<String, String> context) {
-        if (kindOf(image) == PoolKind.POOL_LVM) {
+    static void putContext(Volume volume, Map<String, String> context) {
+        if (kindOf(volume) == PoolKind.POOL_LVM) {
             context.put(LocalParameters.POOL, "lvm");
-            context.put(LocalParameters.LV_TYPE, image.getAllocation() == Allocation.FULL ? "linear" : "thin");
+            context.put(LocalParameters.LV_TYPE, volume.getAllocation() == Allocation.FULL ? "linear" : "thin");
         }
     }
 

@@ -29,8 +29,8 @@ final class Transfers {
         Volume run(AtomicLong progress) throws Exception;
     }
 
-    /** A copy's result: the image it made on {@code nodeId}. */
-    record Copied(String nodeId, Volume image) {}
+    /** A copy's result: the volume it made on {@code nodeId}. */
+    record Copied(String nodeId, Volume volume) {}
 
     private record Job(String nodeId, String description, CompletableFuture<Volume> result, AtomicLong progress) {}
 
@@ -45,7 +45,7 @@ final class Transfers {
         return job == null ? Optional.empty() : Optional.of(new Copied(job.nodeId(), waitFor(name, job)));
     }
 
-    /** The image {@code copy} makes on {@code nodeId}, once made; the copy running for {@code name}, or {@code copy} started. */
+    /** The volume {@code copy} makes on {@code nodeId}, once made; the copy running for {@code name}, or {@code copy} started. */
     Volume await(String name, String nodeId, String description, Copy copy) throws Exception {
         Job started = new Job(nodeId, description, new CompletableFuture<>(), new AtomicLong());
         Job existing = running.putIfAbsent(name, started);

@@ -19,13 +19,13 @@ import java.util.Optional;
 import java.util.TreeSet;
 
 /**
- * What a CreateVolume request asks for once checked: the name, the exact size of the image, how
+ * What a CreateVolume request asks for once checked: the name, the exact size of the volume, how
  * its blocks are allocated, the nodes it may go to, the content it starts with, if any, and its IO
  * limits (the mutable parameters, {@link IoLimitParameters}).
  *
  * <p>StorageClass parameters: the pool and how the volume's blocks are allocated ({@link PoolRequest});
  * {@code encryption} = {@code none} (default) or {@code luks2} (encrypted at rest, recorded with
- * the image, so that its node never stages it plainly).
+ * the volume, so that its node never stages it plainly).
  * The keys Kubernetes adds are accepted, any other refused (LocalParameters.STORAGE_CLASS).
  * The filesystem made is the capability's fs_type; a filesystem key among the parameters (the
  * deprecated {@code fsType}, which the provisioner passes through) must agree with it.
@@ -52,7 +52,7 @@ record VolumeRequest(String name, long capacityBytes, PoolRequest pool, Topology
         boolean encrypted = encrypted(request.getParametersMap());
         if (encrypted && pool.kind() == PoolKind.POOL_LVM) {
             throw CsiException.invalidArgument("parameter " + LocalParameters.ENCRYPTION + ": the LVM pool does not encrypt volumes yet;"
-                    + " encrypted volumes are the image pool's (pool: image)");
+                    + " encrypted volumes are the image pool's (pool: volume)");
         }
         return new VolumeRequest(request.getName(), size(request.getCapacityRange(), minimum), pool, request.getAccessibilityRequirements(),
                 request.hasVolumeContentSource() ? Optional.of(request.getVolumeContentSource()) : Optional.empty(),

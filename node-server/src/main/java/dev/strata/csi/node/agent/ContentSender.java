@@ -36,7 +36,7 @@ import java.time.Duration;
  */
 final class ContentSender {
 
-    /** A reader that takes nothing for this long is gone: the stream ends and the image is free again. */
+    /** A reader that takes nothing for this long is gone: the stream ends and the volume is free again. */
     static final Duration STALL = Duration.ofMinutes(2);
     /** Data chunks sent before the crash point TRANSFER_SENT: mid-stream. */
     private static final int CHUNKS_BEFORE_CRASH_POINT = 4;
@@ -81,16 +81,16 @@ final class ContentSender {
             throw CsiException.invalidArgument("offset must not be negative, got " + request.getOffset());
         }
         return switch (request.getSource().getKindCase()) {
-            case VOLUME -> image(request.getSource().getVolume());
+            case VOLUME -> volume(request.getSource().getVolume());
             case SNAPSHOT -> snapshot(request.getSource().getSnapshot());
             case KIND_NOT_SET -> throw CsiException.missing("source");
         };
     }
 
     /** A detached volume, held by its lock from here to the stream's end (an attach waits). */
-    private Source image(String name) throws IOException, DeviceException {
+    private Source volume(String name) throws IOException, DeviceException {
         if (name.isEmpty()) {
-            throw CsiException.missing("source.image");
+            throw CsiException.missing("source.volume");
         }
         VolumeId.checkName(name);
         VolumeLocks.Held held = locks.acquire(name);

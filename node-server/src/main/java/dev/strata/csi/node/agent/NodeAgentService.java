@@ -52,9 +52,9 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.Optional;
 
 /**
- * The node agent's API for controller-server: the pools' operations, one at a time per image and
+ * The node agent's API for controller-server: the pools' operations, one at a time per volume and
  * per snapshot. A new volume goes into the pool its request names; every other call goes to the
- * pool that holds the name ({@link NodePools}). A copy locks its source too (the image, or the snapshot): a source image is not staged
+ * pool that holds the name ({@link NodePools}). A copy locks its source too (the volume, or the snapshot): a source volume is not staged
  * or unstaged while its filesystem is frozen, a snapshot not deleted while restored from.
  */
 public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
@@ -85,7 +85,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     @Override
     public void createVolume(CreateVolumeRequest request, StreamObserver<CreateVolumeResponse> response) {
         Rpc.answer(response, () -> {
-            checkNewImage(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
+            checkNewVolume(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
             Optional<ContentSource> source = request.hasSource() ? Optional.of(request.getSource()) : Optional.empty();
             try (var held = locks.acquire(name(request.getName()));
                     var sourceHeld = source.isPresent() ? locks.acquire(sourceLockKey(source.get())) : null) { // null: nothing to close
@@ -97,10 +97,10 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                     return CreateVolumeResponse.newBuilder()
                             .setVolume(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source,
                                     request.getEncrypted(), request.getThinOvercommitRatio()))
-                            .setGeneration(inventory.imageChanged(request.getName()))
+                            .setGeneration(inventory.volumeChanged(request.getName()))
                             .build();
                 } catch (Exception e) {
-                    inventory.imageChanged(request.getName()); // a create cut short may have left or removed something
+                    inventory.volumeChanged(request.getName()); // a create cut short may have left or removed something
                     throw e;
                 }
             }
@@ -114,7 +114,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                 try {
                     pools.holding(request.getName()).delete(request.getName());
                 } finally {
-                    inventory.imageChanged(request.getName());
+                    inventory.volumeChanged(request.getName());
                 }
                 return DeleteVolumeResponse.newBuilder().setGeneration(inventory.generation()).build();
             }
@@ -128,7 +128,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                 try {
                     return AttachVolumeResponse.newBuilder().setVolume(pools.holding(request.getName()).attach(request.getName(), request.getNodeId())).build();
                 } finally {
-                    inventory.imageChanged(request.getName()); // its published nodes, for ListVolumes
+                    inventory.volumeChanged(request.getName()); // its published nodes, for ListVolumes
                 }
             }
         });
@@ -141,7 +141,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                 try {
                     pools.holding(request.getName()).detach(request.getName(), request.getNodeId());
                 } finally {
-                    inventory.imageChanged(request.getName());
+                    inventory.volumeChanged(request.getName());
                 }
                 return DetachVolumeResponse.getDefaultInstance();
             }
@@ -158,7 +158,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                 try {
                     return ExpandVolumeResponse.newBuilder().setVolume(pools.holding(request.getName()).expand(request.getName(), request.getCapacityBytes())).build();
                 } finally {
-                    inventory.imageChanged(request.getName());
+                    inventory.volumeChanged(request.getName());
                 }
             }
         });
@@ -167,7 +167,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     @Override
     public void getVolume(GetVolumeRequest request, StreamObserver<GetVolumeResponse> response) {
         Rpc.answer(response, () -> {
-            // Taking the lock: an image being created or deleted is neither there nor gone yet.
+            // Taking the lock: a volume being created or deleted is neither there nor gone yet.
             try (var held = locks.acquire(name(request.getName()))) {
                 return GetVolumeResponse.newBuilder()
                         .setVolume(pools.get(request.getName()).orElseThrow(() ->
@@ -231,7 +231,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     @Override
     public void receiveVolume(ReceiveVolumeRequest request, StreamObserver<ReceiveVolumeResponse> response) {
         Rpc.answer(response, () -> {
-            checkNewImage(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
+            checkNewVolume(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
             try (var held = locks.acquire(name(request.getName()))) {
                 if (!request.hasSource()) {
                     throw CsiException.missing("source");
@@ -266,7 +266,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                 try {
                     return SetIoLimitsResponse.newBuilder().setVolume(ioLimits.set(request.getName(), request.getIoLimits())).build();
                 } finally {
-                    inventory.imageChanged(request.getName()); // the limits are in the image the controller lists
+                    inventory.volumeChanged(request.getName()); // the limits are in the volume the controller lists
                 }
             }
         });
@@ -288,12 +288,12 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         }
     }
 
-    /** The lock of a copy's source: the image's name, or the snapshot's key. */
+    /** The lock of a copy's source: the volume's name, or the snapshot's key. */
     private static String sourceLockKey(ContentSource source) {
         return switch (source.getKindCase()) {
             case SNAPSHOT -> snapshotName(source.getSnapshot());
             case VOLUME -> name(source.getVolume());
-            case KIND_NOT_SET -> throw CsiException.invalidArgument("source names neither a snapshot nor an image");
+            case KIND_NOT_SET -> throw CsiException.invalidArgument("source names neither a snapshot nor a volume");
         };
     }
 
@@ -306,7 +306,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         return PoolSnapshots.lockKey(name);
     }
 
-    private static void checkNewImage(long capacityBytes, Allocation allocation, int allocationValue) {
+    private static void checkNewVolume(long capacityBytes, Allocation allocation, int allocationValue) {
         if (capacityBytes <= 0) {
             throw CsiException.invalidArgument("capacity_bytes must be positive");
         }
