@@ -22,9 +22,9 @@ import dev.strata.csi.agent.api.SetIoLimitsRequest;
 import dev.strata.csi.backend.local.LocalCapabilities;
 import dev.strata.csi.backend.local.LocalParameters;
 import dev.strata.csi.backend.local.LocalVolumeScheme;
-import dev.strata.csi.backend.local.SnapshotId;
-import dev.strata.csi.backend.local.Topology;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
+import dev.strata.csi.backend.local.LocalTopology;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.backend.ControllerBackend;
 import dev.strata.csi.controller.backend.SnapshotFilter;
@@ -44,17 +44,17 @@ import java.util.Optional;
  * a call is a call to the one node it is about (two for a copy between nodes), never to every node. Any StorageClass parameters without another backend's
  * come here (it refuses the ones it does not know).
  */
-public final class LocalController implements ControllerBackend<VolumeId, VolumeRequest>, LocalVolumeScheme {
+public final class LocalController implements ControllerBackend<LocalVolumeId, VolumeRequest>, LocalVolumeScheme {
 
     /** The publish_context key naming the block device the volume is attached through (loop device or logical volume). */
     public static final String DEVICE_PATH = "devicePath";
 
     private final AgentDirectory agents;
-    private final Topology topology;
+    private final LocalTopology topology;
     private final Placement placement;
     private final CrossNodeCopies copies;
 
-    public LocalController(AgentDirectory agents, Topology topology, ContentRelay relay) {
+    public LocalController(AgentDirectory agents, LocalTopology topology, ContentRelay relay) {
         this.agents = agents;
         this.topology = topology;
         this.placement = new Placement(agents, topology);
@@ -96,7 +96,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     public Volume create(VolumeRequest wanted) throws Exception {
         Volume volume = wanted.source().isPresent() ? createCopy(wanted, Origin.of(wanted.source().get())) : createEmpty(wanted);
         if (IoLimitParameters.any(wanted.ioLimits())) {
-            VolumeId id = VolumeId.parse(volume.getVolumeId()).orElseThrow();
+            LocalVolumeId id = LocalVolumeId.parse(volume.getVolumeId()).orElseThrow();
             setIoLimits(id, wanted.ioLimits());
         }
         return volume;
@@ -127,12 +127,12 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         static Origin of(VolumeContentSource source) {
             if (source.hasSnapshot()) {
                 String id = source.getSnapshot().getSnapshotId();
-                SnapshotId snapshot = SnapshotId.parse(id).orElseThrow(() ->
+                LocalSnapshotId snapshot = LocalSnapshotId.parse(id).orElseThrow(() ->
                         CsiException.notFound("snapshot " + CsiException.printable(id) + " does not exist"));
                 return new Origin(snapshot.nodeId(), ContentSource.newBuilder().setSnapshot(snapshot.name()).build(), "snapshot " + id);
             }
             String id = source.getVolume().getVolumeId();
-            VolumeId volume = VolumeId.parse(id).orElseThrow(() ->
+            LocalVolumeId volume = LocalVolumeId.parse(id).orElseThrow(() ->
                     CsiException.notFound("source volume " + CsiException.printable(id) + " does not exist"));
             return new Origin(volume.nodeId(), ContentSource.newBuilder().setVolume(volume.name()).build(), "volume " + id);
         }
@@ -205,7 +205,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
 
     @Override
     public Optional<String> snapshotName(String snapshotId) {
-        return SnapshotId.parse(snapshotId).map(SnapshotId::name);
+        return LocalSnapshotId.parse(snapshotId).map(LocalSnapshotId::name);
     }
 
     /**
@@ -213,8 +213,8 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
      * node is another volume's (ALREADY_EXISTS): names are unique across the cluster.
      */
     @Override
-    public Snapshot createSnapshot(VolumeId source, String name, Map<String, String> parameters) {
-        SnapshotId.checkName(name);
+    public Snapshot createSnapshot(LocalVolumeId source, String name, Map<String, String> parameters) {
+        LocalSnapshotId.checkName(name);
         LocalParameters.SNAPSHOT_CLASS.require(parameters);
         agents.requireKnown(source.nodeId(), "source volume " + source + " does not exist: node " + source.nodeId() + " has no agent");
         var found = agents.index().snapshots(name);
@@ -236,7 +236,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     /** A node that never registered holds no snapshot: nothing to delete. */
     @Override
     public void deleteSnapshot(String snapshotId) {
-        Optional<SnapshotId> id = SnapshotId.parse(snapshotId);
+        Optional<LocalSnapshotId> id = LocalSnapshotId.parse(snapshotId);
         if (id.isEmpty()) {
             return;
         }
@@ -260,7 +260,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     @Override
     public List<Snapshot> snapshots(SnapshotFilter filter, String fromId, int limit) {
         if (!filter.snapshotId().isEmpty()) {
-            Optional<SnapshotId> id = SnapshotId.parse(filter.snapshotId());
+            Optional<LocalSnapshotId> id = LocalSnapshotId.parse(filter.snapshotId());
             if (id.isEmpty()) {
                 return List.of(); // no snapshot of this backend has it
             }
@@ -273,7 +273,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
                     .filter(snapshot -> filter.matches(snapshot) && snapshot.getSnapshotId().compareTo(fromId) >= 0).toList();
         }
         if (!filter.sourceVolumeId().isEmpty()) {
-            Optional<VolumeId> source = VolumeId.parse(filter.sourceVolumeId());
+            Optional<LocalVolumeId> source = LocalVolumeId.parse(filter.sourceVolumeId());
             if (source.isEmpty()) {
                 return List.of();
             }
@@ -286,7 +286,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
                     .toList();
         }
         agents.requireReported("every snapshot");
-        return indexFrom(fromId, SnapshotId.PREFIX).map(from -> agents.index().snapshotsFrom(from, limit).stream()
+        return indexFrom(fromId, LocalSnapshotId.PREFIX).map(from -> agents.index().snapshotsFrom(from, limit).stream()
                 .map(found -> snapshot(found.nodeId(), found.item())).toList()).orElse(List.of());
     }
 
@@ -303,8 +303,8 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
 
     private static Snapshot snapshot(String nodeId, dev.strata.csi.agent.api.Snapshot snapshot) {
         return Snapshot.newBuilder()
-                .setSnapshotId(new SnapshotId(nodeId, snapshot.getName()).toString())
-                .setSourceVolumeId(new VolumeId(nodeId, snapshot.getSourceVolume()).toString())
+                .setSnapshotId(new LocalSnapshotId(nodeId, snapshot.getName()).toString())
+                .setSourceVolumeId(new LocalVolumeId(nodeId, snapshot.getSourceVolume()).toString())
                 .setSizeBytes(snapshot.getCapacityBytes())
                 .setCreationTime(snapshot.getCreationTime())
                 .setReadyToUse(true) // the agent reports a snapshot only once complete
@@ -312,14 +312,14 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     }
 
     @Override
-    public void delete(VolumeId id) {
+    public void delete(LocalVolumeId id) {
         var deleted = agents.stub(id.nodeId()).deleteVolume(DeleteVolumeRequest.newBuilder().setName(id.name()).build());
         agents.index().volume(id.nodeId(), id.name(), null, deleted.getGeneration());
     }
 
     /** Attaches the volume on its node (a loop device, or the logical volume activated): only there, since the data is there. */
     @Override
-    public Map<String, String> publish(VolumeId id, String nodeId, VolumeCapability capability) {
+    public Map<String, String> publish(LocalVolumeId id, String nodeId, VolumeCapability capability) {
         if (!id.nodeId().equals(nodeId)) {
             get(id); // NOT_FOUND comes first for a volume that does not exist
             throw CsiException.failedPrecondition("volume " + id + " holds its data on node " + id.nodeId()
@@ -332,7 +332,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
 
     /** A node the volume never lived on: it is not published there. */
     @Override
-    public void unpublish(VolumeId id, String nodeId) {
+    public void unpublish(LocalVolumeId id, String nodeId) {
         if (nodeId.isEmpty() || nodeId.equals(id.nodeId())) {
             agents.stub(id.nodeId()).detachVolume(DetachVolumeRequest.newBuilder()
                     .setName(id.name()).setNodeId(id.nodeId()).build());
@@ -344,7 +344,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
      * too when attached. A filesystem then grows on the node; a raw block device needs nothing more.
      */
     @Override
-    public Expansion expand(VolumeId id, long bytes, Optional<VolumeCapability> capability) {
+    public Expansion expand(LocalVolumeId id, long bytes, Optional<VolumeCapability> capability) {
         long size = Math.ceilDiv(bytes, VolumeRequest.MIB) * VolumeRequest.MIB;
         dev.strata.csi.agent.api.Volume volume = agents.stub(id.nodeId()).expandVolume(ExpandVolumeRequest.newBuilder()
                 .setName(id.name()).setCapacityBytes(size).build()).getVolume();
@@ -363,18 +363,18 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
      * says whether the volume exists (NOT_FOUND).
      */
     @Override
-    public void modify(VolumeId id, Map<String, String> parameters) {
+    public void modify(LocalVolumeId id, Map<String, String> parameters) {
         var limits = IoLimitParameters.parse(parameters);
         agents.requireKnown(id.nodeId(), "volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
         setIoLimits(id, limits);
     }
 
-    private void setIoLimits(VolumeId id, IoLimits limits) {
+    private void setIoLimits(LocalVolumeId id, IoLimits limits) {
         agents.stub(id.nodeId()).setIoLimits(SetIoLimitsRequest.newBuilder().setName(id.name()).setIoLimits(limits).build());
     }
 
     @Override
-    public Optional<String> validate(VolumeId id, Map<String, String> parameters) {
+    public Optional<String> validate(LocalVolumeId id, Map<String, String> parameters) {
         get(id);
         return VolumeRequest.parameterProblem(parameters);
     }
@@ -392,7 +392,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     private ListVolumesResponse.Entry entry(String nodeId, dev.strata.csi.agent.api.Volume volume) {
         return ListVolumesResponse.Entry.newBuilder()
                 .setVolume(Volume.newBuilder()
-                        .setVolumeId(new VolumeId(nodeId, volume.getName()).toString())
+                        .setVolumeId(new LocalVolumeId(nodeId, volume.getName()).toString())
                         .setCapacityBytes(volume.getCapacityBytes())
                         .addAccessibleTopology(topology.of(nodeId)))
                 .setStatus(ListVolumesResponse.VolumeStatus.newBuilder()
@@ -404,7 +404,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     @Override
     public List<ListVolumesResponse.Entry> list(String fromId, int limit) {
         agents.requireReported("every volume");
-        return indexFrom(fromId, VolumeId.PREFIX).map(from -> agents.index().volumesFrom(from, limit).stream()
+        return indexFrom(fromId, LocalVolumeId.PREFIX).map(from -> agents.index().volumesFrom(from, limit).stream()
                 .map(found -> entry(found.nodeId(), found.item())).toList()).orElse(List.of());
     }
 
@@ -413,7 +413,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
      * (this controller just started, or its agent has not sent everything); NOT_FOUND is sure.
      */
     @Override
-    public Optional<ListVolumesResponse.Entry> get(VolumeId id, String volumeId) {
+    public Optional<ListVolumesResponse.Entry> get(LocalVolumeId id, String volumeId) {
         var found = agents.index().volumes(id.name()).stream().filter(volume -> volume.nodeId().equals(id.nodeId())).findFirst();
         if (found.isEmpty()) {
             agents.requireReported(id.nodeId(), "whether volume " + id + " exists");
@@ -447,7 +447,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     }
 
     /** The agent's volume; NOT_FOUND when its node never registered or its agent does not have it. */
-    private dev.strata.csi.agent.api.Volume get(VolumeId id) {
+    private dev.strata.csi.agent.api.Volume get(LocalVolumeId id) {
         agents.requireKnown(id.nodeId(), "volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
         return agents.stub(id.nodeId()).getVolume(GetVolumeRequest.newBuilder().setName(id.name()).build()).getVolume();
     }
@@ -458,7 +458,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         context.put(LocalParameters.ALLOCATION, volume.getAllocation().name().toLowerCase(Locale.ROOT));
         PoolRequest.putContext(volume, context);
         return Volume.newBuilder()
-                .setVolumeId(new VolumeId(nodeId, volume.getName()).toString())
+                .setVolumeId(new LocalVolumeId(nodeId, volume.getName()).toString())
                 .setCapacityBytes(volume.getCapacityBytes())
                 .addAccessibleTopology(topology.of(nodeId))
                 .putAllVolumeContext(context)

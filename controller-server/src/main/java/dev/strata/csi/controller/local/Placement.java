@@ -6,7 +6,7 @@ import dev.strata.csi.agent.api.CreateVolumeRequest;
 import dev.strata.csi.agent.api.CreateVolumeResponse;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
-import dev.strata.csi.backend.local.Topology;
+import dev.strata.csi.backend.local.LocalTopology;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.VolumeIndex;
 import dev.strata.csi.rpc.CsiException;
@@ -35,11 +35,11 @@ final class Placement {
     record Placed(String nodeId, Volume volume) {}
 
     private final AgentDirectory agents;
-    private final Topology topology;
+    private final LocalTopology topology;
     /** Volume name to the node a create of it was sent to that did not answer. */
     private final Map<String, String> unanswered = new ConcurrentHashMap<>();
 
-    Placement(AgentDirectory agents, Topology topology) {
+    Placement(AgentDirectory agents, LocalTopology topology) {
         this.agents = agents;
         this.topology = topology;
     }

@@ -5,7 +5,7 @@ import dev.strata.csi.agent.api.ContentStart;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.CrashPoint;
@@ -134,7 +134,7 @@ final class ContentReceiver {
                 if (name.isEmpty()) {
                     throw CsiException.missing("name");
                 }
-                VolumeId.checkName(name);
+                LocalVolumeId.checkName(name);
                 held = locks.acquire(name);
                 incoming = pools.holding(name).incoming();
                 ImageRecord record = start(first);

@@ -7,8 +7,8 @@ import dev.strata.csi.agent.api.ContentData;
 import dev.strata.csi.agent.api.ContentEnd;
 import dev.strata.csi.agent.api.ContentStart;
 import dev.strata.csi.agent.api.ReadContentRequest;
-import dev.strata.csi.backend.local.SnapshotId;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.node.local.DeviceException;
@@ -92,7 +92,7 @@ final class ContentSender {
         if (name.isEmpty()) {
             throw CsiException.missing("source.volume");
         }
-        VolumeId.checkName(name);
+        LocalVolumeId.checkName(name);
         VolumeLocks.Held held = locks.acquire(name);
         try {
             return new Source(name, pools.holding(name).outgoing().volume(name), held);
@@ -107,7 +107,7 @@ final class ContentSender {
         if (name.isEmpty()) {
             throw CsiException.missing("source.snapshot");
         }
-        SnapshotId.checkName(name);
+        LocalSnapshotId.checkName(name);
         VolumeLocks.Held held = locks.acquire(PoolSnapshots.lockKey(name));
         try {
             return new Source(name, pools.holdingSnapshot(name).outgoing().snapshot(name), held);

@@ -33,8 +33,8 @@ import dev.strata.csi.agent.api.SetIoLimitsRequest;
 import dev.strata.csi.agent.api.SetIoLimitsResponse;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
-import dev.strata.csi.backend.local.SnapshotId;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.CrashPoint;
@@ -302,7 +302,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         if (name.isEmpty()) {
             throw CsiException.missing("name");
         }
-        SnapshotId.checkName(name);
+        LocalSnapshotId.checkName(name);
         return PoolSnapshots.lockKey(name);
     }
 
@@ -319,7 +319,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         if (name.isEmpty()) {
             throw CsiException.missing("name");
         }
-        VolumeId.checkName(name);
+        LocalVolumeId.checkName(name);
         return name;
     }
 }

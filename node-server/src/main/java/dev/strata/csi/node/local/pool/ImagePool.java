@@ -6,8 +6,8 @@ import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
-import dev.strata.csi.backend.local.SnapshotId;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.IoLimits;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
@@ -78,7 +78,7 @@ public final class ImagePool implements VolumePool {
         this.dir = dir;
         this.crashes = crashes;
         this.records = new RecordStore(dir, log);
-        SnapshotStore snapshotStore = new SnapshotStore(dir, log);
+        PoolSnapshotStore snapshotStore = new PoolSnapshotStore(dir, log);
         this.capacity = new PoolCapacity(dir, files, records, snapshotStore);
         this.copies = new ConsistentCopy(dir, files, freezer, this::filesystemMount, crashes, log);
         this.snapshots = new PoolSnapshots(snapshotStore, records, capacity, copies, files, crashes, clock, log);
@@ -134,7 +134,7 @@ public final class ImagePool implements VolumePool {
         if (overcommitRatio > 1) {
             throw CsiException.invalidArgument("volume " + name + ": the image pool never overcommits; thin overcommit is the LVM pool's");
         }
-        VolumeId.checkName(name);
+        LocalVolumeId.checkName(name);
         Optional<Source> wantedSource = source.map(ImagePool::recorded);
         Optional<ImageRecord> existing = records.read(name);
         if (existing.isPresent()) {
@@ -707,11 +707,11 @@ public final class ImagePool implements VolumePool {
     static Source recorded(ContentSource source) {
         return switch (source.getKindCase()) {
             case SNAPSHOT -> {
-                SnapshotId.checkName(source.getSnapshot());
+                LocalSnapshotId.checkName(source.getSnapshot());
                 yield Source.newBuilder().setSnapshot(source.getSnapshot()).build();
             }
             case VOLUME -> {
-                VolumeId.checkName(source.getVolume());
+                LocalVolumeId.checkName(source.getVolume());
                 yield Source.newBuilder().setVolume(source.getVolume()).build();
             }
             case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor an image");

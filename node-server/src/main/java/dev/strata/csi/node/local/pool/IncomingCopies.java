@@ -3,7 +3,7 @@ package dev.strata.csi.node.local.pool;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Volume;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.Source;
 import dev.strata.csi.log.Log;
@@ -54,7 +54,7 @@ public final class IncomingCopies {
      */
     public ImageRecord receive(String name, long capacityBytes, Allocation allocation, ContentSource source, boolean encrypted,
             double overcommitRatio) throws IOException, DeviceException, MountException {
-        VolumeId.checkName(name);
+        LocalVolumeId.checkName(name);
         Source from = ImagePool.recorded(source);
         ImageRecord wanted = storage.plan(ImageRecord.newBuilder()
                 .setName(name)

@@ -6,8 +6,8 @@ import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.agent.api.Snapshot;
-import dev.strata.csi.backend.local.SnapshotId;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.backend.local.records.Source;
@@ -46,7 +46,7 @@ import java.util.Optional;
  * it. Callers serialise operations per volume name.
  *
  * <p>Snapshots are thin snapshots of thin volumes ({@link LogicalVolumes#snapshot}), with records
- * of their own ({@link SnapshotStore}, as the image pool's): instant, independent of the volume's
+ * of their own ({@link PoolSnapshotStore}, as the image pool's): instant, independent of the volume's
  * later writes, kept after it is deleted. A restore is a thin snapshot of the snapshot, a clone one
  * of the source volume; either is then extended to the size asked for, and keeps its source's
  * filesystem in its record (never formatted; grown at its first stage when larger).
@@ -74,7 +74,7 @@ public final class LvmPool implements VolumePool {
             "_mimage", "_mlog", "_pmspare", "_rimage", "_rmeta", "_tdata", "_tmeta", "_vdata", "_vorigin", "_wcorig");
 
     private final RecordStore records;
-    private final SnapshotStore snapshots;
+    private final PoolSnapshotStore snapshots;
     private final LogicalVolumes volumes;
     private final Mounter mounts;
     private final Crashes<CrashPoint> crashes;
@@ -89,7 +89,7 @@ public final class LvmPool implements VolumePool {
 
     public LvmPool(Path recordsDir, LogicalVolumes volumes, Mounter mounts, Crashes<CrashPoint> crashes, Clock clock, Log log) {
         this.records = new RecordStore(recordsDir, log);
-        this.snapshots = new SnapshotStore(recordsDir, log);
+        this.snapshots = new PoolSnapshotStore(recordsDir, log);
         this.clock = clock;
         this.volumes = volumes;
         this.mounts = mounts;
@@ -473,7 +473,7 @@ public final class LvmPool implements VolumePool {
     }
 
     /**
-     * The thin snapshots, with the image pool's snapshot records ({@link SnapshotStore}); a
+     * The thin snapshots, with the image pool's snapshot records ({@link PoolSnapshotStore}); a
      * temporary one (a copy to another node's) is not listed and is removed at the next start.
      */
     private final class Snapshots implements VolumeSnapshots {
@@ -487,7 +487,7 @@ public final class LvmPool implements VolumePool {
          */
         @Override
         public Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
-            SnapshotId.checkName(name);
+            LocalSnapshotId.checkName(name);
             lv(SNAPSHOT_PREFIX + name);
             Optional<SnapshotRecord> existing = snapshots.read(name);
             if (existing.isPresent()) {
@@ -698,7 +698,7 @@ public final class LvmPool implements VolumePool {
     }
 
     void checkName(String name) {
-        VolumeId.checkName(name);
+        LocalVolumeId.checkName(name);
         lv(name);
     }
 
