@@ -33,7 +33,6 @@ import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 
@@ -455,7 +454,6 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
     private Volume volume(String nodeId, dev.strata.csi.agent.api.Volume volume) {
         // The content source is not set here: ControllerService echoes the request's.
         Map<String, String> context = new java.util.TreeMap<>();
-        context.put(LocalParameters.ALLOCATION, volume.getAllocation().name().toLowerCase(Locale.ROOT));
         PoolRequest.putContext(volume, context);
         return Volume.newBuilder()
                 .setVolumeId(new LocalVolumeId(nodeId, volume.getName()).toString())

@@ -92,11 +92,17 @@ record PoolRequest(PoolKind kind, Allocation allocation, double thinOvercommitRa
         return kind == PoolKind.POOL_LVM ? "LVM pool" : "image pool";
     }
 
-    /** The keys of the volume context that say where an LVM volume is; none for the image pool's. */
+    /**
+     * The keys of the volume context that say what the volume is, each a key its pool's StorageClass
+     * takes: the image pool's allocation (sparse or full); an LVM volume's pool and lvType (thin or
+     * linear), never an allocation, which its StorageClass may not set.
+     */
     static void putContext(Volume volume, Map<String, String> context) {
         if (kindOf(volume) == PoolKind.POOL_LVM) {
             context.put(LocalParameters.POOL, "lvm");
             context.put(LocalParameters.LV_TYPE, volume.getAllocation() == Allocation.FULL ? "linear" : "thin");
+        } else {
+            context.put(LocalParameters.ALLOCATION, volume.getAllocation() == Allocation.FULL ? "full" : "sparse");
         }
     }
 

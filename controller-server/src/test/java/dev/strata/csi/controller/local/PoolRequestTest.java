@@ -89,4 +89,14 @@ class PoolRequestTest {
         assertTrue(PoolRequest.of(Map.of("pool", "lvm")).holds(Volume.newBuilder().setPool(PoolKind.POOL_LVM).build()));
         assertEquals(false, PoolRequest.of(Map.of("pool", "lvm")).holds(Volume.getDefaultInstance()));
     }
+
+    @Test
+    void eachVolumesContextSaysItsOwnPoolsAttributeAndNoOtherPoolsKey() {
+        Map<String, String> image = new java.util.TreeMap<>();
+        PoolRequest.putContext(Volume.newBuilder().setAllocation(Allocation.FULL).build(), image);
+        assertEquals(Map.of("allocation", "full"), image);
+        Map<String, String> lvm = new java.util.TreeMap<>();
+        PoolRequest.putContext(Volume.newBuilder().setPool(PoolKind.POOL_LVM).setAllocation(Allocation.SPARSE).build(), lvm);
+        assertEquals(Map.of("pool", "lvm", "lvType", "thin"), lvm);
+    }
 }
