@@ -37,11 +37,15 @@ import java.util.Map;
 import java.util.Optional;
 
 /**
- * The local backend on the controller. It keeps no state of its own: a volume's id names the node
- * whose agent holds the volume's data, the agents' registrations say which nodes exist, and their
- * reports where every volume and snapshot is ({@link dev.strata.csi.controller.agents.VolumeIndex});
- * a call is a call to the one node it is about (two for a copy between nodes), never to every node. Any StorageClass parameters without another backend's
- * come here (it refuses the ones it does not know).
+ * The local backend on the controller. What volumes and snapshots exist it keeps nowhere: a
+ * volume's id names the node whose agent holds the volume's data, the agents' registrations say
+ * which nodes exist, and their reports where every volume and snapshot is
+ * ({@link dev.strata.csi.controller.agents.VolumeIndex}); a call is a call to the one node it is
+ * about (two for a copy between nodes), never to every node. It holds only what calls in flight
+ * need, in memory and lost at a restart without harm: the node each unanswered create went to
+ * ({@link Placement}, so that its retry goes there too) and the copies between nodes running in
+ * the background ({@link Transfers}, so that a retry joins its copy). Any StorageClass parameters
+ * without another backend's come here (it refuses the ones it does not know).
  */
 public final class LocalController implements ControllerBackend<LocalVolumeId, VolumeRequest>, LocalVolumeScheme {
 
