@@ -132,7 +132,7 @@ final class Placement {
             Optional<Long> available = wanted.pool().available(agent.get());
             if (available.isEmpty()) {
                 refusals.add(nodeId + ": no " + wanted.pool().describe() + (wanted.pool().kind() == PoolKind.POOL_LVM
-                        ? " (its node-server runs without --volume-group)" : " (its node-server runs with --volume-pool=false)"));
+                        ? " (its node-server runs without --volume-group)" : " (its node-server runs with --image-pool=false)"));
                 full = true;
                 continue;
             }

@@ -52,7 +52,7 @@ record VolumeRequest(String name, long capacityBytes, PoolRequest pool, Topology
         boolean encrypted = encrypted(request.getParametersMap());
         if (encrypted && pool.kind() == PoolKind.POOL_LVM) {
             throw CsiException.invalidArgument("parameter " + LocalParameters.ENCRYPTION + ": the LVM pool does not encrypt volumes yet;"
-                    + " encrypted volumes are the image pool's (pool: volume)");
+                    + " encrypted volumes are the image pool's (pool: image)");
         }
         return new VolumeRequest(request.getName(), size(request.getCapacityRange(), minimum), pool, request.getAccessibilityRequirements(),
                 request.hasVolumeContentSource() ? Optional.of(request.getVolumeContentSource()) : Optional.empty(),
