@@ -357,7 +357,7 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
 
     @Override
     public void checkMutableParameters(Map<String, String> parameters) {
-        IoLimitParameters.parse(parameters);
+        RequestKeys.mutable(parameters);
     }
 
     /**
@@ -367,7 +367,7 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
      */
     @Override
     public void modify(LocalVolumeId id, Map<String, String> parameters) {
-        var limits = IoLimitParameters.parse(parameters);
+        var limits = RequestKeys.mutable(parameters);
         agents.requireKnown(id.nodeId(), "volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
         setIoLimits(id, limits);
     }

@@ -593,7 +593,7 @@ public final class LvmPool implements VolumePool {
                 }
                 yield new Content(image.getName(), image.getCapacityBytes(), image.getFilesystem(), image.getUsedAsBlock());
             }
-            case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor an image");
+            case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor a volume");
         };
     }
 
