@@ -16,7 +16,6 @@ import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.Volume;
 import dev.strata.csi.agent.api.AgentRegistryGrpc;
 import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.Inventory;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.agent.api.RegisterRequest;
@@ -60,15 +59,15 @@ class InventoryReportsTest {
                 var registry = AgentRegistryGrpc.newBlockingStub(channel)
                         .withCallCredentials(AgentToken.fromFile(cluster.tokenFile()).credentials());
                 PoolStatus sane = PoolStatus.newBuilder().setTotalBytes(1L << 40).setAvailableBytes(1L << 40).build();
-                Image hijack = Image.newBuilder().setName("pvc-hijack").setCapacityBytes(32 * MIB).setAllocation(Allocation.SPARSE).build();
+                dev.strata.csi.agent.api.Volume hijack = dev.strata.csi.agent.api.Volume.newBuilder().setName("pvc-hijack").setCapacityBytes(32 * MIB).setAllocation(Allocation.SPARSE).build();
                 RegisterRequest evil = RegisterRequest.newBuilder().setNodeId("node-evil").setAddress("127.0.0.1:1").setInstance("evil")
                         .setPool(sane)
                         .setInventory(Inventory.newBuilder()
-                                .addImages(hijack)
-                                .addImages(Image.newBuilder().setName("../../etc").setCapacityBytes(MIB))
-                                .addImages(Image.newBuilder().setName("pvc-negative").setCapacityBytes(-1))
-                                .addSnapshots(Snapshot.newBuilder().setName("snap-hijack").setSourceImage("pvc-hijack"))
-                                .addSnapshots(Snapshot.newBuilder().setName("snap/\u0000").setSourceImage("pvc-hijack")))
+                                .addVolumes(hijack)
+                                .addVolumes(dev.strata.csi.agent.api.Volume.newBuilder().setName("../../etc").setCapacityBytes(MIB))
+                                .addVolumes(dev.strata.csi.agent.api.Volume.newBuilder().setName("pvc-negative").setCapacityBytes(-1))
+                                .addSnapshots(Snapshot.newBuilder().setName("snap-hijack").setSourceVolume("pvc-hijack"))
+                                .addSnapshots(Snapshot.newBuilder().setName("snap/\u0000").setSourceVolume("pvc-hijack")))
                         .build();
 
                 StatusRuntimeException insane = assertThrows(StatusRuntimeException.class, () -> registry.withDeadlineAfter(30, TimeUnit.SECONDS)

@@ -1,12 +1,12 @@
 package dev.strata.csi.controller.agents;
 
-import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.Snapshot;
-import dev.strata.csi.backend.local.SnapshotId;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.agent.api.Volume;
+import dev.strata.csi.backend.local.LocalSnapshotId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import java.util.ArrayList;
@@ -53,18 +53,18 @@ final class ReportCheck {
         RegisterRequest.Builder checked = request.toBuilder();
         if (request.hasInventory()) {
             checked.getInventoryBuilder()
-                    .clearImages().addAllImages(kept(request.getInventory().getImagesList(), ReportCheck::imageProblem, dropped))
+                    .clearVolumes().addAllVolumes(kept(request.getInventory().getVolumesList(), ReportCheck::volumeProblem, dropped))
                     .clearSnapshots().addAllSnapshots(kept(request.getInventory().getSnapshotsList(), ReportCheck::snapshotProblem, dropped));
         }
         if (request.hasChanges()) {
             InventoryChanges changes = request.getChanges();
             checked.getChangesBuilder()
-                    .clearImages().addAllImages(kept(changes.getImagesList(), ReportCheck::imageProblem, dropped))
+                    .clearVolumes().addAllVolumes(kept(changes.getVolumesList(), ReportCheck::volumeProblem, dropped))
                     .clearSnapshots().addAllSnapshots(kept(changes.getSnapshotsList(), ReportCheck::snapshotProblem, dropped))
-                    .clearRemovedImages().addAllRemovedImages(kept(changes.getRemovedImagesList(),
-                            name -> nameProblem(name, VolumeId::checkName), dropped))
+                    .clearRemovedVolumes().addAllRemovedVolumes(kept(changes.getRemovedVolumesList(),
+                            name -> nameProblem(name, LocalVolumeId::checkName), dropped))
                     .clearRemovedSnapshots().addAllRemovedSnapshots(kept(changes.getRemovedSnapshotsList(),
-                            name -> nameProblem(name, SnapshotId::checkName), dropped));
+                            name -> nameProblem(name, LocalSnapshotId::checkName), dropped));
         }
         if (!dropped.isEmpty()) {
             log.warn("node agent reported malformed volumes or snapshots; dropped, the rest of its report applies", "node", node,
@@ -84,7 +84,7 @@ final class ReportCheck {
     static Optional<String> poolProblem(PoolStatus pool) {
         if (!sane(pool.getTotalBytes()) || !sane(pool.getAvailableBytes()) || !sane(pool.getLinearAvailableBytes())
                 || !sane(pool.getThinReservedBytes()) || !sane(pool.getThinDataBytes()) || !sane(pool.getThinDataUsedBytes())
-                || !sane(pool.getThinMetadataBytes()) || !sane(pool.getThinMetadataUsedBytes()) || pool.getImageCount() < 0) {
+                || !sane(pool.getThinMetadataBytes()) || !sane(pool.getThinMetadataUsedBytes()) || pool.getVolumeCount() < 0) {
             return Optional.of("a size is negative or above " + MAX_BYTES + " bytes");
         }
         if (pool.getAvailableBytes() > pool.getTotalBytes()) {
@@ -96,29 +96,29 @@ final class ReportCheck {
         return Optional.empty();
     }
 
-    static Optional<String> imageProblem(Image image) {
-        Optional<String> name = nameProblem(image.getName(), VolumeId::checkName);
+    static Optional<String> volumeProblem(Volume volume) {
+        Optional<String> name = nameProblem(volume.getName(), LocalVolumeId::checkName);
         if (name.isPresent()) {
             return name;
         }
-        if (!sane(image.getCapacityBytes())) {
-            return Optional.of("volume " + image.getName() + ": capacity " + image.getCapacityBytes() + " bytes");
+        if (!sane(volume.getCapacityBytes())) {
+            return Optional.of("volume " + volume.getName() + ": capacity " + volume.getCapacityBytes() + " bytes");
         }
-        for (String nodeId : image.getPublishedNodeIdsList()) {
-            if (!VolumeId.nodeIdAllowed(nodeId)) {
-                return Optional.of("volume " + image.getName() + ": published to '" + CsiException.printable(nodeId) + "'");
+        for (String nodeId : volume.getPublishedNodeIdsList()) {
+            if (!LocalVolumeId.nodeIdAllowed(nodeId)) {
+                return Optional.of("volume " + volume.getName() + ": published to '" + CsiException.printable(nodeId) + "'");
             }
         }
-        if (image.hasSource()) {
-            return image.getSource().hasSnapshot() ? nameProblem(image.getSource().getSnapshot(), SnapshotId::checkName)
-                    : nameProblem(image.getSource().getImage(), VolumeId::checkName);
+        if (volume.hasSource()) {
+            return volume.getSource().hasSnapshot() ? nameProblem(volume.getSource().getSnapshot(), LocalSnapshotId::checkName)
+                    : nameProblem(volume.getSource().getVolume(), LocalVolumeId::checkName);
         }
         return Optional.empty();
     }
 
     static Optional<String> snapshotProblem(Snapshot snapshot) {
-        Optional<String> name = nameProblem(snapshot.getName(), SnapshotId::checkName)
-                .or(() -> nameProblem(snapshot.getSourceImage(), VolumeId::checkName));
+        Optional<String> name = nameProblem(snapshot.getName(), LocalSnapshotId::checkName)
+                .or(() -> nameProblem(snapshot.getSourceVolume(), LocalVolumeId::checkName));
         if (name.isPresent()) {
             return name;
         }

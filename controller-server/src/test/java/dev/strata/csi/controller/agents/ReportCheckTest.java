@@ -5,12 +5,12 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.agent.api.Inventory;
 import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.Snapshot;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;
@@ -32,35 +32,35 @@ class ReportCheckTest {
                 .setPool(PoolStatus.newBuilder().setTotalBytes(10 * GIB).setAvailableBytes(4 * GIB));
     }
 
-    private static Image image(String name, long bytes) {
-        return Image.newBuilder().setName(name).setCapacityBytes(bytes).build();
+    private static Volume volume(String name, long bytes) {
+        return Volume.newBuilder().setName(name).setCapacityBytes(bytes).build();
     }
 
     @Test
     void malformedEntriesAreDroppedAndLoggedAndTheRestApplies() {
-        Image good = image("pvc-good", GIB).toBuilder().addPublishedNodeIds("node-b").build();
+        Volume good = volume("pvc-good", GIB).toBuilder().addPublishedNodeIds("node-b").build();
         RegisterRequest checked = check.checked(registration().setInventory(Inventory.newBuilder()
-                .addImages(good)
-                .addImages(image("bad/name", GIB))
-                .addImages(image("", GIB))
-                .addImages(image("pvc-negative", -1))
-                .addImages(image("pvc-huge", Long.MAX_VALUE))
-                .addImages(image("pvc-published", GIB).toBuilder().addPublishedNodeIds("../node").build())
-                .addImages(image("pvc-source", GIB).toBuilder().setSource(ContentSource.newBuilder().setSnapshot("a\nb")).build())
-                .addSnapshots(Snapshot.newBuilder().setName("snap-good").setSourceImage("pvc-good").setCapacityBytes(GIB))
-                .addSnapshots(Snapshot.newBuilder().setName("snap-bad\u0000").setSourceImage("pvc-good"))
-                .addSnapshots(Snapshot.newBuilder().setName("snap-source").setSourceImage("/etc"))).build());
-        assertEquals(List.of(good), checked.getInventory().getImagesList());
+                .addVolumes(good)
+                .addVolumes(volume("bad/name", GIB))
+                .addVolumes(volume("", GIB))
+                .addVolumes(volume("pvc-negative", -1))
+                .addVolumes(volume("pvc-huge", Long.MAX_VALUE))
+                .addVolumes(volume("pvc-published", GIB).toBuilder().addPublishedNodeIds("../node").build())
+                .addVolumes(volume("pvc-source", GIB).toBuilder().setSource(ContentSource.newBuilder().setSnapshot("a\nb")).build())
+                .addSnapshots(Snapshot.newBuilder().setName("snap-good").setSourceVolume("pvc-good").setCapacityBytes(GIB))
+                .addSnapshots(Snapshot.newBuilder().setName("snap-bad\u0000").setSourceVolume("pvc-good"))
+                .addSnapshots(Snapshot.newBuilder().setName("snap-source").setSourceVolume("/etc"))).build());
+        assertEquals(List.of(good), checked.getInventory().getVolumesList());
         assertEquals(List.of("snap-good"), checked.getInventory().getSnapshotsList().stream().map(Snapshot::getName).toList());
         String log = logged.toString(StandardCharsets.UTF_8);
         assertTrue(log.contains("malformed") && log.contains("node=node-b") && log.contains("count=8"), log);
 
         RegisterRequest changes = check.checked(registration().setChanges(InventoryChanges.newBuilder()
-                .addImages(image("pvc-new", GIB)).addImages(image("x".repeat(200), GIB))
-                .addRemovedImages("pvc-gone").addRemovedImages("..")
+                .addVolumes(volume("pvc-new", GIB)).addVolumes(volume("x".repeat(200), GIB))
+                .addRemovedVolumes("pvc-gone").addRemovedVolumes("..")
                 .addRemovedSnapshots("snap-gone").addRemovedSnapshots("a/b")).build());
-        assertEquals(List.of("pvc-new"), changes.getChanges().getImagesList().stream().map(Image::getName).toList());
-        assertEquals(List.of("pvc-gone"), changes.getChanges().getRemovedImagesList());
+        assertEquals(List.of("pvc-new"), changes.getChanges().getVolumesList().stream().map(Volume::getName).toList());
+        assertEquals(List.of("pvc-gone"), changes.getChanges().getRemovedVolumesList());
         assertEquals(List.of("snap-gone"), changes.getChanges().getRemovedSnapshotsList());
     }
 
