@@ -183,6 +183,13 @@ final class DocFacts {
         return problems;
     }
 
+    /** The metrics the servers export that none of {@code pages} (the metric tables) names in code. */
+    static List<String> undocumentedMetrics(Set<String> exported, Map<String, List<String>> pages) {
+        String text = String.join(" ", pages.values().stream().flatMap(List::stream).toList());
+        return exported.stream().filter(metric -> !text.contains("`" + metric + "`") && !text.contains("`" + metric + "{"))
+                .map(metric -> metric + " is exported but in no metrics table of " + pages.keySet()).toList();
+    }
+
     private static List<String> differences(String what, List<List<String>> documented, List<List<String>> source) {
         List<String> problems = new ArrayList<>();
         for (List<String> row : documented) {

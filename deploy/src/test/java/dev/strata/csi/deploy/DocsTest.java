@@ -173,6 +173,20 @@ class DocsTest {
         assertEquals(1, DocFacts.flagDefaults(replaced(flags, "| `--pool-dir` | `POOL_DIR` |", "| `--pool-dir` | `POOL_DIRECTORY` |"), programs).size());
     }
 
+    @Test
+    void everyMetricTheServersExportIsInAMetricsTable() throws Exception {
+        Map<String, List<String>> tables = new LinkedHashMap<>();
+        for (String page : List.of("docs/operations.md", "docs/attributes.md")) {
+            tables.put(page, Files.readAllLines(REPO.resolve(page)));
+        }
+        Set<String> exported = ExportedMetrics.fromSources(Manifests.defaultDir());
+        assertTrue(exported.contains("strata_volume_io_unlimited_pods"), exported.toString());
+        assertEquals(List.of(), DocFacts.undocumentedMetrics(exported, tables));
+        Set<String> more = new TreeSet<>(exported);
+        more.add("strata_pool_snapshots");
+        assertEquals(1, DocFacts.undocumentedMetrics(more, tables).size());
+    }
+
     /** The refusal parameters.md shows is the one the local backend gives, with every key an administrator may set. */
     @Test
     void parametersShowTheRefusalTheLocalBackendGives() throws Exception {
