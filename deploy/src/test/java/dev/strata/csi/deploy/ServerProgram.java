@@ -27,7 +27,7 @@ record ServerProgram(String jar, String mainClass) {
     private static final Pattern FLAG_LINE = Pattern.compile("^  --([a-z0-9-]+)\\s*$");
     private static final Pattern ENV = Pattern.compile("env ([A-Z0-9_]+);(?: default \"(.*)\"| (required))?");
 
-    /** What --help declares: the flags, the environment variables, and each flag's. */
+    /** What --help declares: the flags, the environment variables, and each flag's env and default. */
     record Usage(Set<String> flags, Set<String> envs, Map<String, Declared> declared) {}
 
     /** A flag's environment variable, and its default ("" for none) or that it is required. */
