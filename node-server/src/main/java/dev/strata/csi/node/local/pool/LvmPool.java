@@ -69,7 +69,6 @@ public final class LvmPool implements VolumePool {
     private static final int DM_NAME_MAX = 127;
     /** The logical volumes of names LVM or device-mapper would not take begin with this ({@link #lv}). */
     static final String HASHED_PREFIX = "lv.";
-    /** Parts of a name LVM keeps for its own hidden volumes. */
     /**
      * Why a thin pool that does not zero new chunks takes no new thin volume: a chunk partly
      * written would show the rest of a deleted volume's data. Zeroing it ourselves would write,
@@ -77,6 +76,7 @@ public final class LvmPool implements VolumePool {
      */
     static final String THIN_POOL_WITHOUT_ZEROING = "the thin pool does not zero new chunks (lvs -o zero), so a new thin volume"
             + " would show deleted volumes' data; the node's admin turns zeroing on with lvchange --zero y <group>/<thin pool>";
+    /** Parts of a name LVM keeps for its own hidden volumes. */
     private static final List<String> RESERVED_PARTS = List.of("_cdata", "_cmeta", "_corig", "_cpool", "_cvol", "_imeta", "_iorig",
             "_mimage", "_mlog", "_pmspare", "_rimage", "_rmeta", "_tdata", "_tmeta", "_vdata", "_vorigin", "_wcorig");
 
