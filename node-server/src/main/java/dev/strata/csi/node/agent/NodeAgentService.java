@@ -309,7 +309,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     }
 
     /** An LVM volume says its lv_type, an image its allocation: each pool's own, the other left unset. */
-    private static void checkNewVolume(long capacityBytes, PoolKind pool, Allocation allocation, LvType lvType) {
+    static void checkNewVolume(long capacityBytes, PoolKind pool, Allocation allocation, LvType lvType) {
         if (capacityBytes <= 0) {
             throw CsiException.invalidArgument("capacity_bytes must be positive");
         }
