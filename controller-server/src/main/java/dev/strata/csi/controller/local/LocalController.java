@@ -109,7 +109,7 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
         var existing = placement.find(wanted.name());
         if (existing.isPresent()) {
             dev.strata.csi.agent.api.Volume volume = existing.get().volume();
-            if (volume.getCapacityBytes() != wanted.capacityBytes() || !wanted.pool().typeOf(volume)
+            if (volume.getCapacityBytes() != wanted.capacityBytes() || !wanted.pool().sameType(volume)
                     || !wanted.pool().holds(volume) || volume.getEncrypted() != wanted.encrypted()) {
                 throw CsiException.alreadyExists("volume " + wanted.name() + " exists on node " + existing.get().nodeId()
                         + " with " + volume.getCapacityBytes() + " bytes, " + PoolRequest.type(volume) + (volume.getEncrypted() ? ", encrypted" : "")
@@ -155,7 +155,7 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
         if (existing.isPresent()) {
             dev.strata.csi.agent.api.Volume volume = existing.get().volume();
             boolean sizeDiffers = asked.range().getRequiredBytes() > 0 && volume.getCapacityBytes() != asked.capacityBytes();
-            if (!volume.getSource().equals(origin.source()) || !asked.pool().typeOf(volume) || sizeDiffers
+            if (!volume.getSource().equals(origin.source()) || !asked.pool().sameType(volume) || sizeDiffers
                     || !asked.pool().holds(volume)) {
                 throw CsiException.alreadyExists("volume " + asked.name() + " exists on node " + existing.get().nodeId()
                         + " with " + volume.getCapacityBytes() + " bytes, " + PoolRequest.type(volume) + ", in its "

@@ -80,8 +80,8 @@ record PoolRequest(PoolKind kind, Allocation allocation, LvType lvType, double t
         return kindOf(volume) == kind;
     }
 
-    /** Whether {@code volume} is of the allocation or lvType this request asks for (an image's, an LVM volume's). */
-    boolean typeOf(Volume volume) {
+    /** Whether {@code volume} has the allocation (an image) or lvType (an LVM volume) this request asks for. */
+    boolean sameType(Volume volume) {
         return volume.getAllocation() == allocation && volume.getLvType() == lvType;
     }
 

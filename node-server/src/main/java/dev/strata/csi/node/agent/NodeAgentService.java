@@ -97,8 +97,8 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                         requireSamePool(pool, source.get());
                     }
                     return CreateVolumeResponse.newBuilder()
-                            .setVolume(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), request.getLvType(), source,
-                                    request.getEncrypted(), request.getThinOvercommitRatio()))
+                            .setVolume(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), request.getLvType(),
+                                    source, request.getEncrypted(), request.getThinOvercommitRatio()))
                             .setGeneration(inventory.volumeChanged(request.getName()))
                             .build();
                 } catch (Exception e) {
