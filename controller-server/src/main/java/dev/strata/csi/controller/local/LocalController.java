@@ -111,15 +111,15 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
 
     private Volume createEmpty(VolumeRequest wanted) throws Exception {
         Predicate<dev.strata.csi.agent.api.Volume> same = volume -> volume.getCapacityBytes() == wanted.capacityBytes()
-                && volume.getAllocation() == wanted.allocation() && wanted.pool().holds(volume) && volume.getEncrypted() == wanted.encrypted();
+                && wanted.pool().sameType(volume) && wanted.pool().holds(volume) && volume.getEncrypted() == wanted.encrypted();
         var existing = placement.find(wanted, volume -> same.test(volume) && !volume.hasSource());
         if (existing.isPresent()) {
             dev.strata.csi.agent.api.Volume volume = existing.get().volume();
             if (!same.test(volume)) {
                 throw CsiException.alreadyExists("volume " + wanted.name() + " exists on node " + existing.get().nodeId()
-                        + " with " + volume.getCapacityBytes() + " bytes, " + volume.getAllocation() + (volume.getEncrypted() ? ", encrypted" : "")
+                        + " with " + volume.getCapacityBytes() + " bytes, " + PoolRequest.type(volume) + (volume.getEncrypted() ? ", encrypted" : "")
                         + ", in its " + PoolRequest.describe(PoolRequest.kindOf(volume)) + "; asked for " + wanted.capacityBytes() + " bytes, "
-                        + wanted.allocation() + (wanted.encrypted() ? ", encrypted" : "") + ", in the " + wanted.pool().describe());
+                        + wanted.pool().type() + (wanted.encrypted() ? ", encrypted" : "") + ", in the " + wanted.pool().describe());
             }
         }
         Placement.Placed placed = existing.isPresent() ? existing.get() : placement.create(wanted, wanted.requirements());
@@ -157,16 +157,16 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
         }
         // From the index: a retry finds the copy made also once its source is gone.
         Predicate<dev.strata.csi.agent.api.Volume> same = volume -> volume.getSource().equals(origin.source())
-                && volume.getAllocation() == asked.allocation() && asked.pool().holds(volume)
+                && asked.pool().sameType(volume) && asked.pool().holds(volume)
                 && (asked.range().getRequiredBytes() == 0 || volume.getCapacityBytes() == asked.capacityBytes());
         var existing = placement.find(asked, same);
         if (existing.isPresent()) {
             dev.strata.csi.agent.api.Volume volume = existing.get().volume();
             if (!same.test(volume)) {
                 throw CsiException.alreadyExists("volume " + asked.name() + " exists on node " + existing.get().nodeId()
-                        + " with " + volume.getCapacityBytes() + " bytes, " + volume.getAllocation() + ", in its "
+                        + " with " + volume.getCapacityBytes() + " bytes, " + PoolRequest.type(volume) + ", in its "
                         + PoolRequest.describe(PoolRequest.kindOf(volume)) + ", other content, size or pool than "
-                        + origin.description() + ", " + asked.capacityBytes() + " bytes, " + asked.allocation() + ", "
+                        + origin.description() + ", " + asked.capacityBytes() + " bytes, " + asked.pool().type() + ", "
                         + asked.pool().describe());
             }
             if (!existing.get().nodeId().equals(origin.nodeId())) {

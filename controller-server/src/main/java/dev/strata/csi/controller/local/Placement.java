@@ -96,6 +96,7 @@ final class Placement {
                     .setName(wanted.name())
                     .setCapacityBytes(wanted.capacityBytes())
                     .setAllocation(wanted.allocation())
+                    .setLvType(wanted.lvType())
                     .setPool(wanted.pool().kind())
                     .setThinOvercommitRatio(wanted.pool().thinOvercommitRatio())
                     .setEncrypted(wanted.encrypted());

@@ -4,7 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.lvm.SystemLogicalVolumes;
@@ -89,13 +89,13 @@ class LvmZeroingSystemTest {
         assertTrue(patternBytes("unzeroed", false) > 0, "a linear volume not zeroed shows the deleted volume's data");
         volumes.remove("unzeroed");
 
-        PlainVolumes.create(pool, "pvc-linear", linearBytes, Allocation.FULL, Optional.empty()); // every extent the pattern filled
+        PlainVolumes.create(pool, "pvc-linear", linearBytes, LvType.LINEAR, Optional.empty()); // every extent the pattern filled
         Path linear = Path.of(pool.attach("pvc-linear", "node-1").getDevicePath());
         assertEquals(0, patternBytes("pvc-linear", false), "the new linear volume reads as zeros: " + linear);
         pool.detach("pvc-linear", "node-1");
         pool.delete("pvc-linear");
 
-        PlainVolumes.create(pool, "pvc-thin", 256 * MIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-thin", 256 * MIB, LvType.THIN, Optional.empty());
         pool.attach("pvc-thin", "node-1");
         assertEquals(0, patternBytes("pvc-thin", true), "4 KiB written in each MiB of the new thin volume: its chunks' rest reads as zeros");
         pool.detach("pvc-thin", "node-1");
@@ -107,7 +107,7 @@ class LvmZeroingSystemTest {
         assertTrue(patternBytes("unzeroed-thin", true) > 0, "a thin pool that does not zero shows the deleted volume's data");
         volumes.remove("unzeroed-thin");
         CsiException refused = assertThrows(CsiException.class,
-                () -> PlainVolumes.create(pool, "pvc-refused", 64 * MIB, Allocation.SPARSE, Optional.empty()));
+                () -> PlainVolumes.create(pool, "pvc-refused", 64 * MIB, LvType.THIN, Optional.empty()));
         assertEquals(Status.Code.FAILED_PRECONDITION, refused.code());
         assertTrue(pool.status().getThinFull(), "the controller places no thin volume here");
         Programs.run("lvchange", "--config", TestVolumeGroup.CONFIG, "--zero", "y", group + "/" + TestVolumeGroup.THIN_POOL);
