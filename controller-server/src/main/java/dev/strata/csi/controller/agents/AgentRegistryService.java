@@ -15,9 +15,10 @@ public final class AgentRegistryService extends AgentRegistryGrpc.AgentRegistryI
     private final AgentDirectory directory;
     private final NodeIdentities identities;
 
-    public AgentRegistryService(AgentDirectory directory, Log log) {
+    /** @param allowUnbound take tokens without a node claim (clusters before Kubernetes 1.30; see NodeIdentities) */
+    public AgentRegistryService(AgentDirectory directory, boolean allowUnbound, Log log) {
         this.directory = directory;
-        this.identities = new NodeIdentities(log);
+        this.identities = new NodeIdentities(allowUnbound, log);
     }
 
     @Override
