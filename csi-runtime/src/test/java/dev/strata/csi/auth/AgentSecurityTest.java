@@ -151,14 +151,11 @@ class AgentSecurityTest {
         return out;
     }
 
-    /** The files of {@code side}'s Secret, as deploy/kustomization.yaml makes it from {@code credentials}. */
+    /** {@code side}'s Secret, as deploy/kustomization.yaml makes it from {@code credentials}. */
     private Path secret(Path credentials, AgentSecurity.Side side) throws Exception {
         String pair = side == AgentSecurity.Side.CONTROLLER ? "controller" : "node";
-        Path secret = Files.createDirectories(dir.resolve(credentials.getFileName() + "-" + pair + "-secret"));
-        for (Path file : List.of(credentials.resolve("token"), credentials.resolve("ca.crt"), credentials.resolve(pair + "/tls.crt"),
-                credentials.resolve(pair + "/tls.key"))) {
-            Files.copy(file, secret.resolve(file.getFileName()), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
-        }
+        Path secret = dir.resolve(credentials.getFileName() + "-" + pair + "-secret");
+        SecretVolume.publish(secret, SecretVolume.agentCredentials(credentials, pair), "..1");
         return secret;
     }
 
