@@ -156,8 +156,8 @@ class CompromisedNodeTest {
             int port = cluster.agentPort(node);
             // What node-a can dial with: TLS without a client certificate, its own pair as one, plaintext.
             Map<String, ManagedChannel> channels = new LinkedHashMap<>();
-            channels.put("no client certificate", tls(port, AgentSecurity.NODE_NAME, null));
-            channels.put("node-a's pair as client certificate", tls(port, AgentSecurity.NODE_NAME, credentials.resolve("node")));
+            channels.put("no client certificate", tls(credentials, port, AgentSecurity.NODE_NAME, null));
+            channels.put("node-a's pair as client certificate", tls(credentials, port, AgentSecurity.NODE_NAME, credentials.resolve("node")));
             channels.put("plaintext", NettyChannelBuilder.forAddress("127.0.0.1", port).usePlaintext().build());
             Map<String, Status.Code> expected = Map.of("no client certificate", Status.Code.UNAUTHENTICATED,
                     "node-a's pair as client certificate", Status.Code.UNAVAILABLE, "plaintext", Status.Code.UNAVAILABLE);
@@ -208,7 +208,7 @@ class CompromisedNodeTest {
         Path noClaim = token("node-a-no-claim", TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-a1").withoutNode());
         assertEquals(Status.Code.PERMISSION_DENIED, register(cluster, "node-b", noClaim), "no node claim: refused by default");
         cluster.controllerProcess().awaitOutput("--allow-unbound-node-identity takes the node's word");
-        assertEquals(Status.Code.UNAVAILABLE, registerWith(cluster, tls(cluster.registryPort(), AgentSecurity.NODE_NAME, null), "node-a", tokenA),
+        assertEquals(Status.Code.UNAVAILABLE, registerWith(cluster, tls(credentials, cluster.registryPort(), AgentSecurity.NODE_NAME, null), "node-a", tokenA),
                 "a registry that presents a node's certificate is not the controller");
     }
 
@@ -242,7 +242,7 @@ class CompromisedNodeTest {
                 .addService(ServerInterceptors.intercept(new NodeAgentGrpc.NodeAgentImplBase() {}, recorder))
                 .build().start();
         try {
-            ManagedChannel registry = tls(cluster.registryPort(), AgentSecurity.CONTROLLER_NAME, null);
+            ManagedChannel registry = tls(credentials, cluster.registryPort(), AgentSecurity.CONTROLLER_NAME, null);
             PoolStatus pool = PoolStatus.newBuilder().setTotalBytes(1L << 30).setAvailableBytes(1L << 30).build();
             try {
                 AgentRegistryGrpc.newBlockingStub(registry).withCallCredentials(holding(cluster, tokenA)).withDeadlineAfter(20, TimeUnit.SECONDS)
@@ -275,8 +275,12 @@ class CompromisedNodeTest {
         return useful;
     }
 
-    /** A TLS channel to 127.0.0.1:{@code port} trusting the agent CA and expecting {@code name}; with the pair in {@code pair} as client certificate. */
-    private static ManagedChannel tls(int port, String name, Path pair) throws IOException {
+    /**
+     * A TLS channel to 127.0.0.1:{@code port} trusting the CA in {@code credentials} (as
+     * hack/agent-credentials.sh lays them out) and expecting {@code name}; with the pair in
+     * {@code pair} as client certificate, none if null.
+     */
+    static ManagedChannel tls(Path credentials, int port, String name, Path pair) throws IOException {
         var context = GrpcSslContexts.forClient().trustManager(credentials.resolve("ca.crt").toFile());
         if (pair != null) {
             context.keyManager(pair.resolve("tls.crt").toFile(), pair.resolve("tls.key").toFile());
@@ -291,7 +295,7 @@ class CompromisedNodeTest {
     }
 
     static Status.Code register(Cluster target, String nodeId, Path identity) throws Exception {
-        return registerWith(target, tls(target.registryPort(), AgentSecurity.CONTROLLER_NAME, null), nodeId, identity);
+        return registerWith(target, tls(credentials, target.registryPort(), AgentSecurity.CONTROLLER_NAME, null), nodeId, identity);
     }
 
     private static Status.Code registerWith(Cluster target, ManagedChannel channel, String nodeId, Path identity) throws Exception {
