@@ -144,6 +144,34 @@ class AgentSecurityTest {
         assertThrows(UsageException.class, () -> security(AgentSecurity.Side.NODE, secret(credentials, AgentSecurity.Side.CONTROLLER)));
     }
 
+    /**
+     * Over TLS the controller sends no identity token (every node would receive it) and the agents
+     * check none (the client certificate decides); identity tokens are checked against an issuer,
+     * which a JWKS file does not name.
+     */
+    @Test
+    void overTlsOnlyTheRegistryChecksTokensAndAlwaysTheirIssuer() throws Exception {
+        Path credentials = credentials("pairs");
+        Path controller = secret(credentials, AgentSecurity.Side.CONTROLLER);
+        Path node = secret(credentials, AgentSecurity.Side.NODE);
+        Path token = Files.writeString(dir.resolve("identity.token"), "x");
+        Path keys = Files.writeString(dir.resolve("jwks.json"), "{\"keys\":[]}");
+        UsageException sent = assertThrows(UsageException.class,
+                () -> security(AgentSecurity.Side.CONTROLLER, controller, "--agent-identity-token-file", token.toString()));
+        assertTrue(sent.getMessage().contains("client certificate"), sent.getMessage());
+        assertThrows(UsageException.class, () -> security(AgentSecurity.Side.NODE, node, "--agent-identity-keys", keys.toString(),
+                "--agent-identity-callers", "strata-system/strata-controller", "--agent-identity-issuer", "https://issuer"));
+        UsageException noIssuer = assertThrows(UsageException.class, () -> security(AgentSecurity.Side.CONTROLLER, controller,
+                "--agent-identity-keys", keys.toString(), "--agent-identity-callers", "strata-system/strata-node"));
+        assertTrue(noIssuer.getMessage().contains("--agent-identity-issuer"), noIssuer.getMessage());
+
+        AgentSecurity registry = security(AgentSecurity.Side.CONTROLLER, controller, "--agent-identity-keys", keys.toString(),
+                "--agent-identity-callers", "strata-system/strata-node", "--agent-identity-issuer", "https://issuer");
+        assertEquals(2, registry.verifiers(log).size(), "the shared token, then the node's identity");
+        assertEquals(2, security(AgentSecurity.Side.NODE, node, "--agent-identity-token-file", token.toString()).verifiers(log).size(),
+                "the shared token, then the controller's certificate");
+    }
+
     private Path credentials(String name) throws Exception {
         Path script = Path.of(System.getProperty("user.dir")).getParent().resolve("hack/agent-credentials.sh");
         Path out = dir.resolve(name);
@@ -159,11 +187,13 @@ class AgentSecurityTest {
         return secret;
     }
 
-    private AgentSecurity security(AgentSecurity.Side side, Path files) throws Exception {
+    private AgentSecurity security(AgentSecurity.Side side, Path files, String... more) throws Exception {
         FlagSet flags = new FlagSet("test", "test", AgentSecurity.flags());
-        FlagSet.Run run = (FlagSet.Run) flags.parse(new String[] {
+        List<String> args = new java.util.ArrayList<>(List.of(
             "--agent-token-file", files.resolve("token").toString(), "--agent-tls-cert", files.resolve("tls.crt").toString(),
-            "--agent-tls-key", files.resolve("tls.key").toString(), "--agent-tls-ca", files.resolve("ca.crt").toString()}, Map.of());
+            "--agent-tls-key", files.resolve("tls.key").toString(), "--agent-tls-ca", files.resolve("ca.crt").toString()));
+        args.addAll(List.of(more));
+        FlagSet.Run run = (FlagSet.Run) flags.parse(args.toArray(String[]::new), Map.of());
         return AgentSecurity.fromFlags(side, run.values(), Map.of(), log);
     }
 

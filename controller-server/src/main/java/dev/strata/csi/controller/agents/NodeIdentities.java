@@ -28,9 +28,11 @@ final class NodeIdentities {
         this.log = log;
     }
 
-    /** Returns when the current caller may register as {@code nodeId}; PERMISSION_DENIED or UNAUTHENTICATED otherwise. */
-    void requireMayRegister(String nodeId) {
-        Optional<Caller> found = Caller.current();
+    /**
+     * Returns when {@code found}, the verified caller ({@link Caller#current()}), may register as
+     * {@code nodeId}; PERMISSION_DENIED or UNAUTHENTICATED otherwise.
+     */
+    void requireMayRegister(String nodeId, Optional<Caller> found) {
         if (found.isEmpty()) {
             return; // callers are not identified here: the shared token was checked
         }
