@@ -13,9 +13,9 @@ import javax.net.ssl.SSLEngine;
 import javax.net.ssl.X509ExtendedKeyManager;
 
 /**
- * A server's pair on the agent channel (controller-server's is also its client certificate), read again from their files when these are replaced
- * (a renewed Secret), so that the next TLS handshake presents the new certificate without a
- * restart; connections already open keep theirs. Checked at each handshake, which on the agent
+ * A server's pair on the agent channel (controller-server's is also its client certificate), read
+ * again from their files when these are replaced (a renewed Secret), so that the next TLS handshake
+ * presents the new certificate without a restart; connections already open keep theirs. Checked at each handshake, which on the agent
  * channel are few (channels are long-lived). A pair that cannot be read, or whose key does not
  * match the certificate (files caught mid-replacement), is logged and the previous pair stays.
  * Each pair gets an alias of its own, so one handshake never mixes an old certificate with a new key.

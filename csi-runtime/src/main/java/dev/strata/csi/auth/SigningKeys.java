@@ -57,6 +57,9 @@ public final class SigningKeys {
     private final Source discovery;
     private final Clock clock;
     private String issuer;
+    /** Why the last reading of the issuer failed, and when it was; null after none or a good one. */
+    private String issuerFailure;
+    private Instant issuerReadAt = Instant.MIN;
     private JWKSet keys;
     private Instant readAt = Instant.MIN;
     /** Why the last reading failed; null after a good one. */
@@ -138,31 +141,35 @@ public final class SigningKeys {
     /**
      * The issuer the apiserver's discovery document names, read once (an issuer does not change
      * while a server runs: kube-apiserver takes it from its command line); the IOException says why
-     * it cannot be read now.
+     * it cannot be read now. After a failed reading it is asked again at most every {@link #REFETCH}.
      */
     synchronized String issuer() throws IOException {
-        if (issuer == null) {
-            if (discovery == null) {
-                throw new IOException("no issuer is known for the keys in " + where);
-            }
-            String read;
-            try {
-                read = String.valueOf(JSONObjectUtils.parse(discovery.read()).get("issuer"));
-            } catch (ParseException e) {
-                throw new IOException("cannot read the cluster's token issuer from " + discoveryUri() + ": not JSON: " + e.getMessage());
-            } catch (IOException e) {
-                throw new IOException("cannot read the cluster's token issuer from " + discoveryUri() + ": " + e.getMessage());
-            }
-            if (read.equals("null") || read.isEmpty()) {
-                throw new IOException("the discovery document at " + discoveryUri() + " names no issuer");
-            }
-            issuer = read;
+        if (issuer != null) {
+            return issuer;
         }
-        return issuer;
-    }
-
-    private String discoveryUri() {
-        return URI.create(where).resolve(DISCOVERY_PATH).toString();
+        if (discovery == null) {
+            throw new IOException("no issuer is known for the keys in " + where);
+        }
+        if (issuerFailure != null && clock.instant().isBefore(issuerReadAt.plus(REFETCH))) {
+            throw new IOException(issuerFailure);
+        }
+        issuerReadAt = clock.instant();
+        // Only keys read over https have a discovery document: where is their URL.
+        String cannot = "cannot read the cluster's token issuer from " + URI.create(where).resolve(DISCOVERY_PATH) + ": ";
+        try {
+            Object read = JSONObjectUtils.parse(discovery.read()).get("issuer");
+            if (!(read instanceof String named) || named.isEmpty()) {
+                throw new IOException("the discovery document names no issuer");
+            }
+            issuer = named;
+            issuerFailure = null;
+            return issuer;
+        } catch (ParseException e) {
+            issuerFailure = cannot + "not JSON: " + e.getMessage();
+        } catch (IOException e) {
+            issuerFailure = cannot + e.getMessage();
+        }
+        throw new IOException(issuerFailure);
     }
 
     /** What an answer other than 200 says, in one line: the status, what the server said, and what to look at. */

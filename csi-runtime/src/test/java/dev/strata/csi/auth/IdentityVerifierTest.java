@@ -141,6 +141,25 @@ class IdentityVerifierTest {
                     TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-1").issuer("https://other-cluster.invalid"))));
             assertEquals("the identity token is issued by https://other-cluster.invalid, not by the cluster's issuer "
                     + TestIssuer.ISSUER, otherCluster.getMessage(), "the issuer the apiserver's discovery document names");
+
+            // Keys read, then the apiserver refuses the pod's token: the issuer cannot be read, every token is
+            // refused saying so, and the issuer is asked again at most every 30 s.
+            TestClock clock = new TestClock();
+            SigningKeys keys = SigningKeys.fromUrl(apiServer.keysUri(), account, clock);
+            keys.read();
+            Files.writeString(account.resolve("token"), "not-a-token");
+            IdentityVerifier unknown = new IdentityVerifier(keys, Optional.empty(), "strata.csi.dev", Set.of(NODE_ACCOUNT), clock, log);
+            String token = issuer.token(TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-1"));
+            int before = apiServer.requests().size();
+            for (int call = 0; call < 3; call++) {
+                var refused = assertThrows(IdentityVerifier.Refused.class, () -> unknown.verify(token));
+                assertTrue(refused.getMessage().startsWith("cannot read the cluster's token issuer from https://")
+                        && refused.getMessage().contains(SigningKeys.DISCOVERY_PATH + ": HTTP 401"), refused.getMessage());
+            }
+            assertEquals(1, apiServer.requests().size() - before, "asked once within 30 s: " + apiServer.requests());
+            clock.now = clock.now.plus(SigningKeys.REFETCH);
+            assertThrows(IdentityVerifier.Refused.class, () -> unknown.verify(token));
+            assertEquals(2, apiServer.requests().size() - before, "and again after 30 s: " + apiServer.requests());
         }
     }
 
