@@ -204,15 +204,15 @@ class DocsTest {
      */
     @Test
     void crashPointFiguresAreTheCodes() throws IOException {
-        long copies = Stream.of(CrashPoint.values()).filter(CrashPoint::transfer).count();
-        long encryption = Stream.of(CrashPoint.values()).filter(CrashPoint::encryption).count();
         Map<String, Long> figures = Map.of(
-                "node-server's crash points outside copies between nodes and encryption (CrashPoint)",
-                CrashPoint.values().length - copies - encryption,
-                "node-server's crash points of copies between nodes (CrashPoint.transfer())", copies,
-                "node-server's crash points of encryption (CrashPoint.encryption(), EncryptionTest)", encryption,
-                "node-server's crash points of the LVM pool (CrashPoint.poolStep() but FROZEN, LvmCrashRecoveryTest)",
-                Stream.of(CrashPoint.values()).filter(point -> point.poolStep() && point != CrashPoint.FROZEN).count(),
+                "node-server's crash points outside copies between nodes and encryption (CrashPoints.oneNode, CrashRecoveryTest)",
+                Stream.of(CrashPoint.values()).filter(CrashPoints::oneNode).count(),
+                "node-server's crash points of copies between nodes (CrashPoints.transfer, TransferCrashTest)",
+                Stream.of(CrashPoint.values()).filter(CrashPoints::transfer).count(),
+                "node-server's crash points of encryption (CrashPoints.encryption, EncryptionTest)",
+                Stream.of(CrashPoint.values()).filter(CrashPoints::encryption).count(),
+                "node-server's crash points of the LVM pool (CrashPoints.lvmPool, LvmCrashRecoveryTest)",
+                Stream.of(CrashPoint.values()).filter(CrashPoints::lvmPool).count(),
                 "controller-server's NFS crash points (NfsCrashPoint)", (long) NfsCrashPoint.values().length);
         Pattern cited = Pattern.compile("(\\d+) crash points");
         List<String> wrong = new ArrayList<>();

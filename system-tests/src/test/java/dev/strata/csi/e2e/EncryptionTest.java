@@ -25,6 +25,7 @@ import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
+import dev.strata.csi.deploy.CrashPoints;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Programs;
@@ -241,7 +242,7 @@ class EncryptionTest {
     /** node-server killed (as a container: its mount namespace dies with it) at each encryption step; kubelet's retry completes. */
     @Test
     void aCrashAtEachEncryptionStepIsRecoveredByTheRetry() throws Exception {
-        for (CrashPoint point : Stream.of(CrashPoint.values()).filter(CrashPoint::encryption).toList()) {
+        for (CrashPoint point : Stream.of(CrashPoint.values()).filter(CrashPoints::encryption).toList()) {
             String name = "pvc-" + point.name().toLowerCase().replace('_', '-');
             cluster.restartNode("node-a", Cluster.Launch.CONTAINER.with(Crashes.ENVIRONMENT, point.name()));
             Volume volume = create(name, 320 * MIB, "node-a", ENCRYPTED, null);
