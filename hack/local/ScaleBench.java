@@ -101,8 +101,8 @@ public final class ScaleBench {
             }
             Thread.sleep(100);
         }
-        AgentSecurity security = new AgentSecurity(AgentToken.fromFile(token), Optional.empty(), Optional.empty(), Optional.empty(),
-                Optional.empty());
+        AgentSecurity security = new AgentSecurity(AgentSecurity.Side.NODE, AgentToken.fromFile(token), Optional.empty(),
+                Optional.empty(), Optional.empty(), Optional.empty());
         int hungCount = (int) Math.round(count * hungShare);
         String row;
         try (ScaleNodes nodes = new ScaleNodes(security, "127.0.0.1:" + registryPort, 10_000)) {

@@ -29,11 +29,15 @@ public final class ControllerServer {
             "deadline for one call to a node agent, well inside the sidecars' timeouts (10 s by default); an agent that "
                     + "lets one pass is probed, and calls that need its node fail UNAVAILABLE at once until it answers. "
                     + "Copies between nodes stream with no deadline and fail when idle for 2 min");
+    static final Flag ALLOW_UNBOUND_NODE_IDENTITY = Flag.bool("allow-unbound-node-identity", false,
+            "given (or =true): take the registration of a node whose identity token carries no node claim (Kubernetes before "
+                    + "1.30), on the node's word. RISK: root on any one node can then register as any other node and take "
+                    + "over its new volumes and restores; refused by default");
 
     private ControllerServer() {}
 
     private static List<Flag> flags() {
-        List<Flag> flags = new java.util.ArrayList<>(List.of(REGISTRY_ADDRESS, RENEW, SETTLE, AGENT_TIMEOUT));
+        List<Flag> flags = new java.util.ArrayList<>(List.of(REGISTRY_ADDRESS, RENEW, SETTLE, AGENT_TIMEOUT, ALLOW_UNBOUND_NODE_IDENTITY));
         flags.addAll(NfsControllerWiring.flags());
         flags.addAll(AgentSecurity.flags());
         return flags;
@@ -45,7 +49,7 @@ public final class ControllerServer {
                 flags(),
                 context -> {
                     var flags = context.flags();
-                    AgentSecurity security = AgentSecurity.fromFlags(flags, context.environment(), context.log());
+                    AgentSecurity security = AgentSecurity.fromFlags(AgentSecurity.Side.CONTROLLER, flags, context.environment(), context.log());
                     Duration renew = flags.durationValue(RENEW);
                     AgentMetrics agentMetrics = new AgentMetrics(context.metrics());
                     AgentDirectory agents = new AgentDirectory(renew, flags.durationValue(SETTLE),
@@ -54,8 +58,9 @@ public final class ControllerServer {
                     agentMetrics.watch(agents, Clock.systemUTC(), context.metrics());
                     TcpComponent registry = new TcpComponent(
                             TcpComponent.address(REGISTRY_ADDRESS.name(), flags.get(REGISTRY_ADDRESS)), security.serverTls(),
-                            List.of(new AgentRegistryService(agents, context.log())),
-                            security.verifiers(), context.log());
+                            List.of(new AgentRegistryService(agents,
+                                    flags.booleanValue(ALLOW_UNBOUND_NODE_IDENTITY), context.log())),
+                            security.verifiers(context.log()), context.log());
                     // The backends, one line each; ControllerBackends chooses among them (the last takes
                     // any StorageClass parameters the others do not want).
                     ControllerBackends backends = new ControllerBackends(List.of(

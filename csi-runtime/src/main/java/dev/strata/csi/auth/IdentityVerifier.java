@@ -30,9 +30,9 @@ import java.util.Set;
 
 /**
  * Checks the ServiceAccount token a caller on the agent channel presents ({@link IdentityToken}):
- * signed by one of the cluster's {@link SigningKeys} (RS256 or ES256, as the apiserver signs),
- * issued for our audience, current, and of one of the ServiceAccounts this side accepts calls
- * from. Anything else is UNAUTHENTICATED before a handler runs; the token never reaches a log.
+ * signed by one of the cluster's {@link SigningKeys} (RS256 or ES256, as the apiserver signs), by
+ * the cluster's issuer, for our audience, current, and of one of the ServiceAccounts this side
+ * accepts calls from. Anything else is UNAUTHENTICATED before a handler runs; the token never reaches a log.
  */
 public final class IdentityVerifier {
 
@@ -49,16 +49,20 @@ public final class IdentityVerifier {
     }
 
     private final SigningKeys keys;
+    /** The issuer named on the command line; empty: the one the keys' discovery document names. */
+    private final Optional<String> issuer;
     private final String audience;
     private final Set<String> callers;
     private final Clock clock;
     private final Log log;
 
     /**
+     * @param issuer  the issuer tokens must name; empty: the one {@code keys} read from the cluster
      * @param callers the subjects ({@code system:serviceaccount:<namespace>:<name>}) whose tokens are accepted
      */
-    public IdentityVerifier(SigningKeys keys, String audience, Set<String> callers, Clock clock, Log log) {
+    public IdentityVerifier(SigningKeys keys, Optional<String> issuer, String audience, Set<String> callers, Clock clock, Log log) {
         this.keys = keys;
+        this.issuer = issuer;
         this.audience = audience;
         this.callers = Set.copyOf(callers);
         this.clock = clock;
@@ -92,6 +96,15 @@ public final class IdentityVerifier {
             }
         } catch (JOSEException e) {
             throw new Refused("the identity token's signature cannot be checked: " + e.getMessage());
+        }
+        String expected;
+        try {
+            expected = issuer.isPresent() ? issuer.get() : keys.issuer();
+        } catch (IOException e) {
+            throw new Refused(e.getMessage());
+        }
+        if (!expected.equals(claims.getIssuer())) {
+            throw new Refused("the identity token is issued by " + claims.getIssuer() + ", not by the cluster's issuer " + expected);
         }
         if (claims.getAudience() == null || !claims.getAudience().contains(audience)) {
             throw new Refused("the identity token is not issued for the audience " + audience);
@@ -142,9 +155,11 @@ public final class IdentityVerifier {
      */
     public void readKeys() {
         try {
-            log.info("read the cluster's token signing keys", "keys", keys, "count", keys.read());
+            int count = keys.read();
+            log.info("read the cluster's token signing keys", "keys", keys, "count", count, "issuer",
+                    issuer.isPresent() ? issuer.get() : keys.issuer());
         } catch (IOException e) {
-            log.warn("cannot read the cluster's token signing keys: agent calls are refused until they can be read",
+            log.warn("cannot read the cluster's token signing keys or issuer: agent calls are refused until they can be read",
                     "error", e.getMessage());
         }
     }

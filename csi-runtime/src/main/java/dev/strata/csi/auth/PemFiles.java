@@ -12,6 +12,7 @@ import java.security.KeyStore;
 import java.security.PrivateKey;
 import java.security.Signature;
 import java.security.cert.CertificateFactory;
+import java.security.cert.CertificateParsingException;
 import java.security.cert.X509Certificate;
 import java.security.spec.PKCS8EncodedKeySpec;
 import java.util.ArrayList;
@@ -23,6 +24,9 @@ import javax.net.ssl.TrustManagerFactory;
 
 /** PEM certificates and PKCS#8 keys read from files, and what tells that a file was replaced. */
 final class PemFiles {
+
+    /** The subjectAltName type of DNS names (RFC 5280). */
+    private static final int DNS_NAME = 2;
 
     private PemFiles() {}
 
@@ -85,6 +89,20 @@ final class PemFiles {
             }
         }
         throw new GeneralSecurityException(file + ": not an RSA or EC key", last);
+    }
+
+    /** Whether {@code certificate} is issued for the DNS name {@code name} (a subjectAltName). */
+    static boolean issuedFor(X509Certificate certificate, String name) throws CertificateParsingException {
+        var names = certificate.getSubjectAlternativeNames();
+        return names != null && names.stream().anyMatch(entry -> Integer.valueOf(DNS_NAME).equals(entry.get(0)) && name.equals(entry.get(1)));
+    }
+
+    /** Fails unless {@code certificate} is issued for {@code name}: each side serves its own pair. */
+    static void requireName(X509Certificate certificate, String name, Path file) throws GeneralSecurityException {
+        if (!issuedFor(certificate, name)) {
+            throw new GeneralSecurityException(file + " is not issued for the name " + name + " (subject "
+                    + certificate.getSubjectX500Principal().getName() + "): is it the other side's certificate?");
+        }
     }
 
     /** Fails unless {@code key} belongs to {@code certificate}: files caught mid-replacement must not be served. */

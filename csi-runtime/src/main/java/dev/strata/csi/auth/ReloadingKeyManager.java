@@ -13,12 +13,14 @@ import javax.net.ssl.SSLEngine;
 import javax.net.ssl.X509ExtendedKeyManager;
 
 /**
- * The agent servers' certificate and key, read again from their files when these are replaced
- * (a renewed Secret), so that the next TLS handshake presents the new certificate without a
- * restart; connections already open keep theirs. Checked at each handshake, which on the agent
+ * A server's pair on the agent channel (controller-server's is also its client certificate), read
+ * again from their files when these are replaced (a renewed Secret), so that the next TLS handshake
+ * presents the new certificate without a restart; connections already open keep theirs. Checked at each handshake, which on the agent
  * channel are few (channels are long-lived). A pair that cannot be read, or whose key does not
  * match the certificate (files caught mid-replacement), is logged and the previous pair stays.
  * Each pair gets an alias of its own, so one handshake never mixes an old certificate with a new key.
+ * A certificate that does not name the side's own name (a node's pair given to the controller, or
+ * the other way) is refused at start and, when replaced, is not served.
  */
 final class ReloadingKeyManager extends X509ExtendedKeyManager {
 
@@ -26,15 +28,17 @@ final class ReloadingKeyManager extends X509ExtendedKeyManager {
 
     private final Path certFile;
     private final Path keyFile;
+    private final String name;
     private final Log log;
     private final Map<String, Pair> byAlias = new ConcurrentHashMap<>();
     private volatile Pair current;
     private int generation;
 
     /** Reads the pair once; a failure here is the caller's (a bad command line). */
-    ReloadingKeyManager(Path certFile, Path keyFile, Log log) throws Exception {
+    ReloadingKeyManager(Path certFile, Path keyFile, String name, Log log) throws Exception {
         this.certFile = certFile;
         this.keyFile = keyFile;
+        this.name = name;
         this.log = log;
         this.current = load();
         byAlias.put(current.alias(), current);
@@ -46,6 +50,7 @@ final class ReloadingKeyManager extends X509ExtendedKeyManager {
         List<X509Certificate> chain = PemFiles.certificates(certFile);
         PrivateKey key = PemFiles.privateKey(keyFile);
         PemFiles.requireMatch(chain.getFirst(), key);
+        PemFiles.requireName(chain.getFirst(), name, certFile);
         return new Pair("agent-" + (++generation), chain.toArray(X509Certificate[]::new), key, certStamp, keyStamp);
     }
 
@@ -109,19 +114,29 @@ final class ReloadingKeyManager extends X509ExtendedKeyManager {
         return pair == null ? null : pair.key();
     }
 
-    // The agent channel's clients present no certificate (the token authenticates them).
+    // Only controller-server's client context is given this manager: its pair is its client certificate.
     @Override
     public String[] getClientAliases(String keyType, Principal[] issuers) {
-        return null;
+        return getServerAliases(keyType, issuers);
     }
 
     @Override
     public String chooseClientAlias(String[] keyTypes, Principal[] issuers, Socket socket) {
-        return null;
+        return clientAlias(keyTypes);
     }
 
     @Override
     public String chooseEngineClientAlias(String[] keyTypes, Principal[] issuers, SSLEngine engine) {
+        return clientAlias(keyTypes);
+    }
+
+    private String clientAlias(String[] keyTypes) {
+        for (String keyType : keyTypes) {
+            String alias = aliasFor(keyType);
+            if (alias != null) {
+                return alias;
+            }
+        }
         return null;
     }
 }

@@ -2,6 +2,7 @@ package dev.strata.csi.auth;
 
 import com.nimbusds.jose.jwk.JWK;
 import com.nimbusds.jose.jwk.JWKSet;
+import com.nimbusds.jose.util.JSONObjectUtils;
 import java.io.IOException;
 import java.net.ConnectException;
 import java.net.URI;
@@ -26,7 +27,9 @@ import javax.net.ssl.SSLContext;
  * apiserver publishes it at /openid/v1/jwks). Read at start ({@link #read()}), at the first token
  * and again when a token names a key not seen yet (the apiserver's keys were rotated), at most
  * every {@link #REFETCH}. While the last reading failed, that failure is what {@link #key} reports:
- * a key set that could not be read says nothing about a token's key.
+ * a key set that could not be read says nothing about a token's key. Read from the apiserver (or
+ * an https URL), they come with the issuer its /.well-known/openid-configuration names
+ * ({@link #issuer()}), which tokens must carry.
  */
 public final class SigningKeys {
 
@@ -39,6 +42,8 @@ public final class SigningKeys {
      * all-types wildcard (types are compared exactly). Other issuers serve the key set as JSON.
      */
     static final String ACCEPT = "application/jwk-set+json, application/json;q=0.9";
+    /** Where an OpenID provider (kube-apiserver is one for its ServiceAccount tokens) says who it is. */
+    static final String DISCOVERY_PATH = "/.well-known/openid-configuration";
 
     /** Reads the key set's JSON. */
     @FunctionalInterface
@@ -48,15 +53,22 @@ public final class SigningKeys {
 
     private final String where;
     private final Source source;
+    /** The discovery document's source; null for a JWKS file, whose issuer the operator names. */
+    private final Source discovery;
     private final Clock clock;
+    private String issuer;
+    /** Why the last reading of the issuer failed, and when it was; null after none or a good one. */
+    private String issuerFailure;
+    private Instant issuerReadAt = Instant.MIN;
     private JWKSet keys;
     private Instant readAt = Instant.MIN;
     /** Why the last reading failed; null after a good one. */
     private String failure;
 
-    SigningKeys(String where, Source source, Clock clock) {
+    SigningKeys(String where, Source source, Source discovery, Clock clock) {
         this.where = where;
         this.source = source;
+        this.discovery = discovery;
         this.clock = clock;
     }
 
@@ -82,7 +94,7 @@ public final class SigningKeys {
             throw new IllegalArgumentException("signing keys are read over https only, got " + value);
         }
         Path file = Path.of(value);
-        return new SigningKeys(file.toString(), () -> Files.readString(file), clock);
+        return new SigningKeys(file.toString(), () -> Files.readString(file), null, clock);
     }
 
     /** Keys read from {@code uri} with the CA and bearer token in {@code serviceAccountDir} (ca.crt, token). */
@@ -92,7 +104,13 @@ public final class SigningKeys {
 
     /** As {@link #fromUrl(URI, Path, Clock)}, asking for the media types {@code accept} (tests: the Accept header before issue 25). */
     static SigningKeys fromUrl(URI uri, Path serviceAccountDir, String accept, Clock clock) {
-        return new SigningKeys(uri.toString(), () -> {
+        return new SigningKeys(uri.toString(), https(uri, serviceAccountDir, accept),
+                https(uri.resolve(DISCOVERY_PATH), serviceAccountDir, "application/json"), clock);
+    }
+
+    /** What {@code uri} answers, read with the CA and bearer token in {@code serviceAccountDir}. */
+    private static Source https(URI uri, Path serviceAccountDir, String accept) {
+        return () -> {
             HttpClient client = HttpClient.newBuilder()
                     .sslContext(trusting(serviceAccountDir.resolve("ca.crt")))
                     .connectTimeout(Duration.ofSeconds(10))
@@ -103,7 +121,7 @@ public final class SigningKeys {
             try {
                 HttpResponse<String> response = client.send(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
                 if (response.statusCode() != 200) {
-                    throw new IOException(refusal(response.statusCode(), response.body(), serviceAccountDir));
+                    throw new IOException(refusal(response.statusCode(), response.body(), serviceAccountDir, accept));
                 }
                 return response.body();
             } catch (InterruptedException e) {
@@ -112,16 +130,55 @@ public final class SigningKeys {
             } finally {
                 client.close();
             }
-        }, clock);
+        };
+    }
+
+    /** Whether the issuer comes with the keys ({@link #issuer()}); not for a JWKS file. */
+    public boolean discoversIssuer() {
+        return discovery != null;
+    }
+
+    /**
+     * The issuer the apiserver's discovery document names, read once (an issuer does not change
+     * while a server runs: kube-apiserver takes it from its command line); the IOException says why
+     * it cannot be read now. After a failed reading it is asked again at most every {@link #REFETCH}.
+     */
+    synchronized String issuer() throws IOException {
+        if (issuer != null) {
+            return issuer;
+        }
+        if (discovery == null) {
+            throw new IOException("no issuer is known for the keys in " + where);
+        }
+        if (issuerFailure != null && clock.instant().isBefore(issuerReadAt.plus(REFETCH))) {
+            throw new IOException(issuerFailure);
+        }
+        issuerReadAt = clock.instant();
+        // Only keys read over https have a discovery document: where is their URL.
+        String cannot = "cannot read the cluster's token issuer from " + URI.create(where).resolve(DISCOVERY_PATH) + ": ";
+        try {
+            Object read = JSONObjectUtils.parse(discovery.read()).get("issuer");
+            if (!(read instanceof String named) || named.isEmpty()) {
+                throw new IOException("the discovery document names no issuer");
+            }
+            issuer = named;
+            issuerFailure = null;
+            return issuer;
+        } catch (ParseException e) {
+            issuerFailure = cannot + "not JSON: " + e.getMessage();
+        } catch (IOException e) {
+            issuerFailure = cannot + e.getMessage();
+        }
+        throw new IOException(issuerFailure);
     }
 
     /** What an answer other than 200 says, in one line: the status, what the server said, and what to look at. */
-    static String refusal(int status, String body, Path serviceAccountDir) {
+    static String refusal(int status, String body, Path serviceAccountDir, String accept) {
         String reason = switch (status) {
             case 401 -> " Unauthorized (the apiserver did not accept the token in " + serviceAccountDir.resolve("token") + ")";
-            case 403 -> " Forbidden (the ServiceAccount needs the system:service-account-issuer-discovery role)";
+            case 403 -> " Forbidden (the ServiceAccount needs the system:service-account-issuer-discovery role, or ours: strata-token-keys)";
             case 404 -> " Not Found";
-            case 406 -> " Not Acceptable (the server offers none of the media types asked for: " + ACCEPT + ")";
+            case 406 -> " Not Acceptable (the server offers none of the media types asked for: " + accept + ")";
             default -> "";
         };
         String said = body == null ? "" : body.replaceAll("\\s+", " ").strip();

@@ -61,7 +61,8 @@ class IdentityVerifierTest {
     }
 
     IdentityVerifier verifier(Path keys, Clock clock) {
-        return new IdentityVerifier(SigningKeys.of(keys.toString(), java.util.Map.of(), clock), "strata.csi.dev", Set.of(NODE_ACCOUNT),
+        return new IdentityVerifier(SigningKeys.of(keys.toString(), java.util.Map.of(), clock), Optional.of(TestIssuer.ISSUER),
+                "strata.csi.dev", Set.of(NODE_ACCOUNT),
                 clock, log);
     }
 
@@ -94,6 +95,7 @@ class IdentityVerifierTest {
         refused.put("expired", issuer.token(node.issued(Instant.now().minus(Duration.ofHours(2)))));
         refused.put("not valid yet", issuer.token(node.issued(Instant.now().plus(Duration.ofMinutes(10)))));
         refused.put("another audience", issuer.token(node.audience("https://kubernetes.default.svc")));
+        refused.put("another issuer (the --agent-identity-issuer given)", issuer.token(node.issuer("https://other-cluster.invalid")));
         refused.put("another ServiceAccount", issuer.token(TestIssuer.Claims.of("default", "default", "node-a", "pod-2")));
         refused.put("another issuer's key under the same key id", new TestIssuer("key-1").token(node));
         refused.put("alg none", unsigned);
@@ -125,11 +127,39 @@ class IdentityVerifierTest {
     void keysAreReadOverHttpsWithTheServiceAccountsCaAndToken() throws Exception {
         try (TestApiServer apiServer = TestApiServer.start(issuer, dir.resolve("apiserver"))) {
             Path account = apiServer.serviceAccount(dir.resolve("serviceaccount"), "strata-csi", "strata-controller");
-            IdentityVerifier verifier = new IdentityVerifier(SigningKeys.fromUrl(apiServer.keysUri(), account, Clock.systemUTC()),
+            IdentityVerifier verifier = new IdentityVerifier(SigningKeys.fromUrl(apiServer.keysUri(), account, Clock.systemUTC()), Optional.empty(),
                     "strata.csi.dev", Set.of(NODE_ACCOUNT), Clock.systemUTC(), log);
             Caller caller = verifier.verify(issuer.token(TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-1")));
             assertEquals(Optional.of("node-a"), caller.nodeName());
-            assertEquals(List.of(new TestApiServer.Request("GET", TestApiServer.KEYS_PATH, SigningKeys.ACCEPT, 200)), apiServer.requests());
+            assertEquals(List.of(new TestApiServer.Request("GET", TestApiServer.KEYS_PATH, SigningKeys.ACCEPT, 200),
+                    new TestApiServer.Request("GET", TestApiServer.DISCOVERY_PATH, "application/json", 200)), apiServer.requests(),
+                    "the keys, then the issuer, once");
+            verifier.verify(issuer.token(TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-2")));
+            assertEquals(2, apiServer.requests().size(), "neither read again for a known key: " + apiServer.requests());
+
+            var otherCluster = assertThrows(IdentityVerifier.Refused.class, () -> verifier.verify(issuer.token(
+                    TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-1").issuer("https://other-cluster.invalid"))));
+            assertEquals("the identity token is issued by https://other-cluster.invalid, not by the cluster's issuer "
+                    + TestIssuer.ISSUER, otherCluster.getMessage(), "the issuer the apiserver's discovery document names");
+
+            // Keys read, then the apiserver refuses the pod's token: the issuer cannot be read, every token is
+            // refused saying so, and the issuer is asked again at most every 30 s.
+            TestClock clock = new TestClock();
+            SigningKeys keys = SigningKeys.fromUrl(apiServer.keysUri(), account, clock);
+            keys.read();
+            Files.writeString(account.resolve("token"), "not-a-token");
+            IdentityVerifier unknown = new IdentityVerifier(keys, Optional.empty(), "strata.csi.dev", Set.of(NODE_ACCOUNT), clock, log);
+            String token = issuer.token(TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-1"));
+            int before = apiServer.requests().size();
+            for (int call = 0; call < 3; call++) {
+                var refused = assertThrows(IdentityVerifier.Refused.class, () -> unknown.verify(token));
+                assertTrue(refused.getMessage().startsWith("cannot read the cluster's token issuer from https://")
+                        && refused.getMessage().contains(SigningKeys.DISCOVERY_PATH + ": HTTP 401"), refused.getMessage());
+            }
+            assertEquals(1, apiServer.requests().size() - before, "asked once within 30 s: " + apiServer.requests());
+            clock.now = clock.now.plus(SigningKeys.REFETCH);
+            assertThrows(IdentityVerifier.Refused.class, () -> unknown.verify(token));
+            assertEquals(2, apiServer.requests().size() - before, "and again after 30 s: " + apiServer.requests());
         }
     }
 
@@ -196,7 +226,7 @@ class IdentityVerifierTest {
         try (TestApiServer apiServer = TestApiServer.start(issuer, dir.resolve("apiserver"))) {
             Path account = apiServer.serviceAccount(dir.resolve("serviceaccount"), "strata-csi", "strata-controller");
             TestClock clock = new TestClock();
-            IdentityVerifier verifier = new IdentityVerifier(SigningKeys.fromUrl(apiServer.keysUri(), account, "application/json", clock),
+            IdentityVerifier verifier = new IdentityVerifier(SigningKeys.fromUrl(apiServer.keysUri(), account, "application/json", clock), Optional.empty(),
                     "strata.csi.dev", Set.of(NODE_ACCOUNT), clock, log);
             String expected = "cannot read the cluster's signing keys from " + apiServer.keysUri() + ": HTTP 406 Not Acceptable";
             verifier.readKeys();
@@ -215,7 +245,8 @@ class IdentityVerifierTest {
             assertTrue(apiServer.requests().stream().allMatch(request -> request.status() == 406));
 
             // The same server asked as kube-apiserver serves the keys: the token is accepted, and one of an unknown key is a wrong key.
-            IdentityVerifier fixed = new IdentityVerifier(SigningKeys.fromUrl(apiServer.keysUri(), account, clock), "strata.csi.dev",
+            IdentityVerifier fixed = new IdentityVerifier(SigningKeys.fromUrl(apiServer.keysUri(), account, clock), Optional.empty(),
+                    "strata.csi.dev",
                     Set.of(NODE_ACCOUNT), clock, log);
             assertEquals(Optional.of("node-a"), fixed.verify(token).nodeName());
             var wrongKey = assertThrows(IdentityVerifier.Refused.class, () -> fixed.verify(new TestIssuer("key-9").token(
@@ -229,7 +260,7 @@ class IdentityVerifierTest {
         try (TestApiServer apiServer = TestApiServer.start(issuer, dir.resolve("apiserver"))) {
             Path account = apiServer.serviceAccount(dir.resolve("serviceaccount"), "strata-csi", "strata-controller");
             Files.writeString(account.resolve("token"), issuer.token(TestIssuer.Claims.of("strata-csi", "strata-controller", "n", "p")));
-            IdentityVerifier verifier = new IdentityVerifier(SigningKeys.fromUrl(apiServer.keysUri(), account, Clock.systemUTC()),
+            IdentityVerifier verifier = new IdentityVerifier(SigningKeys.fromUrl(apiServer.keysUri(), account, Clock.systemUTC()), Optional.empty(),
                     "strata.csi.dev", Set.of(NODE_ACCOUNT), Clock.systemUTC(), log);
             var refused = assertThrows(IdentityVerifier.Refused.class,
                     () -> verifier.verify(issuer.token(TestIssuer.Claims.of("strata-csi", "strata-node", "node-a", "pod-1"))));

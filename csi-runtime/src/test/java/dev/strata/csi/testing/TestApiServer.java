@@ -50,6 +50,7 @@ public final class TestApiServer implements AutoCloseable {
     /** The apiserver's own audience, the one the tokens kubelet mounts into pods are issued for. */
     public static final String AUDIENCE = "https://kubernetes.default.svc.cluster.local";
     public static final String KEYS_PATH = "/openid/v1/jwks";
+    public static final String DISCOVERY_PATH = "/.well-known/openid-configuration";
     public static final String JWK_SET = "application/jwk-set+json";
 
     /** One request as the stand-in saw and answered it. */
@@ -168,6 +169,15 @@ public final class TestApiServer implements AutoCloseable {
         }
         if (!authorization.startsWith("Bearer ") || !issuer.issued(authorization.substring("Bearer ".length()).strip(), AUDIENCE)) {
             return status(exchange, accept, 401, "Unauthorized", "Unauthorized");
+        }
+        if (path.equals(DISCOVERY_PATH) && method.equals("GET")) {
+            // Served as application/json only, as kube-apiserver's route produces it.
+            if (!accepts(accept, "application/json")) {
+                return send(exchange, 406, "text/plain; charset=utf-8", "406: Not Acceptable\n\nAvailable representations: application/json");
+            }
+            return send(exchange, 200, "application/json", "{\"issuer\":\"" + TestIssuer.ISSUER + "\",\"jwks_uri\":\"https://"
+                    + exchange.getLocalAddress().getHostString() + ":" + port() + KEYS_PATH + "\",\"response_types_supported\":[\"id_token\"],"
+                    + "\"subject_types_supported\":[\"public\"],\"id_token_signing_alg_values_supported\":[\"RS256\"]}");
         }
         if (!path.equals(KEYS_PATH)) {
             exchange.getResponseHeaders().set("X-Content-Type-Options", "nosniff");

@@ -29,24 +29,32 @@ import java.util.Optional;
  */
 public final class TestIssuer {
 
+    /** The issuer its tokens name (what kube-apiserver's --service-account-issuer says). */
+    public static final String ISSUER = "https://test-issuer.invalid";
+
     /** What a token says; {@code node} empty as on clusters before Kubernetes 1.30. */
-    public record Claims(String namespace, String account, Optional<String> node, String podUid, String audience, Instant issued,
-            Duration lifetime) {
+    public record Claims(String issuer, String namespace, String account, Optional<String> node, String podUid, String audience,
+            Instant issued, Duration lifetime) {
 
         public static Claims of(String namespace, String account, String node, String podUid) {
-            return new Claims(namespace, account, Optional.of(node), podUid, "strata.csi.dev", Instant.now(), Duration.ofHours(1));
+            return new Claims(ISSUER, namespace, account, Optional.of(node), podUid, "strata.csi.dev", Instant.now(), Duration.ofHours(1));
         }
 
         public Claims issued(Instant at) {
-            return new Claims(namespace, account, node, podUid, audience, at, lifetime);
+            return new Claims(issuer, namespace, account, node, podUid, audience, at, lifetime);
         }
 
         public Claims audience(String other) {
-            return new Claims(namespace, account, node, podUid, other, issued, lifetime);
+            return new Claims(issuer, namespace, account, node, podUid, other, issued, lifetime);
         }
 
         public Claims withoutNode() {
-            return new Claims(namespace, account, Optional.empty(), podUid, audience, issued, lifetime);
+            return new Claims(issuer, namespace, account, Optional.empty(), podUid, audience, issued, lifetime);
+        }
+
+        /** As if issued by another issuer (another cluster), with this issuer's key. */
+        public Claims issuer(String other) {
+            return new Claims(other, namespace, account, node, podUid, audience, issued, lifetime);
         }
     }
 
@@ -91,7 +99,7 @@ public final class TestIssuer {
         kubernetes.put("pod", Map.of("name", "pod-" + claims.podUid(), "uid", claims.podUid()));
         claims.node().ifPresent(node -> kubernetes.put("node", Map.of("name", node, "uid", "node-uid-" + node)));
         JWTClaimsSet set = new JWTClaimsSet.Builder()
-                .issuer("https://test-issuer.invalid")
+                .issuer(claims.issuer())
                 .audience(List.of(claims.audience()))
                 .subject("system:serviceaccount:" + claims.namespace() + ":" + claims.account())
                 .issueTime(Date.from(claims.issued()))

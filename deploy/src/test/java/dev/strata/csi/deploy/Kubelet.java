@@ -78,7 +78,7 @@ public final class Kubelet implements AutoCloseable {
      * @param apiServerPort its port
      * @param clusterCa     the CA of its certificate (kube-root-ca.crt's ca.crt)
      * @param issuer        the key the cluster signs ServiceAccount tokens with
-     * @param secrets       by Secret name, the directory holding the files its generator names
+     * @param secrets       by Secret name, the directory holding the files its generator names (as deploy/credentials)
      */
     public record Site(Path root, String nodeName, String hostIp, String apiServerHost, int apiServerPort, Path clusterCa,
             TestIssuer issuer, Map<String, Path> secrets) {}
@@ -380,7 +380,7 @@ public final class Kubelet implements AutoCloseable {
 
     /** A token as kube-apiserver issues it for the pod: its ServiceAccount, node and uid, the audience and lifetime asked. */
     private byte[] token(Pod pod, String audience, long seconds) {
-        String token = site.issuer().token(new TestIssuer.Claims(pod.template().namespace(), pod.template().serviceAccount(),
+        String token = site.issuer().token(new TestIssuer.Claims(TestIssuer.ISSUER, pod.template().namespace(), pod.template().serviceAccount(),
                 Optional.of(site.nodeName()), pod.uid(), audience, Instant.now(), Duration.ofSeconds(seconds)));
         return token.getBytes(java.nio.charset.StandardCharsets.US_ASCII);
     }
@@ -400,7 +400,8 @@ public final class Kubelet implements AutoCloseable {
             int eq = file.indexOf('=');
             String path = eq < 0 ? file : file.substring(eq + 1);
             String key = eq < 0 ? Path.of(file).getFileName().toString() : file.substring(0, eq);
-            data.put(key, dir.resolve(Path.of(path).getFileName()));
+            // The generator names them below deploy/credentials, as hack/agent-credentials.sh lays them out.
+            data.put(key, dir.resolve(Path.of("credentials").relativize(Path.of(path))));
         }
         return data;
     }

@@ -58,7 +58,8 @@ class KubeletTest {
 
     Kubelet kubelet(Consumer<Manifests> edit) throws Exception {
         Path credentials = Files.createDirectories(dir.resolve("credentials"));
-        for (String file : List.of("token", "ca.crt", "tls.crt", "tls.key", "ca.key")) {
+        for (String file : List.of("token", "ca.crt", "ca.key", "controller/tls.crt", "controller/tls.key", "node/tls.crt", "node/tls.key")) {
+            Files.createDirectories(credentials.resolve(file).getParent());
             Files.writeString(credentials.resolve(file), "content of " + file);
         }
         Path ca = Files.writeString(dir.resolve("cluster-ca.crt"), "the cluster CA");
@@ -66,7 +67,7 @@ class KubeletTest {
         Manifests manifests = ManifestsTest.manifests();
         edit.accept(manifests);
         kubelet = new Kubelet(new Kubelet.Site(dir.resolve("node"), "node-1", "10.1.2.3", "10.1.2.4", 6443, ca, ISSUER,
-                Map.of("strata-agent-credentials", credentials)), manifests);
+                Map.of("strata-controller-credentials", credentials, "strata-node-credentials", credentials)), manifests);
         return kubelet;
     }
 
@@ -103,10 +104,11 @@ class KubeletTest {
         assertFalse(node.readOnlyRoot());
         assertEquals(320L << 20, node.memoryBytes().orElseThrow(), "resources.limits.memory");
 
-        // Secret: the generator's files with defaultMode 0400; ca.key stays out of it.
+        // Secret: the generator's files with defaultMode 0400, the node pair's; ca.key stays out of it.
         Path agent = node.onHost("/etc/strata/agent");
         assertEquals(AccessMode.ro, bindAt(node, "/etc/strata/agent").getAccessMode());
         assertEquals("content of token", Files.readString(agent.resolve("token")));
+        assertEquals("content of node/tls.key", Files.readString(agent.resolve("tls.key")));
         assertEquals("r--------", PosixFilePermissions.toString(Files.getPosixFilePermissions(agent.resolve("tls.key"))));
         assertFalse(Files.exists(agent.resolve("ca.key")));
         assertTrue(Files.isSymbolicLink(agent.resolve("token")), "kubelet's layout: files through ..data");
@@ -115,12 +117,11 @@ class KubeletTest {
         JWTClaimsSet identity = claims(node.onHost("/var/run/secrets/strata/identity/token"));
         assertEquals(List.of("strata.csi.dev"), identity.getAudience());
         assertEquals("system:serviceaccount:strata-system:strata-node", identity.getSubject());
-        assertEquals(3600_000L, identity.getExpirationTime().getTime() - identity.getIssueTime().getTime());
+        assertEquals(600_000L, identity.getExpirationTime().getTime() - identity.getIssueTime().getTime());
         assertEquals("node-1", ((Map<?, ?>) identity.getJSONObjectClaim("kubernetes.io").get("node")).get("name"));
-        Path api = node.onHost("/var/run/secrets/kubernetes.io/serviceaccount");
-        assertTrue(ISSUER.issued(Files.readString(api.resolve("token")), TestApiServer.AUDIENCE), "the apiserver's audience");
-        assertEquals("the cluster CA", Files.readString(api.resolve("ca.crt")));
-        assertFalse(Files.exists(api.resolve("namespace")), "automountServiceAccountToken: false; only what node.yaml projects");
+        assertTrue(node.binds().stream().noneMatch(bind ->
+                bind.getVolume().getPath().startsWith("/var/run/secrets/kubernetes.io")),
+                "automountServiceAccountToken: false, and node-server reads nothing from the apiserver");
     }
 
     @Test
@@ -134,6 +135,7 @@ class KubeletTest {
         assertEquals(List.of(), controller.capAdd());
         assertTrue(controller.securityOpts().contains("no-new-privileges"), "allowPrivilegeEscalation: false");
         assertEquals(new DockerContainer.HttpGet(9873, "/healthz"), controller.readiness().orElseThrow(), "the named port resolved");
+        assertEquals("content of controller/tls.key", Files.readString(controller.onHost("/etc/strata/agent/tls.key")), "its own pair");
         Path socketDir = controller.onHost("/csi");
         assertTrue(socketDir.toString().contains("/volumes/kubernetes.io~empty-dir/socket-dir"), socketDir.toString());
 

@@ -7,6 +7,7 @@ import dev.strata.csi.deploy.PodTemplate.VolumePath;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -916,18 +917,25 @@ final class ManifestChecks {
         return problems;
     }
 
-    /** The agent credentials the servers read are the files of the kustomization's Secret, mounted from it. */
+    /**
+     * The agent credentials the servers read are the files of the kustomization's Secrets, mounted
+     * from them; each server gets its own pair (controller/ or node/ of hack/agent-credentials.sh),
+     * and no node pod mounts a Secret that holds the controller's pair (with it, a node could call
+     * every other node's agent).
+     */
     List<String> credentials() {
         List<String> problems = new ArrayList<>();
-        Map<String, Object> generator = Tree.maps(manifests.kustomization(), "secretGenerator").stream().findFirst().orElse(Map.of());
-        String secret = Tree.string(generator, "name");
-        Set<String> files = new HashSet<>();
-        Tree.strings(generator, "files").forEach(file -> files.add(Path.of(file.replaceFirst("^[^=]*=", "")).getFileName().toString()));
-        if (files.contains("ca.key")) {
-            problems.add(Manifests.KUSTOMIZATION + ": the CA's key must stay offline, not go into the Secret");
+        Map<String, List<String>> secrets = new HashMap<>();
+        for (Map<String, Object> generator : Tree.maps(manifests.kustomization(), "secretGenerator")) {
+            List<String> files = Tree.strings(generator, "files").stream().map(file -> file.replaceFirst("^[^=]*=", "")).toList();
+            secrets.put(Tree.string(generator, "name"), files);
+            if (files.stream().anyMatch(file -> Path.of(file).getFileName().toString().equals("ca.key"))) {
+                problems.add(Manifests.KUSTOMIZATION + ": the CA's key must stay offline, not go into the Secret");
+            }
         }
         for (PodTemplate pod : manifests.pods()) {
             Container server = pod.driver();
+            String pair = pod.owner().kind().equals("Deployment") ? "controller" : "node";
             for (String flag : List.of("agent-token-file", "agent-tls-cert", "agent-tls-key", "agent-tls-ca")) {
                 String where = pod.owner().describe() + ": --" + flag + " ";
                 Optional<String> path = server.flagValue(flag);
@@ -937,10 +945,26 @@ final class ManifestChecks {
                 }
                 Optional<VolumePath> file = pod.resolve(server, path.get());
                 Optional<String> secretName = file.flatMap(f -> pod.volume(f.volume())).map(v -> Tree.string(v, "secret", "secretName"));
-                if (secretName.isEmpty() || !secretName.get().equals(secret)) {
-                    problems.add(where + path.get() + " is not in a volume of Secret " + secret);
-                } else if (!files.contains(file.get().relative())) {
-                    problems.add(where + path.get() + ": the Secret has no key " + file.get().relative());
+                List<String> files = secretName.map(secrets::get).orElse(null);
+                Optional<String> source = files == null ? Optional.empty()
+                        : files.stream().filter(f -> Path.of(f).getFileName().toString().equals(file.get().relative())).findFirst();
+                if (files == null) {
+                    problems.add(where + path.get() + " is not in a volume of a Secret the kustomization makes " + secrets.keySet());
+                } else if (source.isEmpty()) {
+                    problems.add(where + path.get() + ": Secret " + secretName.get() + " has no key " + file.get().relative());
+                } else if (flag.equals("agent-tls-cert") || flag.equals("agent-tls-key")) {
+                    if (!source.get().contains("/" + pair + "/")) {
+                        problems.add(where + path.get() + " is " + source.get() + ", not the " + pair + " pair's");
+                    }
+                }
+            }
+            if (pair.equals("node")) {
+                for (Map<String, Object> volume : Tree.maps(pod.spec(), "volumes")) {
+                    List<String> files = secrets.getOrDefault(Tree.string(volume, "secret", "secretName"), List.of());
+                    if (files.stream().anyMatch(file -> file.contains("/controller/"))) {
+                        problems.add(pod.owner().describe() + ": volume " + volume.get("name")
+                                + " holds the controller's pair: a node must not hold what calls other nodes' agents");
+                    }
                 }
             }
         }
@@ -948,46 +972,52 @@ final class ManifestChecks {
     }
 
     /**
-     * Per-node identity on the agent channel: each server presents a projected token for the
-     * audience the other side expects, accepts the other server's ServiceAccount only, reads the
-     * signing keys from the apiserver with a token and CA of its own, and may read them (RBAC).
+     * Per-node identity on the agent channel: node-server presents a short-lived projected token for
+     * the audience the controller expects; controller-server checks it (the keys read from the
+     * apiserver, the node's ServiceAccount only), may read the keys and the issuer (RBAC), and
+     * sends no token of its own to the nodes (its client certificate proves it; a token every node
+     * receives would be worth something to each of them).
      */
     List<String> identity() {
         List<String> problems = new ArrayList<>();
-        Map<String, String> other = Map.of("Deployment", "DaemonSet", "DaemonSet", "Deployment");
-        for (PodTemplate pod : manifests.pods()) {
-            Container server = pod.driver();
-            String where = pod.owner().describe() + ": ";
-            if (!server.flagValue("agent-identity-keys").equals(Optional.of("kubernetes"))) {
-                problems.add(where + "--agent-identity-keys=kubernetes is not given");
-            }
-            String audience = server.flagValue("agent-identity-audience").orElse("strata.csi.dev");
-            Optional<String> tokenFile = server.flagValue("agent-identity-token-file");
-            Optional<Map<String, Object>> source = tokenFile.flatMap(path -> pod.resolve(server, path))
-                    .flatMap(file -> projectedToken(pod, file));
-            if (source.isEmpty() || !audience.equals(Tree.string(source.get(), "audience"))) {
-                problems.add(where + "--agent-identity-token-file is not a projected ServiceAccount token for the audience " + audience);
-            }
-            List<String> peers = manifests.pods().stream().filter(p -> p.owner().kind().equals(other.get(pod.owner().kind())))
-                    .map(p -> p.namespace() + "/" + p.serviceAccount()).toList();
-            if (!server.flagValue("agent-identity-callers").map(callers -> List.of(callers.split(","))).equals(Optional.of(peers))) {
-                problems.add(where + "--agent-identity-callers must name the other server's ServiceAccount " + peers);
-            }
-            boolean automounted = !Boolean.FALSE.equals(Tree.at(pod.spec(), "automountServiceAccountToken"));
-            Optional<Map<String, Object>> apiToken = pod.resolve(server, "/var/run/secrets/kubernetes.io/serviceaccount/token")
-                    .flatMap(file -> projectedToken(pod, file));
-            if (!automounted && (apiToken.isEmpty() || Tree.at(apiToken.get(), "audience") != null)) {
-                problems.add(where + "node-server has no API token to read the signing keys with");
-            }
-            boolean mayReadKeys = manifests.ofKind("ClusterRoleBinding").stream().anyMatch(binding ->
-                    Tree.maps(binding.body(), "subjects").stream().anyMatch(subject -> pod.serviceAccount().equals(subject.get("name"))
-                            && pod.namespace().equals(subject.get("namespace")))
-                    && Tree.maps(manifests.one("ClusterRole", Tree.string(binding.body(), "roleRef", "name")).body(), "rules").stream()
-                            .anyMatch(rule -> Tree.strings(rule, "nonResourceURLs").contains("/openid/v1/jwks")
-                                    && Tree.strings(rule, "verbs").contains("get")));
-            if (!mayReadKeys) {
-                problems.add(where + "ServiceAccount " + pod.serviceAccount() + " may not get /openid/v1/jwks");
-            }
+        PodTemplate controller = manifests.pod("Deployment", "strata-controller");
+        PodTemplate node = manifests.pod("DaemonSet", "strata-node");
+        Container controllerServer = controller.driver();
+        Container nodeServer = node.driver();
+        String where = controller.owner().describe() + ": ";
+        if (!controllerServer.flagValue("agent-identity-keys").equals(Optional.of("kubernetes"))) {
+            problems.add(where + "--agent-identity-keys=kubernetes is not given");
+        }
+        List<String> peers = List.of(node.namespace() + "/" + node.serviceAccount());
+        if (!controllerServer.flagValue("agent-identity-callers").map(callers -> List.of(callers.split(","))).equals(Optional.of(peers))) {
+            problems.add(where + "--agent-identity-callers must name node-server's ServiceAccount " + peers);
+        }
+        if (controllerServer.flagValue("agent-identity-token-file").isPresent()) {
+            problems.add(where + "--agent-identity-token-file: a token sent to every node would be worth something to each of them");
+        }
+        boolean mayRead = manifests.ofKind("ClusterRoleBinding").stream().anyMatch(binding ->
+                Tree.maps(binding.body(), "subjects").stream().anyMatch(subject -> controller.serviceAccount().equals(subject.get("name"))
+                        && controller.namespace().equals(subject.get("namespace")))
+                && Tree.maps(manifests.one("ClusterRole", Tree.string(binding.body(), "roleRef", "name")).body(), "rules").stream()
+                        .anyMatch(rule -> Tree.strings(rule, "nonResourceURLs").containsAll(List.of("/openid/v1/jwks",
+                                "/.well-known/openid-configuration")) && Tree.strings(rule, "verbs").contains("get")));
+        if (!mayRead) {
+            problems.add(where + "ServiceAccount " + controller.serviceAccount() + " may not get /openid/v1/jwks and "
+                    + "/.well-known/openid-configuration");
+        }
+
+        where = node.owner().describe() + ": ";
+        String audience = controllerServer.flagValue("agent-identity-audience").orElse("strata.csi.dev");
+        Optional<Map<String, Object>> source = nodeServer.flagValue("agent-identity-token-file").flatMap(path -> node.resolve(nodeServer, path))
+                .flatMap(file -> projectedToken(node, file));
+        if (source.isEmpty() || !audience.equals(Tree.string(source.get(), "audience"))) {
+            problems.add(where + "--agent-identity-token-file is not a projected ServiceAccount token for the audience " + audience);
+        } else if (!(Tree.at(source.get(), "expirationSeconds") instanceof Number seconds) || seconds.longValue() > 600) {
+            problems.add(where + "the identity token must live 600 s (the shortest the apiserver issues): a deleted pod's token "
+                    + "registers its node until it expires");
+        }
+        if (nodeServer.flagValue("agent-identity-keys").isPresent()) {
+            problems.add(where + "--agent-identity-keys: over TLS the agent takes calls with the controller's certificate, no token");
         }
         return problems;
     }

@@ -253,23 +253,33 @@ class ManifestsTest {
     }
 
     @Test
-    void theServersReadTheirCredentialsFromTheGeneratedSecret() throws Exception {
+    void theServersReadTheirCredentialsFromTheGeneratedSecrets() throws Exception {
         assertEquals(List.of(), checks().credentials());
         assertFalse(broken(m -> replaceArg(m, "DaemonSet", "strata-node", "node-server", "--agent-tls-ca",
                 "--agent-tls-ca=/etc/strata/agent/ca.pem")).credentials().isEmpty());
+        assertFalse(broken(m -> Tree.map(m.pod("DaemonSet", "strata-node").volume("agent-credentials").orElseThrow(), "secret")
+                .put("secretName", "strata-controller-credentials")).credentials().isEmpty(), "a node must not mount the controller's pair");
+        assertFalse(broken(m -> Tree.map(m.pod("Deployment", "strata-controller").volume("agent-credentials").orElseThrow(), "secret")
+                .put("secretName", "strata-node-credentials")).credentials().isEmpty(), "the controller serves its own pair");
     }
 
     @Test
-    void eachServerPresentsAndChecksPerNodeIdentity() throws Exception {
+    void nodesPresentTheirIdentityAndTheControllerChecksIt() throws Exception {
         assertEquals(List.of(), checks().identity());
-        assertFalse(broken(m -> replaceArg(m, "DaemonSet", "strata-node", "node-server", "--agent-identity-callers",
-                "--agent-identity-callers=strata-system/strata-node")).identity().isEmpty(), "the agent must take the controller's calls only");
-        assertFalse(broken(m -> m.pod("Deployment", "strata-controller").volume("identity").ifPresent(volume -> Tree
+        assertFalse(broken(m -> replaceArg(m, "Deployment", "strata-controller", "controller-server", "--agent-identity-callers",
+                "--agent-identity-callers=strata-system/strata-controller")).identity().isEmpty(), "registrations come from nodes");
+        assertFalse(broken(m -> args(m, "Deployment", "strata-controller", "controller-server")
+                .add("--agent-identity-token-file=/var/run/secrets/strata/identity/token")).identity().isEmpty(),
+                "the controller sends no token to the nodes");
+        assertFalse(broken(m -> m.pod("DaemonSet", "strata-node").volume("identity").ifPresent(volume -> Tree
                 .map(Tree.maps(volume, "projected", "sources").getFirst(), "serviceAccountToken").put("audience", "https://kubernetes.default.svc")))
                 .identity().isEmpty(), "a token for the apiserver's audience would be worth something there");
+        assertFalse(broken(m -> m.pod("DaemonSet", "strata-node").volume("identity").ifPresent(volume -> Tree
+                .map(Tree.maps(volume, "projected", "sources").getFirst(), "serviceAccountToken").put("expirationSeconds", 3600)))
+                .identity().isEmpty(), "a deleted pod's token would register its node for an hour");
         assertFalse(broken(m -> m.pod("DaemonSet", "strata-node").spec().remove("volumes")).identity().isEmpty());
         assertFalse(broken(m -> Tree.list(m.one("ClusterRoleBinding", "strata-token-keys").body(), "subjects").removeLast())
-                .identity().isEmpty(), "node-server must be allowed to read the keys");
+                .identity().isEmpty(), "controller-server must be allowed to read the keys");
     }
 
     @Test

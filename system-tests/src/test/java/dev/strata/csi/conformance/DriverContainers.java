@@ -60,7 +60,6 @@ final class DriverContainers implements AutoCloseable {
     static final String NODE_NAME = "container-node";
     private static final String REGISTERED = "msg=\"registered with controller\"";
     private static final Duration START_TIMEOUT = Duration.ofSeconds(90);
-    private static final String SECRET = "strata-agent-credentials";
 
     /** One server container: how the manifests run it and the container running it. */
     private record Server(DockerContainer spec, GenericContainer<?> container) {
@@ -194,7 +193,7 @@ final class DriverContainers implements AutoCloseable {
             // What a node has before the driver is installed: kubelet's directory and its plugin registry.
             Files.createDirectories(root.resolve("var/lib/kubelet/plugins_registry"));
             kubelet = new Kubelet(new Kubelet.Site(root, NODE_NAME, hostIp, hostIp, apiServer.port(), apiServer.caFile(), issuer,
-                    Map.of(SECRET, credentials)), deploy);
+                    Map.of("strata-controller-credentials", credentials, "strata-node-credentials", credentials)), deploy);
         } catch (Exception | AssertionError e) {
             if (apiServer != null) {
                 apiServer.close();

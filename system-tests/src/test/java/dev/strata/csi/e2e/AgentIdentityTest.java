@@ -36,13 +36,16 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Per-node identity on the agent channel, with ServiceAccount tokens from {@link TestIssuer} (a
- * TEST stand-in for the apiserver, which cannot run here) given to the servers as kubelet gives
- * projected tokens: node A's credentials cannot act as node B, nor call B's agent, and a call
- * without an identity token, or with a token of an earlier pod, is refused. The node-servers run
- * as deployed (--agent-identity-keys=kubernetes, in a container whose pod has its ServiceAccount's
- * files): they read the keys over HTTPS from {@link TestApiServer}, which answers as
- * kube-apiserver does; controller-server, a process on the host here, reads them from a file.
+ * Per-node identity on the plaintext agent channel (one machine), where identity tokens are all
+ * either side can check, with ServiceAccount tokens from {@link TestIssuer} (a TEST stand-in for
+ * the apiserver, which cannot run here) given to the servers as kubelet gives projected tokens:
+ * node A's credentials cannot act as node B, nor call B's agent, and a call without an identity
+ * token, or with a token of an earlier pod, is refused. The node-servers run in a container whose
+ * pod has its ServiceAccount's files (--agent-identity-keys=kubernetes): they read the keys and the
+ * issuer over HTTPS from {@link TestApiServer}, which answers as kube-apiserver does;
+ * controller-server, a process on the host here, reads them from a file and is told the issuer.
+ * Over TLS, as deployed, the agents take the controller's client certificate instead:
+ * {@link CompromisedNodeTest}.
  */
 @Tag("root")
 class AgentIdentityTest {
@@ -70,7 +73,7 @@ class AgentIdentityTest {
         Path tokenB = token("node-b", TestIssuer.Claims.of("strata-csi", "strata-node", "node-b", "pod-b1"));
         cluster = Cluster.start(dir.resolve("cluster"), List.of("--agent-plaintext", "true"),
                 List.of("--agent-identity-keys", keys.toString(), "--agent-identity-callers", "strata-csi/strata-node",
-                        "--agent-identity-token-file", controllerToken.toString()),
+                        "--agent-identity-token-file", controllerToken.toString(), "--agent-identity-issuer", TestIssuer.ISSUER),
                 Map.of("AGENT_IDENTITY_CALLERS", "strata-csi/strata-controller"));
         nodePod = Cluster.Launch.CONTAINER.with(apiServer.serviceEnvironment("127.0.0.1")).with("AGENT_IDENTITY_KEYS", "kubernetes")
                 .withServiceAccount(apiServer.serviceAccount(dir.resolve("node-service-account"), "strata-csi", "strata-node"));
@@ -100,8 +103,9 @@ class AgentIdentityTest {
         assertTrue(requests.size() >= 2, "each node-server read the keys at start: " + requests);
         assertEquals(List.of(200, 200), requests.subList(0, 2).stream().map(TestApiServer.Request::status).toList(), requests.toString());
         for (TestApiServer.Request request : requests) {
-            assertEquals("GET " + TestApiServer.KEYS_PATH + " application/jwk-set+json, application/json;q=0.9",
-                    request.method() + " " + request.path() + " " + request.accept());
+            assertTrue(List.of("GET " + TestApiServer.KEYS_PATH + " application/jwk-set+json, application/json;q=0.9",
+                    "GET " + TestApiServer.DISCOVERY_PATH + " application/json").contains(
+                    request.method() + " " + request.path() + " " + request.accept()), request.toString());
         }
     }
 
@@ -118,7 +122,7 @@ class AgentIdentityTest {
         // A cluster of its own: the controller cannot tell what a node whose agent refuses it holds, and would refuse every create.
         try (Cluster refusing = Cluster.start(dir.resolve("cluster-c"), List.of("--agent-plaintext", "true"),
                 List.of("--agent-identity-keys", dir.resolve("jwks.json").toString(), "--agent-identity-callers", "strata-csi/strata-node",
-                        "--agent-identity-token-file", dir.resolve("controller.token").toString()),
+                        "--agent-identity-token-file", dir.resolve("controller.token").toString(), "--agent-identity-issuer", TestIssuer.ISSUER),
                 Map.of("AGENT_IDENTITY_CALLERS", "strata-csi/strata-controller"))) {
             refusing.startNode("node-c", nodePod.with("AGENT_IDENTITY_TOKEN_FILE", tokenC.toString()).withServiceAccount(refusedAccount));
             String cannotRead = "cannot read the cluster's signing keys from " + apiServer.keysUri("127.0.0.1") + ": HTTP 401 Unauthorized";
@@ -200,9 +204,9 @@ class AgentIdentityTest {
     }
 
     @Test
-    void withoutNodeClaimsTheSharedTokenDecidesWithAWarning() throws Exception {
+    void withoutNodeClaimATokenProvesNoNodeAndIsRefused() throws Exception {
         Path noClaim = token("node-old", TestIssuer.Claims.of("strata-csi", "strata-node", "node-old", "pod-o1").withoutNode());
-        assertEquals(Status.Code.OK, register("node-old", holding(noClaim)));
-        cluster.controllerProcess().awaitOutput("carry no node claim"); // the fallback is said in the log
+        assertEquals(Status.Code.PERMISSION_DENIED, register("node-old", holding(noClaim)));
+        cluster.controllerProcess().awaitOutput("carries no node claim"); // the refusal, and the flag that takes the risk, in the log
     }
 }

@@ -16,7 +16,10 @@ import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.Map;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Tag;
@@ -37,10 +40,7 @@ class AgentTlsTest {
         Path script = Path.of(System.getProperty("user.dir")).getParent().resolve("hack/agent-credentials.sh");
         String out = SystemState.run("bash", script.toString(), credentials.toString(), "1");
         assertTrue(out.contains("wrote token"), out);
-        List<String> tls = List.of("--agent-tls-cert", credentials.resolve("tls.crt").toString(),
-                "--agent-tls-key", credentials.resolve("tls.key").toString(),
-                "--agent-tls-ca", credentials.resolve("ca.crt").toString());
-        try (Cluster cluster = Cluster.start(dir.resolve("cluster"), tls, "node-a")) {
+        try (Cluster cluster = Cluster.startWithTls(dir.resolve("cluster"), credentials, List.of(), Map.of(), "node-a")) {
             PipelineTest.cluster = cluster;
             Volume volume = PipelineTest.create("pvc-tls", 8 << 20, PipelineTest.mount("ext4"), "node-a");
             assertEquals("local/node-a/pvc-tls", volume.getVolumeId(), "controller reached the agent over TLS");
@@ -63,9 +63,10 @@ class AgentTlsTest {
     }
 
     /**
-     * A renewed Secret, replaced as kubelet replaces a Secret volume's files (a new directory, then
-     * the ..data link swapped in one rename): the next TLS handshake with either server presents
-     * the new certificate, with no restart, and volumes keep working.
+     * Renewed Secrets (both pairs, hack/agent-credentials.sh --renew), replaced as kubelet replaces a
+     * Secret volume's files (a new directory, then the ..data link swapped in one rename): the next
+     * TLS handshake with either server presents its new certificate, with no restart, the agents
+     * take the controller's new client certificate, and volumes keep working.
      */
     @Test
     void renewedCertificatesAreServedByTheNextHandshakeWithoutARestart() throws Exception {
@@ -75,30 +76,29 @@ class AgentTlsTest {
         SystemState.run("bash", script.toString(), first.toString(), "1");
         Path renewed = dir.resolve("renewed");
         SystemState.run("cp", "-r", first.toString(), renewed.toString());
-        assertTrue(SystemState.run("bash", script.toString(), "--renew", renewed.toString(), "1").contains("wrote tls.crt"));
+        assertTrue(SystemState.run("bash", script.toString(), "--renew", renewed.toString(), "1").contains("wrote controller/tls.crt"));
 
-        Path secret = dir.resolve("secret");
-        publish(secret, first, "..2026_11_23_first");
-        List<String> tls = List.of("--agent-tls-cert", secret.resolve("tls.crt").toString(),
-                "--agent-tls-key", secret.resolve("tls.key").toString(),
-                "--agent-tls-ca", secret.resolve("ca.crt").toString());
-        try (Cluster cluster = Cluster.start(dir.resolve("cluster"), tls, "node-a")) {
+        // The two Secrets as mounted, laid out as deploy/credentials (Cluster.startWithTls reads them there).
+        Path secrets = dir.resolve("secrets");
+        publish(secrets, first, "..2026_11_23_first");
+        Files.copy(first.resolve("ca.crt"), secrets.resolve("ca.crt"));
+        try (Cluster cluster = Cluster.startWithTls(dir.resolve("cluster"), secrets, List.of(), Map.of(), "node-a")) {
             int agentPort = cluster.agentPort("node-a");
-            assertEquals(fingerprint(first.resolve("tls.crt")), presented(cluster.registryPort()));
-            assertEquals(fingerprint(first.resolve("tls.crt")), presented(agentPort));
+            assertEquals(fingerprint(first.resolve("controller/tls.crt")), presented(cluster.registryPort()));
+            assertEquals(fingerprint(first.resolve("node/tls.crt")), presented(agentPort));
 
-            publish(secret, renewed, "..2026_11_23_renewed");
-            assertEquals(fingerprint(renewed.resolve("tls.crt")), presented(cluster.registryPort()), "controller-server");
-            assertEquals(fingerprint(renewed.resolve("tls.crt")), presented(agentPort), "node-server's agent");
+            publish(secrets, renewed, "..2026_11_23_renewed");
+            assertEquals(fingerprint(renewed.resolve("controller/tls.crt")), presented(cluster.registryPort()), "controller-server");
+            assertEquals(fingerprint(renewed.resolve("node/tls.crt")), presented(agentPort), "node-server's agent");
             cluster.controllerProcess().awaitOutput("agent TLS certificate reloaded");
             cluster.node("node-a").process().awaitOutput("agent TLS certificate reloaded");
 
             // Files caught mid-replacement (a key of another certificate) are not served: the previous pair stays.
             Path mismatched = dir.resolve("mismatched");
             SystemState.run("cp", "-r", renewed.toString(), mismatched.toString());
-            java.nio.file.Files.copy(first.resolve("tls.key"), mismatched.resolve("tls.key"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
-            publish(secret, mismatched, "..2026_11_23_mismatched");
-            assertEquals(fingerprint(renewed.resolve("tls.crt")), presented(agentPort));
+            Files.copy(first.resolve("node/tls.key"), mismatched.resolve("node/tls.key"), StandardCopyOption.REPLACE_EXISTING);
+            publish(secrets, mismatched, "..2026_11_23_mismatched");
+            assertEquals(fingerprint(renewed.resolve("node/tls.crt")), presented(agentPort));
             cluster.node("node-a").process().awaitOutput("cannot be used; serving the previous ones");
 
             PipelineTest.cluster = cluster;
@@ -110,8 +110,11 @@ class AgentTlsTest {
         }
     }
 
-    static void publish(Path secret, Path from, String version) throws Exception {
-        SecretVolume.publish(secret, from, version, List.of("token", "ca.crt", "tls.crt", "tls.key"));
+    /** Publishes the controller's and the node's Secret from {@code credentials}, at {@code secrets}/controller and /node. */
+    static void publish(Path secrets, Path credentials, String version) throws Exception {
+        for (String pair : List.of("controller", "node")) {
+            SecretVolume.publish(secrets.resolve(pair), SecretVolume.agentCredentials(credentials, pair), version);
+        }
     }
 
     /** The SHA-256 of the certificate a new TLS handshake with 127.0.0.1:port presents (trusting anything: only to look). */

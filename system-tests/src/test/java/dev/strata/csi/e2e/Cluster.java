@@ -48,6 +48,8 @@ public final class Cluster implements AutoCloseable {
 
     private final List<String> controllerFlags;
     private final Map<String, String> nodeEnvironment;
+    /** How controller-server runs: on the host, or in its pod (only its ServiceAccount files and environment matter). */
+    private Launch controllerLaunch = Launch.HOST;
 
     private Cluster(Path dir, int replicas, List<String> sharedFlags, List<String> controllerFlags, Map<String, String> nodeEnvironment)
             throws IOException {
@@ -76,17 +78,41 @@ public final class Cluster implements AutoCloseable {
     /** Starts with flags of the controller's own too, and the node-servers run with extra environment variables. */
     public static Cluster start(Path dir, List<String> sharedFlags, List<String> controllerFlags, Map<String, String> nodeEnvironment,
             String... nodeIds) throws Exception {
-        return start(dir, 1, sharedFlags, controllerFlags, nodeEnvironment, nodeIds);
+        return start(dir, 1, sharedFlags, controllerFlags, Launch.HOST, nodeEnvironment, nodeIds);
+    }
+
+    /**
+     * Starts with the agent channel over TLS as deployed, from what hack/agent-credentials.sh
+     * wrote to {@code credentials}: controller-server with the controller pair, the node-servers
+     * with the node pair (by environment, so that node-servers started later get it too).
+     */
+    public static Cluster startWithTls(Path dir, Path credentials, List<String> controllerFlags, Map<String, String> nodeEnvironment,
+            String... nodeIds) throws Exception {
+        return startWithTls(dir, credentials, Launch.HOST, controllerFlags, nodeEnvironment, nodeIds);
+    }
+
+    /** As {@link #startWithTls(Path, Path, List, Map, String...)}, controller-server launched as {@code controllerLaunch} says. */
+    public static Cluster startWithTls(Path dir, Path credentials, Launch controllerLaunch, List<String> controllerFlags,
+            Map<String, String> nodeEnvironment, String... nodeIds) throws Exception {
+        List<String> controller = new ArrayList<>(List.of("--agent-tls-cert", credentials.resolve("controller/tls.crt").toString(),
+                "--agent-tls-key", credentials.resolve("controller/tls.key").toString()));
+        controller.addAll(controllerFlags);
+        Map<String, String> node = new LinkedHashMap<>(nodeEnvironment);
+        node.put("AGENT_TLS_CERT", credentials.resolve("node/tls.crt").toString());
+        node.put("AGENT_TLS_KEY", credentials.resolve("node/tls.key").toString());
+        return start(dir, 1, List.of("--agent-tls-ca", credentials.resolve("ca.crt").toString()), controller, controllerLaunch, node,
+                nodeIds);
     }
 
     /** Starts {@code replicas} controller-servers (plaintext agent channel) and the node-servers, each registered with all of them. */
     public static Cluster startReplicated(Path dir, int replicas, String... nodeIds) throws Exception {
-        return start(dir, replicas, List.of("--agent-plaintext", "true"), List.of(), Map.of(), nodeIds);
+        return start(dir, replicas, List.of("--agent-plaintext", "true"), List.of(), Launch.HOST, Map.of(), nodeIds);
     }
 
-    private static Cluster start(Path dir, int replicas, List<String> sharedFlags, List<String> controllerFlags,
+    private static Cluster start(Path dir, int replicas, List<String> sharedFlags, List<String> controllerFlags, Launch controllerLaunch,
             Map<String, String> nodeEnvironment, String... nodeIds) throws Exception {
         Cluster cluster = new Cluster(dir, replicas, sharedFlags, controllerFlags, nodeEnvironment);
+        cluster.controllerLaunch = controllerLaunch;
         try {
             for (int replica = 0; replica < replicas; replica++) {
                 cluster.startController(replica);
@@ -117,7 +143,14 @@ public final class Cluster implements AutoCloseable {
             args.addAll(List.of("--agent-settle-time", "0s"));
         }
         args.addAll(controllerFlags);
-        controllers.set(replica, ServerProcess.start(ControllerServer.class, args.toArray(String[]::new)).awaitListening(socket));
+        // In its pod: a mount namespace of its own (slave: the host's unmounts still reach it, so it
+        // holds no other test's mounts) whose /run holds only its ServiceAccount's files.
+        List<String> launcher = controllerLaunch.serviceAccount().map(account -> List.of("unshare", "--mount", "--propagation", "slave",
+                "--", "sh", "-c", "mount -t tmpfs -o size=1m,mode=0755 strata-run /run && mkdir -p " + SigningKeys.SERVICE_ACCOUNT_DIR
+                        + " && cp \"$0/ca.crt\" \"$0/token\" \"$0/namespace\" " + SigningKeys.SERVICE_ACCOUNT_DIR + "/ && exec \"$@\"",
+                account.toString())).orElse(List.of());
+        controllers.set(replica, ServerProcess.start(launcher, ControllerServer.class, controllerLaunch.environment(),
+                args.toArray(String[]::new)).awaitListening(socket));
         controllerChannels.set(replica, channel(socket));
     }
 

@@ -22,7 +22,12 @@ import csi.v1.IdentityGrpc;
 import csi.v1.NodeGrpc;
 import dev.strata.csi.agent.api.AgentRegistryGrpc;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
+import dev.strata.csi.auth.AgentSecurity;
 import dev.strata.csi.auth.AgentToken;
+import dev.strata.csi.auth.IdentityToken;
+import dev.strata.csi.testing.TestIssuer;
+import io.grpc.CallCredentials;
+import io.grpc.CompositeCallCredentials;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
 import io.grpc.CallOptions;
@@ -61,7 +66,8 @@ import org.junit.jupiter.api.io.TempDir;
  * INTERNAL or UNKNOWN or carried Java exception text, every
  * canary is as it was, no mount or loop device appeared outside the test's directory, and a real
  * volume still goes through the whole pipeline. {@code -Dstrata.hostile.seed=N} replays a run;
- * {@code -Dstrata.hostile.requests=N} sets how many.
+ * {@code -Dstrata.hostile.requests=N} sets how many. Over TLS, as deployed, a twentieth of that
+ * many knock at the agent channel's door without the controller's certificate or a node's token.
  */
 @Tag("root")
 class HostileRequestsTest {
@@ -188,6 +194,93 @@ class HostileRequestsTest {
                 Thread.sleep(500);
             }
         }
+    }
+
+    /**
+     * The agent channel's door over TLS, as deployed (issue 40): seeded random malformed requests to
+     * every unary RPC of the agent, with the shared token and without a client certificate
+     * (UNAUTHENTICATED, every one) or with the node pair as one (the handshake refuses it:
+     * UNAVAILABLE, every one), and registrations with a token of another issuer or without a token
+     * (UNAUTHENTICATED, every one). Nothing reaches a handler: the pool is as it was, and a volume
+     * still goes through the whole pipeline.
+     */
+    @Test
+    void theAgentChannelTurnsAwayEveryoneButTheControllerAndTheNodes() throws Exception {
+        Root.require();
+        long seed = Long.getLong("strata.hostile.seed", new Random().nextLong());
+        int requests = Integer.getInteger("strata.hostile.requests", DEFAULT_REQUESTS) / 20;
+        System.out.printf("hostile agent channel: seed=%d%n", seed);
+        Path credentials = dir.resolve("credentials");
+        SystemState.run("bash", Path.of(System.getProperty("user.dir")).getParent().resolve("hack/agent-credentials.sh").toString(),
+                credentials.toString(), "1");
+        TestIssuer issuer = new TestIssuer("hostile-key");
+        Path keys = issuer.writeKeys(dir.resolve("jwks.json"));
+        Path nodeToken = Files.writeString(dir.resolve("node.token"), issuer.token(TestIssuer.Claims.of("strata-csi", "strata-node", NODE, "pod-1")));
+        Path otherIssuer = Files.writeString(dir.resolve("other-issuer.token"), issuer.token(
+                TestIssuer.Claims.of("strata-csi", "strata-node", NODE, "pod-1").issuer("https://other-cluster.invalid")));
+        Map<String, Status.Code> expected = Map.of("agent, no client certificate", Status.Code.UNAUTHENTICATED,
+                "agent, the node pair as client certificate", Status.Code.UNAVAILABLE,
+                "registry, a token of another issuer", Status.Code.UNAUTHENTICATED, "registry, no identity token", Status.Code.UNAUTHENTICATED);
+        Map<String, Map<Status.Code, Integer>> answers = new TreeMap<>();
+        try (Cluster cluster = Cluster.startWithTls(dir.resolve("cluster"), credentials, List.of("--agent-identity-keys", keys.toString(),
+                "--agent-identity-issuer", TestIssuer.ISSUER, "--agent-identity-callers", "strata-csi/strata-node"),
+                Map.of("AGENT_IDENTITY_TOKEN_FILE", nodeToken.toString()), NODE)) {
+            List<String> poolBefore = SystemState.run("ls", "-lA", cluster.node(NODE).pool().toString()).lines().toList();
+            Map<String, ManagedChannel> channels = new TreeMap<>();
+            int agentPort = cluster.agentPort(NODE);
+            channels.put("agent, no client certificate", CompromisedNodeTest.tls(credentials, agentPort, AgentSecurity.NODE_NAME, null));
+            channels.put("agent, the node pair as client certificate",
+                    CompromisedNodeTest.tls(credentials, agentPort, AgentSecurity.NODE_NAME, credentials.resolve("node")));
+            ManagedChannel registry = CompromisedNodeTest.tls(credentials, cluster.registryPort(), AgentSecurity.CONTROLLER_NAME, null);
+            channels.put("registry, a token of another issuer", registry);
+            channels.put("registry, no identity token", registry);
+            try {
+                AgentToken token = AgentToken.fromFile(cluster.tokenFile());
+                Map<String, CallCredentials> credentialsOf = Map.of(
+                        "registry, a token of another issuer", new CompositeCallCredentials(token.credentials(),
+                                new IdentityToken(otherIssuer).credentials()));
+                Map<String, List<Target>> targets = new TreeMap<>();
+                for (String door : channels.keySet()) {
+                    List<Target> list = new ArrayList<>();
+                    add(list, door, door.startsWith("agent") ? NodeAgentGrpc.getServiceDescriptor() : AgentRegistryGrpc.getServiceDescriptor(),
+                            channels.get(door), true);
+                    targets.put(door, list);
+                }
+                Values values = new Values(new Random(seed), dir, cluster.kubeletDir(NODE, "pods/fuzz"), new Canaries(outside).paths());
+                List<String> wrong = new ArrayList<>();
+                for (int i = 0; i < requests; i++) {
+                    String door = List.copyOf(channels.keySet()).get(values.random.nextInt(channels.size()));
+                    Target target = targets.get(door).get(values.random.nextInt(targets.get(door).size()));
+                    CallOptions options = CallOptions.DEFAULT.withDeadlineAfter(30, TimeUnit.SECONDS)
+                            .withCallCredentials(credentialsOf.getOrDefault(door, token.credentials()));
+                    Status.Code code;
+                    try {
+                        ClientCalls.blockingUnaryCall(target.channel(), target.method(), options, values.message(target.input(), 0));
+                        code = Status.Code.OK;
+                    } catch (StatusRuntimeException e) {
+                        code = e.getStatus().getCode();
+                    }
+                    answers.computeIfAbsent(door, k -> new TreeMap<>()).merge(code, 1, Integer::sum);
+                    if (code != expected.get(door) && wrong.size() < 20) {
+                        wrong.add(door + " " + target.method().getBareMethodName() + " -> " + code);
+                    }
+                }
+                System.out.printf("hostile agent channel: seed=%d requests=%d answers=%s%n", seed, requests, answers);
+                assertEquals(List.of(), wrong, "seed " + seed);
+                assertEquals(expected.keySet(), answers.keySet(), "every door was tried");
+                assertEquals(poolBefore, SystemState.run("ls", "-lA", cluster.node(NODE).pool().toString()).lines().toList(),
+                        "nothing reached the agent's handlers");
+            } finally {
+                channels.values().forEach(ManagedChannel::shutdownNow);
+            }
+            PipelineTest.cluster = cluster;
+            try {
+                aVolumeStillGoesThroughEveryPhase(cluster);
+            } finally {
+                PipelineTest.cluster = null;
+            }
+        }
+        SystemState.cleanUp(dir);
     }
 
     private static void aVolumeStillGoesThroughEveryPhase(Cluster cluster) throws Exception {

@@ -3,6 +3,7 @@ package dev.strata.csi.controller.agents;
 import dev.strata.csi.agent.api.AgentRegistryGrpc;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.RegisterResponse;
+import dev.strata.csi.auth.Caller;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.Rpc;
@@ -16,9 +17,10 @@ public final class AgentRegistryService extends AgentRegistryGrpc.AgentRegistryI
     private final NodeIdentities identities;
     private final ReportCheck reports;
 
-    public AgentRegistryService(AgentDirectory directory, Log log) {
+    /** @param allowUnbound take tokens without a node claim (clusters before Kubernetes 1.30; see NodeIdentities) */
+    public AgentRegistryService(AgentDirectory directory, boolean allowUnbound, Log log) {
         this.directory = directory;
-        this.identities = new NodeIdentities(log);
+        this.identities = new NodeIdentities(allowUnbound, log);
         this.reports = new ReportCheck(log);
     }
 
@@ -28,7 +30,7 @@ public final class AgentRegistryService extends AgentRegistryGrpc.AgentRegistryI
             if (request.getNodeId().isEmpty()) {
                 throw CsiException.missing("node_id");
             }
-            identities.requireMayRegister(request.getNodeId());
+            identities.requireMayRegister(request.getNodeId(), Caller.current());
             checkAddress(request.getAddress());
             boolean sendInventory = directory.register(reports.checked(request));
             return RegisterResponse.newBuilder().setRenewSeconds((int) directory.renewEvery().toSeconds())

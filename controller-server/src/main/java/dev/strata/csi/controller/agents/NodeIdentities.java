@@ -11,31 +11,43 @@ import java.util.concurrent.ConcurrentHashMap;
 /**
  * Which node an agent may register as: the node its pod runs on, as its ServiceAccount token's
  * node claim says. A token of a pod older than the last one accepted for that node (an earlier
- * node-server's token, replayed after a newer one registered) is refused. On clusters whose tokens
- * carry no node claim (Kubernetes before 1.30), a node's identity rests on the shared token alone:
- * said once per node in the log.
+ * node-server's token, replayed after a newer one registered) is refused. A token without a node
+ * claim (Kubernetes before 1.30) proves no node: refused, unless the operator took the risk
+ * (--allow-unbound-node-identity), when the node's word is taken, said once per node in the log.
  */
 final class NodeIdentities {
 
     /** The newest pod that registered for each node. */
     private final Map<String, Caller> newest = new ConcurrentHashMap<>();
     private final Set<String> warned = ConcurrentHashMap.newKeySet();
+    private final boolean allowUnbound;
     private final Log log;
 
-    NodeIdentities(Log log) {
+    NodeIdentities(boolean allowUnbound, Log log) {
+        this.allowUnbound = allowUnbound;
         this.log = log;
     }
 
-    /** Returns when the current caller may register as {@code nodeId}; PERMISSION_DENIED or UNAUTHENTICATED otherwise. */
-    void requireMayRegister(String nodeId) {
-        Optional<Caller> found = Caller.current();
+    /**
+     * Returns when {@code found}, the verified caller ({@link Caller#current()}), may register as
+     * {@code nodeId}; PERMISSION_DENIED or UNAUTHENTICATED otherwise.
+     */
+    void requireMayRegister(String nodeId, Optional<Caller> found) {
         if (found.isEmpty()) {
             return; // callers are not identified here: the shared token was checked
         }
         Caller caller = found.get();
         if (caller.nodeName().isEmpty()) {
+            if (!allowUnbound) {
+                if (warned.add(nodeId)) {
+                    log.warn("refused a registration: the identity token carries no node claim (Kubernetes before 1.30?); "
+                            + "--allow-unbound-node-identity takes the node's word, at a risk", "node", nodeId, "caller", caller.subject());
+                }
+                throw CsiException.permissionDenied("the identity token carries no node claim, so it proves no node; "
+                        + "controller-server takes such registrations only with --allow-unbound-node-identity");
+            }
             if (warned.add(nodeId)) {
-                log.warn("the cluster's ServiceAccount tokens carry no node claim; this node's identity rests on the shared token",
+                log.warn("the identity token carries no node claim; --allow-unbound-node-identity takes this node's word for its name",
                         "node", nodeId, "caller", caller.subject());
             }
             return;

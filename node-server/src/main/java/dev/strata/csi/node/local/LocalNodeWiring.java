@@ -124,7 +124,7 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
             throw new UsageException("flag --image-pool=false leaves this node no pool: name an LVM volume group with --volume-group");
         }
         // After the flags: a flag given wrong is said before the agent's credentials are read.
-        AgentSecurity security = AgentSecurity.fromFlags(flags, context.environment(), log);
+        AgentSecurity security = AgentSecurity.fromFlags(AgentSecurity.Side.NODE, flags, context.environment(), log);
         SystemSteps steps = node.steps();
         LoopDevices loops = new MeteredLoopDevices(new SystemLoopDevices(node.kernel()), steps);
         SystemFilesystemStats stats = new SystemFilesystemStats();
@@ -157,7 +157,7 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
         TcpComponent agent = new TcpComponent(
                 TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
                 List.of(new NodeAgentService(pools, locks, inventory, ioLimits, context.metrics(), crashes, log)),
-                security.verifiers(), log);
+                security.verifiers(log), log);
         Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), node.nodeId(),
                 flags.get(ADVERTISE_HOST), agent::port, node.topology().of(node.nodeId()).getSegmentsMap(), pools, inventory,
                 security, log);

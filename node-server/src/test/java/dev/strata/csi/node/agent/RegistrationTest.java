@@ -126,7 +126,7 @@ class RegistrationTest {
 
     Registration registration(String flag, ControllerAddresses.Resolver resolver) throws Exception {
         Path token = Files.writeString(dir.resolve("token"), "registration-test-token-0123456789\n");
-        AgentSecurity security = new AgentSecurity(AgentToken.fromFile(token), Optional.empty(), Optional.empty(), Optional.empty(), Optional.empty());
+        AgentSecurity security = new AgentSecurity(AgentSecurity.Side.NODE, AgentToken.fromFile(token), Optional.empty(), Optional.empty(), Optional.empty(), Optional.empty());
         Kernel kernel = new Kernel();
         ImagePool pool = new ImagePool(Files.createDirectories(dir.resolve("pool")),
                 new SystemImageFiles(kernel, new SystemFilesystemStats()), new SystemLoopDevices(kernel),
