@@ -3,6 +3,8 @@ package dev.strata.csi.node.agent;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.AttachImageRequest;
 import dev.strata.csi.agent.api.AttachImageResponse;
+import dev.strata.csi.agent.api.CommitVolumeGroupRequest;
+import dev.strata.csi.agent.api.CommitVolumeGroupResponse;
 import dev.strata.csi.agent.api.ContentChunk;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateImageRequest;
@@ -31,6 +33,8 @@ import dev.strata.csi.agent.api.ReceiveImageRequest;
 import dev.strata.csi.agent.api.ReceiveImageResponse;
 import dev.strata.csi.agent.api.SetIoLimitsRequest;
 import dev.strata.csi.agent.api.SetIoLimitsResponse;
+import dev.strata.csi.agent.api.VolumeGroupCutRequest;
+import dev.strata.csi.agent.api.VolumeGroupCutResponse;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
 import dev.strata.csi.backend.local.SnapshotId;
@@ -65,6 +69,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     private final ContentReceiver receiver;
     private final Inventory inventory;
     private final VolumeIoLimits ioLimits;
+    private final VolumeGroupCuts groupCuts;
 
     /**
      * {@code locks} is shared with the Node service: a volume is never staged while it is detached.
@@ -80,6 +85,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         TransferMetrics transfers = new TransferMetrics(metrics);
         this.sender = new ContentSender(pools, locks, transfers, crashes, log);
         this.receiver = new ContentReceiver(pools, locks, inventory, transfers, crashes, log);
+        this.groupCuts = new VolumeGroupCuts(pools, locks, inventory, metrics, crashes, log);
     }
 
     @Override
@@ -270,6 +276,19 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                 }
             }
         });
+    }
+
+    @Override
+    public StreamObserver<VolumeGroupCutRequest> cutVolumeGroup(StreamObserver<VolumeGroupCutResponse> response) {
+        return groupCuts.cut((ServerCallStreamObserver<VolumeGroupCutResponse>) response);
+    }
+
+    @Override
+    public void commitVolumeGroup(CommitVolumeGroupRequest request, StreamObserver<CommitVolumeGroupResponse> response) {
+        Rpc.answer(response, () -> CommitVolumeGroupResponse.newBuilder()
+                .addAllSnapshots(groupCuts.commit(request.getName()))
+                .setGeneration(inventory.generation())
+                .build());
     }
 
     /**

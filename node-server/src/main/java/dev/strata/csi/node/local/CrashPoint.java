@@ -48,7 +48,14 @@ public enum CrashPoint {
     // (the retry resumes there); the whole content synced and its digest checked, not yet READY.
     TRANSFER_WRITTEN,
     TRANSFER_CHECKPOINTED,
-    TRANSFER_VERIFIED;
+    TRANSFER_VERIFIED,
+    // A group snapshot's cut (CutVolumeGroup, CommitVolumeGroup): this node's filesystems of the
+    // group frozen; one member taken, the filesystems still frozen; all taken and thawed, not yet
+    // answered; the node's members committed, not yet answered.
+    GROUP_FROZEN,
+    GROUP_MEMBER_TAKEN,
+    GROUP_THAWED,
+    GROUP_COMMITTED;
 
     /** Reached only with an encrypted volume, where the kernel has dm-crypt (hack/luks-vm.sh runs them). */
     public boolean encryption() {
@@ -60,8 +67,13 @@ public enum CrashPoint {
      * every kind of pool takes; not staging, publishing, or a copy between nodes.
      */
     public boolean poolStep() {
-        return !transfer() && !name().startsWith("STAGE") && !name().startsWith("UNSTAGE") && !name().contains("PUBLISH")
+        return !transfer() && !group() && !name().startsWith("STAGE") && !name().startsWith("UNSTAGE") && !name().contains("PUBLISH")
                 && this != NODE_EXPAND_GROWN;
+    }
+
+    /** Reached only in a group snapshot's cut, which GroupSnapshotCrashTest makes. */
+    public boolean group() {
+        return name().startsWith("GROUP_");
     }
 
     /** Reached only in a transfer between two nodes, which the one-node crash scenarios do not make. */

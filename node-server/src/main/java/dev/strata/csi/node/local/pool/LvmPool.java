@@ -388,7 +388,7 @@ public final class LvmPool implements VolumePool {
         for (SnapshotRecord snapshot : snapshots.all()) {
             known.add(lv(SNAPSHOT_PREFIX + snapshot.getName()));
             try {
-                if (snapshot.getState() != SnapshotRecord.State.READY || snapshot.getTemporary()) {
+                if (snapshot.getState() != SnapshotRecord.State.READY || snapshot.getTemporary() || SnapshotStore.uncommitted(snapshot)) {
                     finishSnapshotDelete(snapshot);
                     log.info("removed interrupted snapshot", "snapshot", snapshot.getName(), "state", snapshot.getState());
                 } else {
@@ -486,17 +486,15 @@ public final class LvmPool implements VolumePool {
          * whole size (RESOURCE_EXHAUSTED).
          */
         @Override
-        public Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
+        public Snapshot take(String name, String sourceImage, boolean temporary, Optional<Membership> member)
+                throws IOException, DeviceException, MountException {
             SnapshotId.checkName(name);
             lv(SNAPSHOT_PREFIX + name);
             Optional<SnapshotRecord> existing = snapshots.read(name);
             if (existing.isPresent()) {
                 SnapshotRecord record = existing.get();
                 if (record.getState() == SnapshotRecord.State.READY) {
-                    if (!record.getSourceImage().equals(sourceImage)) {
-                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceImage()
-                                + ", not of " + sourceImage);
-                    }
+                    SnapshotStore.requireSame(record, sourceImage, member.map(m -> m.group().getName()).orElse(""));
                     return PoolSnapshots.snapshot(record);
                 }
                 finishSnapshotDelete(record); // CREATING or DELETING: taken again from the start
@@ -506,14 +504,16 @@ public final class LvmPool implements VolumePool {
                 throw CsiException.failedPrecondition("volume " + sourceImage + " is a linear logical volume (allocation: full);"
                         + " only thin volumes have snapshots in an LVM pool");
             }
-            SnapshotRecord record = SnapshotRecord.newBuilder()
+            SnapshotRecord.Builder builder = SnapshotRecord.newBuilder();
+            member.ifPresent(m -> builder.setGroup(m.group()));
+            SnapshotRecord record = builder
                     .setName(name)
                     .setSourceImage(sourceImage)
                     .setCapacityBytes(source.getCapacityBytes())
                     .setFilesystem(source.getFilesystem())
                     .setUsedAsBlock(source.getUsedAsBlock())
                     .setTemporary(temporary)
-                    .setCreationTime(ImagePool.timestamp(clock.instant()))
+                    .setCreationTime(member.map(Membership::cut).orElseGet(() -> ImagePool.timestamp(clock.instant())))
                     .setState(SnapshotRecord.State.CREATING)
                     .build();
             synchronized (capacityLock) {
@@ -543,6 +543,11 @@ public final class LvmPool implements VolumePool {
             crashes.reach(CrashPoint.SNAPSHOT_DELETE_RECORDED);
             finishSnapshotDelete(deleting);
             log.info("thin snapshot deleted", "snapshot", name, "group", volumes.volumeGroup());
+        }
+
+        @Override
+        public List<Snapshot> commit(String group) throws IOException {
+            return snapshots.commit(group).stream().map(PoolSnapshots::snapshot).toList();
         }
 
         @Override
@@ -648,6 +653,12 @@ public final class LvmPool implements VolumePool {
     }
 
     /** The mounts of the volume's device. */
+    @Override
+    public Optional<Path> filesystemMount(String name) throws IOException, DeviceException, MountException {
+        Optional<LogicalVolume> device = attachedDevice(name);
+        return device.isEmpty() ? Optional.empty() : ImagePool.filesystemMount(inUse(device.get()));
+    }
+
     private List<MountPoint> inUse(LogicalVolume volume) throws MountException {
         return mounts.table().all().stream().filter(volume::backs).toList();
     }

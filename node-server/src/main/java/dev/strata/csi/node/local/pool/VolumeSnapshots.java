@@ -1,6 +1,8 @@
 package dev.strata.csi.node.local.pool;
 
+import com.google.protobuf.Timestamp;
 import dev.strata.csi.agent.api.Snapshot;
+import dev.strata.csi.backend.local.records.SnapshotGroup;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.node.local.DeviceException;
 import java.io.IOException;
@@ -19,7 +21,22 @@ public interface VolumeSnapshots {
      * when it exists of the same volume (another volume's: ALREADY_EXISTS). A {@code temporary}
      * one, taken for a copy to another node, is not listed and is removed at the next start.
      */
-    Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException;
+    default Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
+        return take(name, sourceImage, temporary, Optional.empty());
+    }
+
+    /** A group snapshot's member: its group, uncommitted, and the cut's time, which is the member's creation time. */
+    record Membership(SnapshotGroup group, Timestamp cut) {}
+
+    /**
+     * {@link #take(String, String, boolean)}, as a member of a group snapshot when {@code member}
+     * says so: the same name as a member of another group, or of none, is ALREADY_EXISTS.
+     */
+    Snapshot take(String name, String sourceImage, boolean temporary, Optional<Membership> member)
+            throws IOException, DeviceException, MountException;
+
+    /** Marks the members of group {@code group} in this pool committed; returns them. Repeating it changes nothing. */
+    List<Snapshot> commit(String group) throws IOException;
 
     /** Deletes the snapshot; succeeds when already gone. */
     void delete(String name) throws IOException, DeviceException, MountException;
