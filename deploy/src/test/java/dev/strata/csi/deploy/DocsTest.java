@@ -101,16 +101,18 @@ class DocsTest {
     /**
      * Every "N crash points" the pages cite is a figure of the code, and CHANGELOG.md gives each:
      * the node's points CrashRecoveryTest arms, those of copies between nodes (TransferCrashTest),
-     * of encryption (EncryptionTest) and of the LVM pool (LvmCrashRecoveryTest), and
+     * of group snapshots (GroupSnapshotCrashTest), of encryption (EncryptionTest) and of the LVM pool (LvmCrashRecoveryTest), and
      * controller-server's NFS points (NfsCrashRecoveryTest).
      */
     @Test
     void crashPointFiguresAreTheCodes() throws IOException {
         long copies = Stream.of(CrashPoint.values()).filter(CrashPoint::transfer).count();
         long encryption = Stream.of(CrashPoint.values()).filter(CrashPoint::encryption).count();
+        long group = Stream.of(CrashPoint.values()).filter(CrashPoint::group).count();
         Map<String, Long> figures = Map.of(
-                "node-server's crash points outside copies between nodes and encryption (CrashPoint)",
-                CrashPoint.values().length - copies - encryption,
+                "node-server's crash points outside copies between nodes, encryption and group snapshots (CrashPoint)",
+                CrashPoint.values().length - copies - encryption - group,
+                "node-server's crash points of group snapshots (CrashPoint.group(), GroupSnapshotCrashTest)", group,
                 "node-server's crash points of copies between nodes (CrashPoint.transfer())", copies,
                 "node-server's crash points of encryption (CrashPoint.encryption(), EncryptionTest)", encryption,
                 "node-server's crash points of the LVM pool (CrashPoint.poolStep() but FROZEN, LvmCrashRecoveryTest)",
