@@ -107,7 +107,7 @@ public final class GroupSnapshots {
             if (same && found.complete()) {
                 return group(id, commit(id, found.group()));
             }
-            undo(found);
+            undo(found.group());
         } else {
             agents.requireReported("whether group snapshot " + id.name() + " exists");
         }
@@ -132,7 +132,7 @@ public final class GroupSnapshots {
             return;
         }
         requireMembers(found.get(), snapshotIds);
-        undo(found.get());
+        undo(found.get().group());
         log.info("group snapshot deleted", "group", id.name(), "members", found.get().group().getMembersCount());
     }
 
@@ -180,13 +180,19 @@ public final class GroupSnapshots {
         return Optional.empty();
     }
 
+    /** The members the nodes reported; UNAVAILABLE while a member's node has not reported since its start. */
     private Found present(VolumeGroup group) {
         List<VolumeIndex.Located<Snapshot>> present = new ArrayList<>();
         for (VolumeGroupMember member : group.getMembersList()) {
-            agents.index().snapshots(member.getSnapshot()).stream()
+            var found = agents.index().snapshots(member.getSnapshot()).stream()
                     .filter(located -> located.nodeId().equals(member.getNodeId())
                             && located.item().getGroup().getName().equals(group.getName()))
-                    .findFirst().ifPresent(present::add);
+                    .findFirst();
+            if (found.isEmpty()) {
+                agents.requireReported(member.getNodeId(), "whether member " + member.getSnapshot() + " of group snapshot "
+                        + group.getName() + " exists");
+            }
+            found.ifPresent(present::add);
         }
         return new Found(group, present);
     }
@@ -238,7 +244,7 @@ public final class GroupSnapshots {
             metrics.failed();
             log.warn("group snapshot failed; its members taken so far are removed", "group", id.name(), "error", CsiException.describe(e));
             try {
-                undo(present(group));
+                undo(group);
             } catch (RuntimeException undo) {
                 log.warn("cannot remove the members of a failed group snapshot yet; the retry or the agents' next start will",
                         "group", id.name(), "error", CsiException.describe(undo));
@@ -263,11 +269,22 @@ public final class GroupSnapshots {
         return found;
     }
 
-    /** Deletes every member there is of the group. */
-    private void undo(Found found) {
-        for (VolumeIndex.Located<Snapshot> member : found.present()) {
-            var deleted = agents.stub(member.nodeId()).deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(member.item().getName()).build());
-            agents.index().snapshot(member.nodeId(), member.item().getName(), null, deleted.getGeneration());
+    /**
+     * Deletes every member of the group on its node, reported or not (a delete of a member that is
+     * not there succeeds); a node that never registered holds none.
+     */
+    private void undo(VolumeGroup group) {
+        for (VolumeGroupMember member : group.getMembersList()) {
+            try {
+                agents.requireKnown(member.getNodeId(), "node " + member.getNodeId() + " has no agent");
+            } catch (CsiException e) {
+                if (e.code() == Status.Code.NOT_FOUND) {
+                    continue; // as DeleteSnapshot: a node that never registered holds no snapshot
+                }
+                throw e;
+            }
+            var deleted = agents.stub(member.getNodeId()).deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(member.getSnapshot()).build());
+            agents.index().snapshot(member.getNodeId(), member.getSnapshot(), null, deleted.getGeneration());
         }
     }
 

@@ -15,6 +15,7 @@ import dev.strata.csi.backend.local.records.SnapshotGroup;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.metrics.Buckets;
 import dev.strata.csi.node.local.CrashPoint;
+import dev.strata.csi.node.local.pool.Concurrently;
 import dev.strata.csi.node.local.pool.FrozenVolumes;
 import dev.strata.csi.node.local.pool.NodePools;
 import dev.strata.csi.node.local.pool.PoolSnapshots;
@@ -108,6 +109,9 @@ final class VolumeGroupCuts {
         private final List<VolumeLocks.Held> held = new ArrayList<>();
         private VolumeGroupFreeze freeze;
         private List<VolumeGroupMember> members = List.of();
+        /** This node's members, recorded (CREATING) before the freeze: the window holds no record write. */
+        private final List<VolumeSnapshots.Pending> pending = new ArrayList<>();
+        private boolean finished;
         private FrozenVolumes frozen;
         private ScheduledFuture<?> deadline;
         private boolean ended;
@@ -164,6 +168,7 @@ final class VolumeGroupCuts {
                 throw CsiException.invalidArgument("group snapshot " + group.getName() + " has no member on node " + request.getNodeId());
             }
             freeze = request;
+            VolumeSnapshots.Membership membership = new VolumeSnapshots.Membership(record(group), group.getCreationTime());
             List<String> volumes = new ArrayList<>();
             for (VolumeGroupMember member : members) {
                 VolumeId.checkName(member.getVolume());
@@ -171,6 +176,14 @@ final class VolumeGroupCuts {
                 held.add(locks.acquire(member.getVolume()));
                 held.add(locks.acquire(PoolSnapshots.lockKey(member.getSnapshot())));
                 volumes.add(member.getVolume());
+            }
+            for (VolumeGroupMember member : members) {
+                try {
+                    pending.add(pools.forNewSnapshot(member.getSnapshot(), member.getVolume()).snapshots()
+                            .prepare(member.getSnapshot(), member.getVolume(), false, Optional.of(membership)));
+                } finally {
+                    inventory.snapshotChanged(member.getSnapshot());
+                }
             }
             FrozenVolumes now = pools.freeze(volumes);
             frozen = now;
@@ -193,25 +206,23 @@ final class VolumeGroupCuts {
             if (frozen.thawed()) {
                 throw CsiException.aborted("group snapshot " + freeze.getGroup().getName() + ": the freeze passed its deadline before the take");
             }
-            VolumeSnapshots.Membership membership = new VolumeSnapshots.Membership(record(freeze.getGroup()), freeze.getGroup().getCreationTime());
-            VolumeGroupTaken.Builder taken = VolumeGroupTaken.newBuilder();
-            for (VolumeGroupMember member : members) {
-                try {
-                    taken.addSnapshots(pools.forNewSnapshot(member.getSnapshot(), member.getVolume()).snapshots()
-                            .take(member.getSnapshot(), member.getVolume(), false, Optional.of(membership)));
-                } finally {
-                    inventory.snapshotChanged(member.getSnapshot());
-                }
+            Concurrently.run(pending, member -> {
+                member.copy();
                 crashes.reach(CrashPoint.GROUP_MEMBER_TAKEN);
-            }
+            });
             boolean lapsed = frozen.thawed();
             Duration window = frozen.thaw();
             if (lapsed) {
-                for (VolumeGroupMember member : members) {
-                    pools.holdingSnapshot(member.getSnapshot()).snapshots().delete(member.getSnapshot());
-                    inventory.snapshotChanged(member.getSnapshot());
-                }
+                discard();
                 throw CsiException.aborted("group snapshot " + freeze.getGroup().getName() + ": the freeze passed its deadline during the take");
+            }
+            VolumeGroupTaken.Builder taken = VolumeGroupTaken.newBuilder();
+            for (VolumeSnapshots.Pending member : pending) {
+                taken.addSnapshots(member.finish());
+            }
+            finished = true;
+            for (VolumeGroupMember member : members) {
+                inventory.snapshotChanged(member.getSnapshot());
             }
             windows.labelValues("taken").observe(window.toNanos() / 1e9);
             log.info("group snapshot: members taken, filesystems thawed", "group", freeze.getGroup().getName(), "members", members.size(),
@@ -238,7 +249,27 @@ final class VolumeGroupCuts {
             if (frozen != null) {
                 thaw(frozen, "abandoned", why);
             }
+            if (!finished) {
+                try {
+                    discard();
+                } catch (Exception e) {
+                    log.warn("group snapshot: cannot remove the members recorded for a cut that did not happen; the retry or the next start will",
+                            "group", freeze.getGroup().getName(), "error", CsiException.describe(e));
+                }
+            }
             end();
+        }
+
+        /** Removes the members this cut recorded: they hold no content of the cut. */
+        private void discard() throws Exception {
+            for (int i = 0; i < pending.size(); i++) {
+                if (pending.get(i).fresh()) {
+                    String name = members.get(i).getSnapshot();
+                    pools.holdingSnapshot(name).snapshots().delete(name);
+                    inventory.snapshotChanged(name);
+                }
+            }
+            pending.clear();
         }
 
         /** Thaws {@code frozen} unless thawed already, for a cut that will not take its members as they were. */

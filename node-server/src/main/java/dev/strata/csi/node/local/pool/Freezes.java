@@ -44,41 +44,66 @@ final class Freezes {
         this.log = log;
     }
 
-    /** A frozen filesystem; closing it thaws the filesystem, then forgets the freeze; once, whoever closes it. */
+    /**
+     * A filesystem to freeze, its freeze recorded; closing it thaws the filesystem, then forgets
+     * the freeze. A group snapshot's cut records every freeze first, freezes them together, thaws
+     * them together and forgets them last, so that its freeze window holds no record write.
+     */
     final class Frozen implements AutoCloseable {
         private final String image;
         private final Path mountPoint;
-        private final AtomicBoolean thawed = new AtomicBoolean();
+        private final AtomicBoolean frozenHere = new AtomicBoolean();
 
         private Frozen(String image, Path mountPoint) {
             this.image = image;
             this.mountPoint = mountPoint;
         }
 
-        @Override
-        public void close() throws IOException, DeviceException {
-            if (!thawed.compareAndSet(false, true)) {
-                return;
+        /** FIFREEZE. */
+        void freeze() throws DeviceException {
+            freezer.freeze(mountPoint);
+            frozenHere.set(true);
+            frozen.add(image);
+            log.info("filesystem frozen for a copy", "volume", image, "mount_point", mountPoint);
+            crashes.reach(CrashPoint.FROZEN);
+        }
+
+        /** FITHAW, once, whoever calls it; nothing when never frozen. */
+        void thaw() throws DeviceException {
+            if (frozenHere.compareAndSet(true, false)) {
+                freezer.thaw(mountPoint);
+                frozen.remove(image);
             }
-            freezer.thaw(mountPoint);
-            frozen.remove(image);
+        }
+
+        /** Forgets the freeze, once thawed. */
+        void forget() throws IOException {
             records.delete(image);
         }
+
+        @Override
+        public void close() throws IOException, DeviceException {
+            thaw();
+            forget();
+        }
+    }
+
+    /** Records the freeze of {@code image}'s filesystem mounted at {@code mountPoint}, before any FIFREEZE. */
+    Frozen record(String image, Path mountPoint) throws IOException {
+        records.write(image, FreezeRecord.newBuilder().setImage(image).setMountPoint(mountPoint.toString()).build());
+        return new Frozen(image, mountPoint);
     }
 
     /** Freezes the filesystem of {@code image} mounted at {@code mountPoint}, recorded first. */
     Frozen freeze(String image, Path mountPoint) throws IOException, DeviceException {
-        records.write(image, FreezeRecord.newBuilder().setImage(image).setMountPoint(mountPoint.toString()).build());
+        Frozen frozen = record(image, mountPoint);
         try {
-            freezer.freeze(mountPoint);
+            frozen.freeze();
         } catch (DeviceException e) {
-            records.delete(image);
+            frozen.forget();
             throw e;
         }
-        frozen.add(image);
-        log.info("filesystem frozen for a copy", "volume", image, "mount_point", mountPoint);
-        crashes.reach(CrashPoint.FROZEN);
-        return new Frozen(image, mountPoint);
+        return frozen;
     }
 
     /** Whether this process holds the filesystem of {@code image} frozen now. */

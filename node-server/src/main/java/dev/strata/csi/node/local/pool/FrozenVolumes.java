@@ -11,11 +11,12 @@ import java.util.List;
 import java.util.Optional;
 
 /**
- * The filesystems of a group snapshot's volumes on this node, frozen together for its cut: each
- * recorded before its freeze ({@link Freezes}), so the next start thaws what a crash left frozen.
- * A block volume, or one not mounted on this node, has no filesystem of the driver's to freeze.
- * {@link #thaw} thaws them all once, whoever calls it first: the cut, its deadline, or the end of
- * the controller's stream.
+ * The filesystems of a group snapshot's volumes on this node, frozen together for its cut: every
+ * freeze recorded first ({@link Freezes}), so the next start thaws what a crash left frozen, then
+ * all frozen at once. A block volume, or one not mounted on this node, has no filesystem of the
+ * driver's to freeze. {@link #thaw} thaws them all once, whoever calls it first: the cut, its
+ * deadline, or the end of the controller's stream. The freeze window, what the volumes' writers
+ * wait, runs from the first FIFREEZE to the last FITHAW, and holds no record write.
  */
 public final class FrozenVolumes {
 
@@ -31,7 +32,7 @@ public final class FrozenVolumes {
 
     /** Freezes the mounted filesystems of {@code volumes}; on a failure, thaws those it froze and rethrows. */
     static FrozenVolumes freeze(NodePools pools, List<String> volumes) throws IOException, DeviceException, MountException {
-        List<Freezes.Frozen> frozen = new ArrayList<>();
+        List<Freezes.Frozen> recorded = new ArrayList<>();
         long start = System.nanoTime();
         try {
             for (String volume : volumes) {
@@ -41,14 +42,16 @@ public final class FrozenVolumes {
                 }
                 Optional<Path> mount = pool.filesystemMount(volume);
                 if (mount.isPresent()) {
-                    frozen.add(pools.images().freezes().freeze(volume, mount.get()));
+                    recorded.add(pools.images().freezes().record(volume, mount.get()));
                 }
             }
+            start = System.nanoTime();
+            Concurrently.run(recorded, Freezes.Frozen::freeze);
         } catch (IOException | DeviceException | MountException | RuntimeException e) {
-            new FrozenVolumes(frozen, start).thaw();
+            new FrozenVolumes(recorded, start).thaw();
             throw e;
         }
-        return new FrozenVolumes(frozen, start);
+        return new FrozenVolumes(recorded, start);
     }
 
     public int count() {
@@ -60,28 +63,23 @@ public final class FrozenVolumes {
     }
 
     /**
-     * Thaws every filesystem, the first time only; returns how long they were frozen (from the first
-     * freeze to the last thaw). A thaw that fails is tried on the others all the same, and the
-     * failure thrown once all are tried: the freeze record stays for the next start.
+     * Thaws every filesystem, then forgets the freezes, the first time only; returns the freeze
+     * window. A thaw that fails leaves its record for the next start, and is thrown once the
+     * others are thawed.
      */
     public synchronized Duration thaw() throws IOException, DeviceException {
         if (window >= 0) {
             return Duration.ofNanos(window);
         }
-        Exception failed = null;
+        try {
+            Concurrently.run(frozen, Freezes.Frozen::thaw);
+        } catch (MountException e) {
+            throw new IllegalStateException(e); // a thaw mounts nothing
+        } finally {
+            window = System.nanoTime() - frozenAt;
+        }
         for (Freezes.Frozen one : frozen) {
-            try {
-                one.close();
-            } catch (IOException | DeviceException e) {
-                failed = failed == null ? e : failed;
-            }
-        }
-        window = System.nanoTime() - frozenAt;
-        if (failed instanceof IOException io) {
-            throw io;
-        }
-        if (failed instanceof DeviceException device) {
-            throw device;
+            one.forget();
         }
         return Duration.ofNanos(window);
     }

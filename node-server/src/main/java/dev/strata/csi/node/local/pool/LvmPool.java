@@ -486,7 +486,7 @@ public final class LvmPool implements VolumePool {
          * whole size (RESOURCE_EXHAUSTED).
          */
         @Override
-        public Snapshot take(String name, String sourceImage, boolean temporary, Optional<Membership> member)
+        public Pending prepare(String name, String sourceImage, boolean temporary, Optional<Membership> member)
                 throws IOException, DeviceException, MountException {
             SnapshotId.checkName(name);
             lv(SNAPSHOT_PREFIX + name);
@@ -495,7 +495,7 @@ public final class LvmPool implements VolumePool {
                 SnapshotRecord record = existing.get();
                 if (record.getState() == SnapshotRecord.State.READY) {
                     SnapshotStore.requireSame(record, sourceImage, member.map(m -> m.group().getName()).orElse(""));
-                    return PoolSnapshots.snapshot(record);
+                    return PoolSnapshots.Existing.of(record);
                 }
                 finishSnapshotDelete(record); // CREATING or DELETING: taken again from the start
             }
@@ -525,11 +525,26 @@ public final class LvmPool implements VolumePool {
                 snapshots.write(record);
             }
             crashes.reach(CrashPoint.SNAPSHOT_RECORDED);
-            volumes.snapshot(lv(sourceImage), lv(SNAPSHOT_PREFIX + name));
-            crashes.reach(CrashPoint.SNAPSHOT_COPIED);
-            record = snapshots.write(record.toBuilder().setState(SnapshotRecord.State.READY).build());
-            log.info("thin snapshot taken", "snapshot", name, "volume", sourceImage, "group", volumes.volumeGroup());
-            return PoolSnapshots.snapshot(record);
+            SnapshotRecord recorded = record;
+            return new Pending() {
+                @Override
+                public boolean fresh() {
+                    return true;
+                }
+
+                @Override
+                public void copy() throws DeviceException {
+                    volumes.snapshot(lv(sourceImage), lv(SNAPSHOT_PREFIX + name));
+                }
+
+                @Override
+                public Snapshot finish() throws IOException {
+                    crashes.reach(CrashPoint.SNAPSHOT_COPIED);
+                    SnapshotRecord ready = snapshots.write(recorded.toBuilder().setState(SnapshotRecord.State.READY).build());
+                    log.info("thin snapshot taken", "snapshot", name, "volume", sourceImage, "group", volumes.volumeGroup());
+                    return PoolSnapshots.snapshot(ready);
+                }
+            };
         }
 
         /** Removes the snapshot; succeeds when already gone. Volumes restored from it keep their data. */

@@ -63,7 +63,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
      * copy to another node, is left out of {@link #list()} and removed at the next start.
      */
     @Override
-    public Snapshot take(String name, String sourceImage, boolean temporary, Optional<Membership> member)
+    public Pending prepare(String name, String sourceImage, boolean temporary, Optional<Membership> member)
             throws IOException, DeviceException, MountException {
         SnapshotId.checkName(name);
         Optional<SnapshotRecord> existing = store.read(name);
@@ -72,7 +72,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
             switch (record.getState()) {
                 case READY -> {
                     SnapshotStore.requireSame(record, sourceImage, member.map(m -> m.group().getName()).orElse(""));
-                    return snapshot(record);
+                    return Existing.of(record);
                 }
                 default -> finishDelete(record); // CREATING: a partial copy; DELETING: on its way out
             }
@@ -95,15 +95,51 @@ public final class PoolSnapshots implements VolumeSnapshots {
         // From the record on, it reserves the copy's bytes.
         SnapshotRecord record = capacity.admit("a snapshot of volume " + sourceImage, wanted.getCopyBytes(), 0, () -> store.write(wanted));
         crashes.reach(CrashPoint.SNAPSHOT_RECORDED);
-        ImageFiles.CopyMethod copied = copies.copy(ConsistentCopy.Content.ofImage(source, images.imagePath(sourceImage)), path(name));
-        crashes.reach(CrashPoint.SNAPSHOT_COPIED);
-        record = store.write(record.toBuilder()
-                .setState(SnapshotRecord.State.READY)
-                .setReflinked(copied == ImageFiles.CopyMethod.REFLINK)
-                .setCopyBytes(0)
-                .build());
-        log.info("snapshot taken", "snapshot", name, "volume", sourceImage, "how", copied, "bytes", source.getCapacityBytes());
-        return snapshot(record);
+        return new Pending() {
+            private ImageFiles.CopyMethod copied;
+
+            @Override
+            public boolean fresh() {
+                return true;
+            }
+
+            @Override
+            public void copy() throws IOException, DeviceException, MountException {
+                copied = copies.copy(ConsistentCopy.Content.ofImage(source, images.imagePath(sourceImage)), path(name));
+            }
+
+            @Override
+            public Snapshot finish() throws IOException {
+                crashes.reach(CrashPoint.SNAPSHOT_COPIED);
+                SnapshotRecord ready = store.write(record.toBuilder()
+                        .setState(SnapshotRecord.State.READY)
+                        .setReflinked(copied == ImageFiles.CopyMethod.REFLINK)
+                        .setCopyBytes(0)
+                        .build());
+                log.info("snapshot taken", "snapshot", name, "volume", sourceImage, "how", copied, "bytes", source.getCapacityBytes());
+                return snapshot(ready);
+            }
+        };
+    }
+
+    /** A snapshot there already: nothing to copy or record. */
+    record Existing(Snapshot snapshot) implements Pending {
+        static Existing of(SnapshotRecord record) {
+            return new Existing(PoolSnapshots.snapshot(record));
+        }
+
+        @Override
+        public boolean fresh() {
+            return false;
+        }
+
+        @Override
+        public void copy() {}
+
+        @Override
+        public Snapshot finish() {
+            return snapshot;
+        }
     }
 
     /** The READY snapshot {@code name}, for a restore or a transfer to read; NOT_FOUND when there is none. */

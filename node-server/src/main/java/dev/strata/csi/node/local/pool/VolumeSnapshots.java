@@ -32,7 +32,30 @@ public interface VolumeSnapshots {
      * {@link #take(String, String, boolean)}, as a member of a group snapshot when {@code member}
      * says so: the same name as a member of another group, or of none, is ALREADY_EXISTS.
      */
-    Snapshot take(String name, String sourceImage, boolean temporary, Optional<Membership> member)
+    default Snapshot take(String name, String sourceImage, boolean temporary, Optional<Membership> member)
+            throws IOException, DeviceException, MountException {
+        Pending pending = prepare(name, sourceImage, temporary, member);
+        pending.copy();
+        return pending.finish();
+    }
+
+    /**
+     * A snapshot being taken, in its three steps: recorded (CREATING) by {@link #prepare}, its
+     * content copied as it is at {@link #copy} (a group snapshot's cut copies every member while
+     * their filesystems are frozen, and records nothing then), READY at {@link #finish}. A crash
+     * between them leaves a CREATING record, which the retry or the next start removes.
+     */
+    interface Pending {
+        /** Whether {@link #prepare} recorded it: false for a snapshot that was there already. */
+        boolean fresh();
+
+        void copy() throws IOException, DeviceException, MountException;
+
+        Snapshot finish() throws IOException;
+    }
+
+    /** The first step of {@link #take(String, String, boolean, Optional)}: the checks and the record. */
+    Pending prepare(String name, String sourceImage, boolean temporary, Optional<Membership> member)
             throws IOException, DeviceException, MountException;
 
     /** Marks the members of group {@code group} in this pool committed; returns them. Repeating it changes nothing. */
