@@ -12,7 +12,7 @@ import csi.v1.Csi.GroupControllerServiceCapability;
 import csi.v1.GroupControllerGrpc;
 import dev.strata.csi.backend.local.GroupSnapshotId;
 import dev.strata.csi.backend.local.LocalParameters;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.controller.backend.ControllerBackends;
 import dev.strata.csi.controller.local.GroupSnapshots;
 import dev.strata.csi.rpc.CsiException;
@@ -60,7 +60,7 @@ public final class GroupControllerService extends GroupControllerGrpc.GroupContr
                 throw CsiException.missing("source_volume_ids");
             }
             LocalParameters.SNAPSHOT_CLASS.require(request.getParametersMap());
-            List<VolumeId> volumes = new ArrayList<>();
+            List<LocalVolumeId> volumes = new ArrayList<>();
             for (String id : request.getSourceVolumeIdsList()) {
                 volumes.add(local(id));
             }
@@ -101,8 +101,8 @@ public final class GroupControllerService extends GroupControllerGrpc.GroupContr
     }
 
     /** The local volume the id names; FAILED_PRECONDITION for another backend's volume, NOT_FOUND for an id nobody handed out. */
-    private VolumeId local(String id) {
-        Optional<VolumeId> volume = VolumeId.parse(id);
+    private LocalVolumeId local(String id) {
+        Optional<LocalVolumeId> volume = LocalVolumeId.parse(id);
         if (volume.isPresent()) {
             return volume.get();
         }

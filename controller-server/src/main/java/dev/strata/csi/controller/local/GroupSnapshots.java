@@ -13,8 +13,8 @@ import dev.strata.csi.agent.api.VolumeGroupMember;
 import dev.strata.csi.agent.api.VolumeGroupTake;
 import dev.strata.csi.agent.api.VolumeGroupTaken;
 import dev.strata.csi.backend.local.GroupSnapshotId;
-import dev.strata.csi.backend.local.SnapshotId;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.VolumeIndex;
 import dev.strata.csi.log.Log;
@@ -74,8 +74,8 @@ public final class GroupSnapshots {
             return complete() && present.stream().allMatch(member -> member.item().getGroup().getCommitted());
         }
 
-        List<VolumeId> volumes() {
-            return group.getMembersList().stream().map(member -> new VolumeId(member.getNodeId(), member.getVolume())).toList();
+        List<LocalVolumeId> volumes() {
+            return group.getMembersList().stream().map(member -> new LocalVolumeId(member.getNodeId(), member.getVolume())).toList();
         }
     }
 
@@ -84,9 +84,9 @@ public final class GroupSnapshots {
      * same volumes (other volumes: ALREADY_EXISTS). A group a broken cut left incomplete is
      * completed when every member was taken, else removed and cut again.
      */
-    public VolumeGroupSnapshot create(GroupSnapshotId id, List<VolumeId> volumes) throws Exception {
-        List<VolumeId> sorted = sorted(volumes);
-        for (VolumeId volume : sorted) {
+    public VolumeGroupSnapshot create(GroupSnapshotId id, List<LocalVolumeId> volumes) throws Exception {
+        List<LocalVolumeId> sorted = sorted(volumes);
+        for (LocalVolumeId volume : sorted) {
             agents.requireKnown(volume.nodeId(), "source volume " + volume + " does not exist: node " + volume.nodeId() + " has no agent");
         }
         List<String> hints = new ArrayList<>();
@@ -136,19 +136,19 @@ public final class GroupSnapshots {
         log.info("group snapshot deleted", "group", id.name(), "members", found.get().group().getMembersCount());
     }
 
-    private static List<VolumeId> sorted(List<VolumeId> volumes) {
+    private static List<LocalVolumeId> sorted(List<LocalVolumeId> volumes) {
         TreeSet<String> ids = new TreeSet<>();
-        for (VolumeId volume : volumes) {
+        for (LocalVolumeId volume : volumes) {
             if (!ids.add(volume.toString())) {
                 throw CsiException.invalidArgument("source_volume_ids names volume " + volume + " twice");
             }
         }
-        return ids.stream().map(id -> VolumeId.parse(id).orElseThrow()).toList();
+        return ids.stream().map(id -> LocalVolumeId.parse(id).orElseThrow()).toList();
     }
 
     /** The snapshot names in ids of this driver, where a group's member may be found. */
     private static List<String> names(List<String> snapshotIds) {
-        return snapshotIds.stream().map(SnapshotId::parse).flatMap(Optional::stream).map(SnapshotId::name).toList();
+        return snapshotIds.stream().map(LocalSnapshotId::parse).flatMap(Optional::stream).map(LocalSnapshotId::name).toList();
     }
 
     /** INVALID_ARGUMENT when {@code snapshotIds}, given, are not exactly the group's members. */
@@ -158,7 +158,7 @@ public final class GroupSnapshots {
         }
         TreeSet<String> members = new TreeSet<>();
         for (VolumeGroupMember member : found.group().getMembersList()) {
-            members.add(new SnapshotId(member.getNodeId(), member.getSnapshot()).toString());
+            members.add(new LocalSnapshotId(member.getNodeId(), member.getSnapshot()).toString());
         }
         if (!members.equals(new TreeSet<>(snapshotIds))) {
             throw CsiException.invalidArgument("snapshot_ids " + new TreeSet<>(snapshotIds) + " are not the members of group snapshot "
@@ -198,13 +198,13 @@ public final class GroupSnapshots {
     }
 
     /** Freeze on every node, then take on every node, then commit on every node. */
-    private VolumeGroupSnapshot cut(GroupSnapshotId id, List<VolumeId> volumes) throws Exception {
+    private VolumeGroupSnapshot cut(GroupSnapshotId id, List<LocalVolumeId> volumes) throws Exception {
         Instant now = clock.instant();
         VolumeGroup.Builder builder = VolumeGroup.newBuilder().setName(id.name())
                 .setCreationTime(Timestamp.newBuilder().setSeconds(now.getEpochSecond()).setNanos(now.getNano()));
         Map<String, List<String>> byNode = new LinkedHashMap<>();
         for (int i = 0; i < volumes.size(); i++) {
-            VolumeId volume = volumes.get(i);
+            LocalVolumeId volume = volumes.get(i);
             builder.addMembersBuilder().setNodeId(volume.nodeId()).setVolume(volume.name()).setSnapshot(id.member(i));
             byNode.computeIfAbsent(volume.nodeId(), node -> new ArrayList<>()).add(volume.name());
         }

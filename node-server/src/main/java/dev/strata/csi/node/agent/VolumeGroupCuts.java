@@ -8,8 +8,8 @@ import dev.strata.csi.agent.api.VolumeGroupFreeze;
 import dev.strata.csi.agent.api.VolumeGroupFrozen;
 import dev.strata.csi.agent.api.VolumeGroupMember;
 import dev.strata.csi.agent.api.VolumeGroupTaken;
-import dev.strata.csi.backend.local.SnapshotId;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.GroupMember;
 import dev.strata.csi.backend.local.records.SnapshotGroup;
 import dev.strata.csi.log.Log;
@@ -99,7 +99,7 @@ final class VolumeGroupCuts {
         if (group.isEmpty()) {
             throw CsiException.missing("name");
         }
-        SnapshotId.checkName(group);
+        LocalSnapshotId.checkName(group);
     }
 
     /** One stream: a freeze, then a take; anything else ends it. */
@@ -171,8 +171,8 @@ final class VolumeGroupCuts {
             VolumeSnapshots.Membership membership = new VolumeSnapshots.Membership(record(group), group.getCreationTime());
             List<String> volumes = new ArrayList<>();
             for (VolumeGroupMember member : members) {
-                VolumeId.checkName(member.getVolume());
-                SnapshotId.checkName(member.getSnapshot());
+                LocalVolumeId.checkName(member.getVolume());
+                LocalSnapshotId.checkName(member.getSnapshot());
                 held.add(locks.acquire(member.getVolume()));
                 held.add(locks.acquire(PoolSnapshots.lockKey(member.getSnapshot())));
                 volumes.add(member.getVolume());

@@ -3,7 +3,7 @@ package dev.strata.csi.node.local.pool;
 import dev.strata.csi.agent.api.Snapshot;
 import dev.strata.csi.agent.api.VolumeGroup;
 import dev.strata.csi.backend.local.records.GroupMember;
-import dev.strata.csi.backend.local.SnapshotId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.log.Log;
@@ -22,7 +22,7 @@ import java.util.List;
 import java.util.Optional;
 
 /**
- * The pool's snapshots, in its snapshot area ({@link SnapshotStore}): each a copy of an image
+ * The pool's snapshots, in its snapshot area ({@link PoolSnapshotStore}): each a copy of an image
  * taken consistent ({@link ConsistentCopy}), independent of the image once made. Every step is
  * recorded before it acts, as the images' are: a snapshot is CREATING until its copy is complete,
  * READY then, DELETING on its way out; a crash leaves a state the retried call, or
@@ -33,7 +33,7 @@ import java.util.Optional;
  */
 public final class PoolSnapshots implements VolumeSnapshots {
 
-    private final SnapshotStore store;
+    private final PoolSnapshotStore store;
     private final RecordStore images;
     private final PoolCapacity capacity;
     private final ConsistentCopy copies;
@@ -43,7 +43,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
     private final Clock clock;
     private final Log log;
 
-    PoolSnapshots(SnapshotStore store, RecordStore images, PoolCapacity capacity, ConsistentCopy copies, ImageFiles files,
+    PoolSnapshots(PoolSnapshotStore store, RecordStore images, PoolCapacity capacity, ConsistentCopy copies, ImageFiles files,
             Crashes<CrashPoint> crashes, Clock clock, Log log) {
         this.store = store;
         this.images = images;
@@ -65,13 +65,13 @@ public final class PoolSnapshots implements VolumeSnapshots {
     @Override
     public Pending prepare(String name, String sourceImage, boolean temporary, Optional<Membership> member)
             throws IOException, DeviceException, MountException {
-        SnapshotId.checkName(name);
+        LocalSnapshotId.checkName(name);
         Optional<SnapshotRecord> existing = store.read(name);
         if (existing.isPresent()) {
             SnapshotRecord record = existing.get();
             switch (record.getState()) {
                 case READY -> {
-                    SnapshotStore.requireSame(record, sourceImage, member.map(m -> m.group().getName()).orElse(""));
+                    PoolSnapshotStore.requireSame(record, sourceImage, member.map(m -> m.group().getName()).orElse(""));
                     return Existing.of(record);
                 }
                 default -> finishDelete(record); // CREATING: a partial copy; DELETING: on its way out
@@ -83,7 +83,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
         SnapshotRecord wanted = builder
                 .setName(name)
                 .setTemporary(temporary)
-                .setSourceImage(sourceImage)
+                .setSourceVolume(sourceImage)
                 .setCapacityBytes(source.getCapacityBytes())
                 .setState(SnapshotRecord.State.CREATING)
                 .setCreationTime(member.map(Membership::cut).orElseGet(() -> ImagePool.timestamp(clock.instant())))
@@ -227,7 +227,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
             } else if (record.getTemporary()) { // its copy to another node broke off with the restart; a retry takes another
                 finishDelete(record);
                 log.info("removed temporary snapshot of a copy to another node", "snapshot", record.getName());
-            } else if (SnapshotStore.uncommitted(record)) { // its group's cut broke off with the restart; a retry cuts again
+            } else if (PoolSnapshotStore.uncommitted(record)) { // its group's cut broke off with the restart; a retry cuts again
                 finishDelete(record);
                 log.info("removed a member of a group snapshot never committed", "snapshot", record.getName(), "group",
                         record.getGroup().getName());
@@ -246,7 +246,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
     static Snapshot snapshot(SnapshotRecord record) {
         Snapshot.Builder snapshot = Snapshot.newBuilder()
                 .setName(record.getName())
-                .setSourceImage(record.getSourceImage())
+                .setSourceVolume(record.getSourceVolume())
                 .setCapacityBytes(record.getCapacityBytes())
                 .setCreationTime(record.getCreationTime());
         if (record.hasGroup()) {

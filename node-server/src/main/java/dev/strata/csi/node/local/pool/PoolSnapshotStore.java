@@ -16,7 +16,7 @@ import java.util.Optional;
  * versioned). Apart from the images, so a snapshot is never attached, listed as a volume or
  * taken for a stranger's image at start.
  */
-final class SnapshotStore {
+final class PoolSnapshotStore {
 
     static final String DIR = "snapshots";
     static final String SUFFIX = ".record";
@@ -29,7 +29,7 @@ final class SnapshotStore {
     private final RecordFiles<SnapshotRecord> records;
     private final Log log;
 
-    SnapshotStore(Path poolDir, Log log) {
+    PoolSnapshotStore(Path poolDir, Log log) {
         this.dir = poolDir.resolve(DIR);
         this.records = new RecordFiles<>(dir, SUFFIX, FORMAT);
         this.log = log;
@@ -80,8 +80,8 @@ final class SnapshotStore {
 
     /** ALREADY_EXISTS unless the existing snapshot {@code record} is what a take of it asks for: the same source, the same group or none. */
     static void requireSame(SnapshotRecord record, String sourceImage, String group) {
-        if (!record.getSourceImage().equals(sourceImage)) {
-            throw CsiException.alreadyExists("snapshot " + record.getName() + " exists of volume " + record.getSourceImage()
+        if (!record.getSourceVolume().equals(sourceImage)) {
+            throw CsiException.alreadyExists("snapshot " + record.getName() + " exists of volume " + record.getSourceVolume()
                     + "; asked for one of " + sourceImage);
         }
         if (!record.getGroup().getName().equals(group)) {
