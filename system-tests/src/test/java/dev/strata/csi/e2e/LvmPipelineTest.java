@@ -273,8 +273,21 @@ class LvmPipelineTest {
         }
         var request = csi.v1.Csi.CreateVolumeGroupSnapshotRequest.newBuilder().setName("group-lvm");
         members.forEach(p -> request.addSourceVolumeIds(p.volume().getVolumeId()));
-        csi.v1.Csi.VolumeGroupSnapshot taken = cluster.groupController()
-                .createVolumeGroupSnapshot(request.build()).getGroupSnapshot();
+        csi.v1.Csi.VolumeGroupSnapshot taken;
+        try {
+            taken = cluster.groupController().createVolumeGroupSnapshot(request.build()).getGroupSnapshot();
+        } catch (StatusRuntimeException e) {
+            // Linux before 6.8 refuses lvcreate's suspend of an origin whose filesystem is frozen (FIFREEZE).
+            String kernel = SystemState.run("uname", "-r").strip();
+            assertEquals(Status.Code.FAILED_PRECONDITION, e.getStatus().getCode(), e.getMessage());
+            assertTrue(e.getStatus().getDescription().contains("Linux before 6.8"), e.getMessage());
+            System.out.println("lvm: group snapshot refused on kernel " + kernel + ": " + e.getStatus().getDescription());
+            for (Published p : members) {
+                SnapshotTest.writeNotFrozen(p.target().resolve("after-refusal"));
+                unpublishAndDelete(p);
+            }
+            return;
+        }
         assertEquals(3, taken.getSnapshotsCount());
         assertTrue(group.driverVolumes().contains("snap.group-lvm-0") && group.driverVolumes().contains("snap.group-lvm-1"),
                 "thin snapshots: " + group.driverVolumes());

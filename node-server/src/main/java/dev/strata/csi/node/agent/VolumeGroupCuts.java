@@ -15,6 +15,7 @@ import dev.strata.csi.backend.local.records.SnapshotGroup;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.metrics.Buckets;
 import dev.strata.csi.node.local.CrashPoint;
+import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.node.local.pool.Concurrently;
 import dev.strata.csi.node.local.pool.FrozenVolumes;
 import dev.strata.csi.node.local.pool.NodePools;
@@ -207,7 +208,18 @@ final class VolumeGroupCuts {
                 throw CsiException.aborted("group snapshot " + freeze.getGroup().getName() + ": the freeze passed its deadline before the take");
             }
             Concurrently.run(pending, member -> {
-                member.copy();
+                try {
+                    member.copy();
+                } catch (DeviceException e) {
+                    if (e.getMessage().contains("suspend") && e.getMessage().contains("busy")) {
+                        // lvcreate suspends a thin snapshot's origin, which freezes its filesystem again: a
+                        // kernel where a block device's freeze does not nest in FIFREEZE (before 6.8) refuses.
+                        throw CsiException.failedPrecondition("group snapshot " + freeze.getGroup().getName() + ": this node's kernel "
+                                + "refuses to suspend a logical volume whose filesystem the group holds frozen (Linux before 6.8), "
+                                + "so its LVM volumes cannot be in a group snapshot: " + e.getMessage());
+                    }
+                    throw e;
+                }
                 crashes.reach(CrashPoint.GROUP_MEMBER_TAKEN);
             });
             boolean lapsed = frozen.thawed();
