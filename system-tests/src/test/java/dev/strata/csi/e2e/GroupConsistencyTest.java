@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import csi.v1.Csi.CreateVolumeGroupSnapshotRequest;
-import csi.v1.Csi.DeleteVolumeGroupSnapshotRequest;
 import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.VolumeGroupSnapshot;
 import dev.strata.csi.testing.LoopFilesystem;
@@ -96,9 +95,7 @@ class GroupConsistencyTest {
                         System.out.printf("group snapshot %d (%s): A=%d B=%d%n", i, where, pair[0], pair[1]);
                     }
                     lastA = pair[0];
-                    cluster.groupController().deleteVolumeGroupSnapshot(DeleteVolumeGroupSnapshotRequest.newBuilder()
-                            .setGroupSnapshotId(group.getGroupSnapshotId())
-                            .addAllSnapshotIds(group.getSnapshotsList().stream().map(Snapshot::getSnapshotId).toList()).build());
+                    GroupSnapshotTest.deleteGroup(group);
                 }
                 int singleBroken = 0;
                 for (int i = 0; i < ROUNDS; i++) {
@@ -150,8 +147,7 @@ class GroupConsistencyTest {
                 volumes.subList(0, size).forEach(p -> request.addSourceVolumeIds(p.volume().getVolumeId()));
                 VolumeGroupSnapshot group = cluster.groupController().createVolumeGroupSnapshot(request.build()).getGroupSnapshot();
                 windows.add(window(name));
-                cluster.groupController().deleteVolumeGroupSnapshot(DeleteVolumeGroupSnapshotRequest.newBuilder()
-                        .setGroupSnapshotId(group.getGroupSnapshotId()).build());
+                GroupSnapshotTest.deleteGroup(group);
             }
             Collections.sort(windows);
             medians[k++] = windows.get(2);

@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import csi.v1.Csi.CreateVolumeGroupSnapshotRequest;
-import csi.v1.Csi.DeleteVolumeGroupSnapshotRequest;
 import csi.v1.Csi.ListSnapshotsRequest;
 import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.VolumeGroupSnapshot;
@@ -90,9 +89,7 @@ class GroupSnapshotCrashTest {
             VolumeGroupSnapshot group = retried(name);
             assertEquals(3, group.getSnapshotsCount());
             assertTrue(group.getReadyToUse());
-            cluster.groupController().deleteVolumeGroupSnapshot(DeleteVolumeGroupSnapshotRequest.newBuilder()
-                    .setGroupSnapshotId(group.getGroupSnapshotId())
-                    .addAllSnapshotIds(group.getSnapshotsList().stream().map(Snapshot::getSnapshotId).toList()).build());
+            GroupSnapshotTest.deleteGroup(group);
             for (String node : List.of(CRASHING, "node-b")) {
                 Path snapshots = cluster.node(node).pool().resolve("snapshots");
                 if (Files.isDirectory(snapshots)) {

@@ -96,8 +96,9 @@ class GroupSnapshotTest {
         return cluster.groupController().createVolumeGroupSnapshot(request.build()).getGroupSnapshot();
     }
 
-    private static void deleteGroup(VolumeGroupSnapshot group) {
-        cluster.groupController().deleteVolumeGroupSnapshot(DeleteVolumeGroupSnapshotRequest.newBuilder()
+    /** Deletes the group as csi-snapshotter does, with its members' ids; on the cluster SnapshotTest's helpers use. */
+    static void deleteGroup(VolumeGroupSnapshot group) {
+        SnapshotTest.cluster.groupController().deleteVolumeGroupSnapshot(DeleteVolumeGroupSnapshotRequest.newBuilder()
                 .setGroupSnapshotId(group.getGroupSnapshotId())
                 .addAllSnapshotIds(group.getSnapshotsList().stream().map(Snapshot::getSnapshotId).toList()).build());
     }
