@@ -334,7 +334,8 @@ public final class GroupSnapshots {
         }
 
         int awaitFrozen() throws InterruptedException {
-            return next(callTimeout, "freeze").getFrozen().getFrozenFilesystems();
+            // A freeze flushes what the volumes' writers wrote: on a busy node longer than a call, within the deadline.
+            return next(FREEZE_DEADLINE, "freeze").getFrozen().getFrozenFilesystems();
         }
 
         void take() {
