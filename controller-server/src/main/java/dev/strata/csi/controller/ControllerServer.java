@@ -5,6 +5,8 @@ import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.AgentMetrics;
 import dev.strata.csi.controller.agents.AgentRegistryService;
 import dev.strata.csi.controller.backend.ControllerBackends;
+import dev.strata.csi.controller.local.GroupSnapshotMetrics;
+import dev.strata.csi.controller.local.GroupSnapshots;
 import dev.strata.csi.controller.local.LocalControllerWiring;
 import dev.strata.csi.controller.nfs.NfsControllerWiring;
 import dev.strata.csi.flags.Flag;
@@ -15,7 +17,7 @@ import java.time.Clock;
 import java.time.Duration;
 import java.util.List;
 
-/** The controller-server program: CSI Identity and Controller services, run as a Deployment. */
+/** The controller-server program: CSI Identity, Controller and GroupController services, run as a Deployment. */
 public final class ControllerServer {
 
     static final Flag REGISTRY_ADDRESS = Flag.of("agent-registry-address", "0.0.0.0:9869",
@@ -68,7 +70,9 @@ public final class ControllerServer {
                             LocalControllerWiring.fromFlags(context, agents)));
                     return new DriverProgram.Plan(List.of(
                             new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, () -> true),
-                            new ControllerService(agents, backends)),
+                            new ControllerService(agents, backends),
+                            new GroupControllerService(backends, new GroupSnapshots(agents, flags.durationValue(AGENT_TIMEOUT),
+                                    new GroupSnapshotMetrics(context.metrics()), Clock.systemUTC(), context.log()))),
                             List.of(registry));
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));

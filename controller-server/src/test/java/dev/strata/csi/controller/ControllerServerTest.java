@@ -87,6 +87,7 @@ class ControllerServerTest {
         List<PluginCapability> capabilities =
                 identity.getPluginCapabilities(GetPluginCapabilitiesRequest.getDefaultInstance()).getCapabilitiesList();
         assertEquals(List.of(PluginCapability.Service.Type.CONTROLLER_SERVICE,
+                        PluginCapability.Service.Type.GROUP_CONTROLLER_SERVICE,
                         PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS),
                 capabilities.stream().filter(PluginCapability::hasService).map(c -> c.getService().getType()).toList());
         assertEquals(List.of(PluginCapability.VolumeExpansion.Type.ONLINE), capabilities.stream()

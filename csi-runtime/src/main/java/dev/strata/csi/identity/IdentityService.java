@@ -24,6 +24,7 @@ public final class IdentityService extends IdentityGrpc.IdentityImplBase {
      */
     public static final List<PluginCapability> DRIVER_CAPABILITIES = List.of(
             service(PluginCapability.Service.Type.CONTROLLER_SERVICE),
+            service(PluginCapability.Service.Type.GROUP_CONTROLLER_SERVICE),
             service(PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS),
             PluginCapability.newBuilder().setVolumeExpansion(PluginCapability.VolumeExpansion.newBuilder()
                     .setType(PluginCapability.VolumeExpansion.Type.ONLINE)).build());

@@ -1,5 +1,6 @@
 package dev.strata.csi.rpc;
 
+import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.StreamObserver;
 
@@ -24,23 +25,33 @@ public final class Rpc {
         T reply;
         try {
             reply = handler.handle();
-        } catch (CsiException e) {
-            response.onError(e.toStatus().asRuntimeException());
-            return;
-        } catch (StatusRuntimeException e) {
-            response.onError(e.getStatus().asRuntimeException());
-            return;
         } catch (RuntimeException e) {
-            throw e;
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            response.onError(CsiException.aborted("interrupted; retry").toStatus().asRuntimeException());
+            if (!(e instanceof CsiException) && !(e instanceof StatusRuntimeException)) {
+                throw e;
+            }
+            response.onError(status(e).asRuntimeException());
             return;
         } catch (Exception e) {
-            response.onError(CsiException.internal(CsiException.describe(e)).toStatus().asRuntimeException());
+            response.onError(status(e).asRuntimeException());
             return;
         }
         response.onNext(reply);
         response.onCompleted();
+    }
+
+    /**
+     * The status a caller gets for a failure that is no bug, as {@link #answer} maps it: for the
+     * steps of a streaming call. An interrupt is kept for the thread to see.
+     */
+    public static Status status(Exception e) {
+        return switch (e) {
+            case CsiException csi -> csi.toStatus();
+            case StatusRuntimeException downstream -> downstream.getStatus();
+            case InterruptedException interrupted -> {
+                Thread.currentThread().interrupt();
+                yield CsiException.aborted("interrupted; retry").toStatus();
+            }
+            default -> CsiException.internal(CsiException.describe(e)).toStatus();
+        };
     }
 }

@@ -21,9 +21,14 @@ public final class CrashPoints {
         return point.name().contains("_ENCRYPTION_");
     }
 
-    /** A point of one node: not of a copy between nodes, nor of encryption (CrashRecoveryTest's). */
+    /** Reached only in a group snapshot's cut (GroupSnapshotCrashTest's). */
+    public static boolean group(CrashPoint point) {
+        return point.name().startsWith("GROUP_");
+    }
+
+    /** A point of one node: not of a copy between nodes, of encryption or of a group's cut (CrashRecoveryTest's). */
     public static boolean oneNode(CrashPoint point) {
-        return !transfer(point) && !encryption(point);
+        return !transfer(point) && !encryption(point) && !group(point);
     }
 
     /**
@@ -32,7 +37,7 @@ public final class CrashPoints {
      * of a snapshot itself (LvmCrashRecoveryTest's).
      */
     public static boolean lvmPool(CrashPoint point) {
-        return !transfer(point) && !point.name().startsWith("STAGE") && !point.name().startsWith("UNSTAGE")
+        return !transfer(point) && !group(point) && !point.name().startsWith("STAGE") && !point.name().startsWith("UNSTAGE")
                 && !point.name().contains("PUBLISH") && point != CrashPoint.NODE_EXPAND_GROWN && point != CrashPoint.FROZEN;
     }
 }

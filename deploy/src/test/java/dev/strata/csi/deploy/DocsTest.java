@@ -199,14 +199,16 @@ class DocsTest {
     /**
      * Every "N crash points" the pages cite is a figure of the code, and CHANGELOG.md gives each:
      * the node's points CrashRecoveryTest arms, those of copies between nodes (TransferCrashTest),
-     * of encryption (EncryptionTest) and of the LVM pool (LvmCrashRecoveryTest), and
+     * of group snapshots (GroupSnapshotCrashTest), of encryption (EncryptionTest) and of the LVM pool (LvmCrashRecoveryTest), and
      * controller-server's NFS points (NfsCrashRecoveryTest).
      */
     @Test
     void crashPointFiguresAreTheCodes() throws IOException {
         Map<String, Long> figures = Map.of(
-                "node-server's crash points outside copies between nodes and encryption (CrashPoints.oneNode, CrashRecoveryTest)",
+                "node-server's crash points outside copies between nodes, encryption and group snapshots (CrashPoints.oneNode, CrashRecoveryTest)",
                 Stream.of(CrashPoint.values()).filter(CrashPoints::oneNode).count(),
+                "node-server's crash points of group snapshots (CrashPoints.group, GroupSnapshotCrashTest)",
+                Stream.of(CrashPoint.values()).filter(CrashPoints::group).count(),
                 "node-server's crash points of copies between nodes (CrashPoints.transfer, TransferCrashTest)",
                 Stream.of(CrashPoint.values()).filter(CrashPoints::transfer).count(),
                 "node-server's crash points of encryption (CrashPoints.encryption, EncryptionTest)",

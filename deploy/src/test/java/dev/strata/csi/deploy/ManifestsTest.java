@@ -171,15 +171,15 @@ class ManifestsTest {
                 .sidecarsKnown().isEmpty());
         assertFalse(broken(m -> m.pod("Deployment", "strata-controller").sidecars().getFirst().body()
                 .put("image", "registry.k8s.io/sig-storage/csi-provisioner:latest")).imagesPinned().isEmpty());
-        // The snapshotter: another release than the table describes, a flag of the provisioner, the
-        // group snapshot gate (whose rules the table does not hold), and no socket.
+        // The snapshotter: another release than the table describes, a flag of the provisioner, a
+        // misspelled group snapshot gate, and no socket.
         List<String> otherRelease = broken(m -> container(m, "csi-snapshotter").put("image",
                 "registry.k8s.io/sig-storage/csi-snapshotter:v8.5.0")).sidecarsKnown();
         assertTrue(otherRelease.stream().anyMatch(problem -> problem.contains("the table describes v8.6.0")), otherRelease.toString());
         assertFalse(broken(m -> args(m, "Deployment", "strata-controller", "csi-snapshotter")
                 .add("--snapshot-orphan-sweep-interval=0")).sidecarsKnown().isEmpty());
         assertFalse(broken(m -> args(m, "Deployment", "strata-controller", "csi-snapshotter")
-                .add("--feature-gates=CSIVolumeGroupSnapshot=true")).sidecarsKnown().isEmpty());
+                .add("--feature-gate=CSIVolumeGroupSnapshot=true")).sidecarsKnown().isEmpty());
         List<String> noSocket = broken(m -> args(m, "Deployment", "strata-controller", "csi-snapshotter")
                 .removeIf(arg -> String.valueOf(arg).startsWith("--csi-address"))).sidecarsKnown();
         assertTrue(noSocket.stream().anyMatch(problem -> problem.contains("csi-snapshotter: lacks --csi-address")), noSocket.toString());

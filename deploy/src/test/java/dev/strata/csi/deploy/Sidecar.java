@@ -88,13 +88,17 @@ record Sidecar(String image, String version, Set<String> knownFlags, Set<String>
                     union(COMMON_FLAGS, Set.of("resync-period", "snapshot-name-prefix", "snapshot-name-uuid-length",
                             "worker-threads", "timeout", "extra-create-metadata", "retry-interval-start",
                             "retry-interval-max", "node-deployment", "groupsnapshot-name-prefix",
-                            "groupsnapshot-name-uuid-length")),
+                            "groupsnapshot-name-uuid-length", "feature-gates")),
                     Set.of("csi-address", "leader-election"),
                     rules(Map.of(
                             "/events", "list watch create update patch",
                             "snapshot.storage.k8s.io/volumesnapshotclasses", "get list watch",
-                            "snapshot.storage.k8s.io/volumesnapshotcontents", "get list watch update patch",
-                            "snapshot.storage.k8s.io/volumesnapshotcontents/status", "update patch"),
+                            "snapshot.storage.k8s.io/volumesnapshotcontents", "create get list watch update patch",
+                            "snapshot.storage.k8s.io/volumesnapshotcontents/status", "update patch",
+                            // With --feature-gates=CSIVolumeGroupSnapshot=true, as deploy/ runs it.
+                            "groupsnapshot.storage.k8s.io/volumegroupsnapshotclasses", "get list watch",
+                            "groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents", "get list watch update patch",
+                            "groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents/status", "update patch"),
                             Map.of("coordination.k8s.io/leases", "get watch list delete update create")),
                     // Without it the release exits at start ("does not support ControllerCreateSnapshot").
                     Optional.of("CREATE_DELETE_SNAPSHOT")),

@@ -74,7 +74,8 @@ class NodeServerTest {
         start(Map.of(), "--node-id", "worker-1");
         var identity = IdentityGrpc.newBlockingStub(channel);
         assertEquals(PluginInfo.DEFAULT_NAME, identity.getPluginInfo(GetPluginInfoRequest.getDefaultInstance()).getName());
-        assertEquals(List.of(PluginCapability.Service.Type.CONTROLLER_SERVICE, PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS),
+        assertEquals(List.of(PluginCapability.Service.Type.CONTROLLER_SERVICE, PluginCapability.Service.Type.GROUP_CONTROLLER_SERVICE,
+                PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS),
                 identity.getPluginCapabilities(GetPluginCapabilitiesRequest.getDefaultInstance()).getCapabilitiesList()
                         .stream().filter(PluginCapability::hasService).map(c -> c.getService().getType()).toList(),
                 "the plugin's capabilities, as the controller reports them");

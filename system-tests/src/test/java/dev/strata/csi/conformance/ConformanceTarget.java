@@ -66,6 +66,7 @@ final class ConformanceTarget implements AutoCloseable {
      */
     static final List<ProtocolMessageEnum> GATES = List.of(
             PluginCapability.Service.Type.CONTROLLER_SERVICE,
+            PluginCapability.Service.Type.GROUP_CONTROLLER_SERVICE,
             PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS,
             ControllerServiceCapability.RPC.Type.CREATE_DELETE_VOLUME,
             ControllerServiceCapability.RPC.Type.PUBLISH_UNPUBLISH_VOLUME,
@@ -235,6 +236,10 @@ final class ConformanceTarget implements AutoCloseable {
 
     ControllerGrpc.ControllerBlockingStub controller() {
         return ControllerGrpc.newBlockingStub(controllerChannel).withDeadlineAfter(CALL_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+    }
+
+    csi.v1.GroupControllerGrpc.GroupControllerBlockingStub groupController() {
+        return csi.v1.GroupControllerGrpc.newBlockingStub(controllerChannel).withDeadlineAfter(CALL_TIMEOUT_SECONDS, TimeUnit.SECONDS);
     }
 
     NodeGrpc.NodeBlockingStub node() {

@@ -305,6 +305,40 @@ class ConformanceTest {
         }
     }
 
+    /** What csi-sanity's GroupController specs check, once GROUP_CONTROLLER_SERVICE is advertised. */
+    @Nested
+    class GroupController {
+
+        @Test
+        void getCapabilitiesReturnsOnlyKnownCapabilities() {
+            target.assume(csi.v1.Csi.PluginCapability.Service.Type.GROUP_CONTROLLER_SERVICE);
+            var capabilities = target.groupController().groupControllerGetCapabilities(
+                    csi.v1.Csi.GroupControllerGetCapabilitiesRequest.getDefaultInstance()).getCapabilitiesList();
+            for (var capability : capabilities) {
+                assertTrue(capability.hasRpc(), "a group controller capability without an RPC type: " + capability);
+                assertKnown(capability.getRpc().getType(), "group controller capability");
+            }
+        }
+
+        @Test
+        void missingIdsAreInvalidArgumentAnUnknownGroupIsNotFoundAndItsDeleteSucceeds() {
+            target.assume(csi.v1.Csi.PluginCapability.Service.Type.GROUP_CONTROLLER_SERVICE);
+            var groups = target.groupController();
+            assertAll(
+                    () -> assertCode(INVALID_ARGUMENT, "CreateVolumeGroupSnapshot without name",
+                            () -> groups.createVolumeGroupSnapshot(csi.v1.Csi.CreateVolumeGroupSnapshotRequest.getDefaultInstance())),
+                    () -> assertCode(INVALID_ARGUMENT, "GetVolumeGroupSnapshot without group_snapshot_id",
+                            () -> groups.getVolumeGroupSnapshot(csi.v1.Csi.GetVolumeGroupSnapshotRequest.getDefaultInstance())),
+                    () -> assertCode(NOT_FOUND, "GetVolumeGroupSnapshot of an id nobody handed out",
+                            () -> groups.getVolumeGroupSnapshot(csi.v1.Csi.GetVolumeGroupSnapshotRequest.newBuilder()
+                                    .setGroupSnapshotId("no-such-group-snapshot").build())),
+                    () -> assertCode(INVALID_ARGUMENT, "DeleteVolumeGroupSnapshot without group_snapshot_id",
+                            () -> groups.deleteVolumeGroupSnapshot(csi.v1.Csi.DeleteVolumeGroupSnapshotRequest.getDefaultInstance())),
+                    () -> groups.deleteVolumeGroupSnapshot(csi.v1.Csi.DeleteVolumeGroupSnapshotRequest.newBuilder()
+                            .setGroupSnapshotId("no-such-group-snapshot").build()));
+        }
+    }
+
     @Nested
     class Controller {
 

@@ -343,6 +343,11 @@ public final class Cluster implements AutoCloseable {
         return ControllerGrpc.newBlockingStub(controllerChannels.get(replica));
     }
 
+    /** The GroupController service, as csi-snapshotter calls it. */
+    public csi.v1.GroupControllerGrpc.GroupControllerBlockingStub groupController() {
+        return csi.v1.GroupControllerGrpc.newBlockingStub(controllerChannels.getFirst());
+    }
+
     public IdentityGrpc.IdentityBlockingStub controllerIdentity() {
         return IdentityGrpc.newBlockingStub(controllerChannels.getFirst());
     }

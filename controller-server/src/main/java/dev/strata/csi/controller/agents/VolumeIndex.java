@@ -294,6 +294,9 @@ public final class VolumeIndex {
                 view.instance = request.getInstance(); // another agent process: its generations start again
                 view.complete = false;
                 view.generation = -1;
+                // No entry of the process before may count as newer than this one's reports.
+                volumes.forget(view);
+                snapshots.forget(view);
             }
             long generation = request.getGeneration();
             if (request.hasInventory()) {

@@ -19,6 +19,7 @@ import dev.strata.csi.agent.api.GetVolumeRequest;
 import dev.strata.csi.agent.api.IoLimits;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.SetIoLimitsRequest;
+import dev.strata.csi.backend.local.GroupSnapshotId;
 import dev.strata.csi.backend.local.LocalCapabilities;
 import dev.strata.csi.backend.local.LocalParameters;
 import dev.strata.csi.backend.local.LocalVolumeScheme;
@@ -316,14 +317,21 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
         return fromId.startsWith(prefix) ? Optional.of(fromId.substring(prefix.length())) : Optional.empty();
     }
 
-    private static Snapshot snapshot(String nodeId, dev.strata.csi.agent.api.Snapshot snapshot) {
-        return Snapshot.newBuilder()
+    /**
+     * The CSI snapshot of an agent's. The agent reports a snapshot only once complete; a member of a
+     * group snapshot is ready once its group is committed (every member taken).
+     */
+    static Snapshot snapshot(String nodeId, dev.strata.csi.agent.api.Snapshot snapshot) {
+        Snapshot.Builder csi = Snapshot.newBuilder()
                 .setSnapshotId(new LocalSnapshotId(nodeId, snapshot.getName()).toString())
                 .setSourceVolumeId(new LocalVolumeId(nodeId, snapshot.getSourceVolume()).toString())
                 .setSizeBytes(snapshot.getCapacityBytes())
                 .setCreationTime(snapshot.getCreationTime())
-                .setReadyToUse(true) // the agent reports a snapshot only once complete
-                .build();
+                .setReadyToUse(!snapshot.hasGroup() || snapshot.getGroup().getCommitted());
+        if (snapshot.hasGroup()) {
+            csi.setGroupSnapshotId(new GroupSnapshotId(snapshot.getGroup().getName()).toString());
+        }
+        return csi.build();
     }
 
     @Override

@@ -5,6 +5,8 @@ import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.AttachVolumeRequest;
 import dev.strata.csi.agent.api.AttachVolumeResponse;
+import dev.strata.csi.agent.api.CommitVolumeGroupRequest;
+import dev.strata.csi.agent.api.CommitVolumeGroupResponse;
 import dev.strata.csi.agent.api.ContentChunk;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateVolumeRequest;
@@ -33,6 +35,8 @@ import dev.strata.csi.agent.api.ReceiveVolumeRequest;
 import dev.strata.csi.agent.api.ReceiveVolumeResponse;
 import dev.strata.csi.agent.api.SetIoLimitsRequest;
 import dev.strata.csi.agent.api.SetIoLimitsResponse;
+import dev.strata.csi.agent.api.VolumeGroupCutRequest;
+import dev.strata.csi.agent.api.VolumeGroupCutResponse;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
 import dev.strata.csi.backend.local.LocalSnapshotId;
@@ -67,6 +71,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     private final ContentReceiver receiver;
     private final Inventory inventory;
     private final VolumeIoLimits ioLimits;
+    private final VolumeGroupCuts groupCuts;
 
     /**
      * {@code locks} is shared with the Node service: a volume is never staged while it is detached.
@@ -82,6 +87,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         TransferMetrics transfers = new TransferMetrics(metrics);
         this.sender = new ContentSender(pools, locks, transfers, crashes, log);
         this.receiver = new ContentReceiver(pools, locks, inventory, transfers, crashes, log);
+        this.groupCuts = new VolumeGroupCuts(pools, locks, inventory, metrics, crashes, log);
     }
 
     @Override
@@ -272,6 +278,19 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                 }
             }
         });
+    }
+
+    @Override
+    public StreamObserver<VolumeGroupCutRequest> cutVolumeGroup(StreamObserver<VolumeGroupCutResponse> response) {
+        return groupCuts.cut((ServerCallStreamObserver<VolumeGroupCutResponse>) response);
+    }
+
+    @Override
+    public void commitVolumeGroup(CommitVolumeGroupRequest request, StreamObserver<CommitVolumeGroupResponse> response) {
+        Rpc.answer(response, () -> CommitVolumeGroupResponse.newBuilder()
+                .addAllSnapshots(groupCuts.commit(request.getName()))
+                .setGeneration(inventory.generation())
+                .build());
     }
 
     /**

@@ -48,5 +48,12 @@ public enum CrashPoint {
     // (the retry resumes there); the whole content synced and its digest checked, not yet READY.
     TRANSFER_WRITTEN,
     TRANSFER_CHECKPOINTED,
-    TRANSFER_VERIFIED
+    TRANSFER_VERIFIED,
+    // A group snapshot's cut (CutVolumeGroup, CommitVolumeGroup): this node's filesystems of the
+    // group frozen; one member taken, the filesystems still frozen; all taken and thawed, not yet
+    // answered; the node's members committed, not yet answered.
+    GROUP_FROZEN,
+    GROUP_MEMBER_TAKEN,
+    GROUP_THAWED,
+    GROUP_COMMITTED;
 }

@@ -54,10 +54,15 @@ final class ConsistentCopy {
         this.mounts = mounts;
     }
 
+    /** The pool's freezes, which a group snapshot's cut takes too. */
+    Freezes freezes() {
+        return freezes;
+    }
+
     /** Copies {@code content} to {@code to}, replacing a leftover of an interrupted copy; durable on return. */
     ImageFiles.CopyMethod copy(Content content, Path to) throws IOException, DeviceException, MountException {
         Optional<Path> mounted = Optional.empty();
-        if (content.liveImage().isPresent() && !content.usedAsBlock()) {
+        if (content.liveImage().isPresent() && !content.usedAsBlock() && !freezes.frozen(content.liveImage().get())) { // a group's cut holds it frozen
             mounted = mounts.of(content.liveImage().get());
         }
         if (mounted.isEmpty()) {

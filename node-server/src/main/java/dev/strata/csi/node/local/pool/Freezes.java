@@ -10,12 +10,17 @@ import dev.strata.csi.system.RecordFiles;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * The pool's frozen filesystems. A freeze outlives the process that made it, and a filesystem left
  * frozen hangs every writer of the volume, so each freeze is recorded ({@code <image>.frozen} in
  * the pool, written durably) before FIFREEZE and the record removed only after FITHAW: the next
- * start thaws whatever a crash left frozen ({@link #thawLeftovers}).
+ * start thaws whatever a crash left frozen ({@link #thawLeftovers}). The node's one instance serves
+ * both a snapshot's copy and a group snapshot's cut, so a copy of an image a group holds frozen
+ * copies it as it is ({@link #frozen}): FIFREEZE of a frozen filesystem is refused.
  */
 final class Freezes {
 
@@ -29,6 +34,8 @@ final class Freezes {
     private final FilesystemFreezer freezer;
     private final Crashes<CrashPoint> crashes;
     private final Log log;
+    /** The images frozen by this process now. */
+    private final Set<String> frozen = ConcurrentHashMap.newKeySet();
 
     Freezes(Path poolDir, FilesystemFreezer freezer, Crashes<CrashPoint> crashes, Log log) {
         this.records = new RecordFiles<>(poolDir, SUFFIX, FORMAT);
@@ -37,35 +44,71 @@ final class Freezes {
         this.log = log;
     }
 
-    /** A frozen filesystem; closing it thaws the filesystem, then forgets the freeze. */
+    /**
+     * A filesystem to freeze, its freeze recorded; closing it thaws the filesystem, then forgets
+     * the freeze. A group snapshot's cut records every freeze first, freezes them together, thaws
+     * them together and forgets them last, so that its freeze window holds no record write.
+     */
     final class Frozen implements AutoCloseable {
         private final String image;
         private final Path mountPoint;
+        private final AtomicBoolean frozenHere = new AtomicBoolean();
 
         private Frozen(String image, Path mountPoint) {
             this.image = image;
             this.mountPoint = mountPoint;
         }
 
-        @Override
-        public void close() throws IOException, DeviceException {
-            freezer.thaw(mountPoint);
+        /** FIFREEZE. */
+        void freeze() throws DeviceException {
+            freezer.freeze(mountPoint);
+            frozenHere.set(true);
+            frozen.add(image);
+            log.info("filesystem frozen for a copy", "volume", image, "mount_point", mountPoint);
+            crashes.reach(CrashPoint.FROZEN);
+        }
+
+        /** FITHAW, once, whoever calls it; nothing when never frozen. */
+        void thaw() throws DeviceException {
+            if (frozenHere.compareAndSet(true, false)) {
+                freezer.thaw(mountPoint);
+                frozen.remove(image);
+            }
+        }
+
+        /** Forgets the freeze, once thawed. */
+        void forget() throws IOException {
             records.delete(image);
         }
+
+        @Override
+        public void close() throws IOException, DeviceException {
+            thaw();
+            forget();
+        }
+    }
+
+    /** Records the freeze of {@code image}'s filesystem mounted at {@code mountPoint}, before any FIFREEZE. */
+    Frozen record(String image, Path mountPoint) throws IOException {
+        records.write(image, FreezeRecord.newBuilder().setVolume(image).setMountPoint(mountPoint.toString()).build());
+        return new Frozen(image, mountPoint);
     }
 
     /** Freezes the filesystem of {@code image} mounted at {@code mountPoint}, recorded first. */
     Frozen freeze(String image, Path mountPoint) throws IOException, DeviceException {
-        records.write(image, FreezeRecord.newBuilder().setVolume(image).setMountPoint(mountPoint.toString()).build());
+        Frozen frozen = record(image, mountPoint);
         try {
-            freezer.freeze(mountPoint);
+            frozen.freeze();
         } catch (DeviceException e) {
-            records.delete(image);
+            frozen.forget();
             throw e;
         }
-        log.info("filesystem frozen for a copy", "volume", image, "mount_point", mountPoint);
-        crashes.reach(CrashPoint.FROZEN);
-        return new Frozen(image, mountPoint);
+        return frozen;
+    }
+
+    /** Whether this process holds the filesystem of {@code image} frozen now. */
+    boolean frozen(String image) {
+        return frozen.contains(image);
     }
 
     /** At start: thaws every filesystem a crash left frozen (or about to be), then forgets it. */

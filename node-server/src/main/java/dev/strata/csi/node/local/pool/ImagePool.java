@@ -112,6 +112,19 @@ public final class ImagePool implements VolumePool {
         return incoming;
     }
 
+    /** The filesystem among a device's mounts: not a block volume's bind of the device node. */
+    static Optional<Path> filesystemMount(List<MountPoint> mounts) {
+        return mounts.stream()
+                .filter(mount -> !mount.fsType().equals("devtmpfs") && !mount.fsType().equals("tmpfs"))
+                .map(MountPoint::mountPoint)
+                .findFirst();
+    }
+
+    /** The freezes of this node's filesystems, which a group snapshot's cut takes too, whatever the volume's pool. */
+    Freezes freezes() {
+        return copies.freezes();
+    }
+
     /** The copies other nodes receive of this pool's images and snapshots. */
     @Override
     public OutgoingCopies outgoing() {
@@ -249,19 +262,14 @@ public final class ImagePool implements VolumePool {
         };
     }
 
-    /**
-     * Where the image's filesystem is mounted on this node, if it is: a mount its loop device backs,
-     * not a block bind. What {@link ConsistentCopy} freezes for a copy of a live image.
-     */
-    private Optional<Path> filesystemMount(String name) throws IOException, DeviceException, MountException {
+    /** A mount the image's loop device backs, not a block bind. What {@link ConsistentCopy} freezes for a copy of a live image. */
+    @Override
+    public Optional<Path> filesystemMount(String name) throws IOException, DeviceException, MountException {
         Optional<LoopDevice> device = soleDevice(name);
         if (device.isEmpty()) {
             return Optional.empty();
         }
-        return inUse(device.get()).stream()
-                .filter(mount -> !mount.fsType().equals("devtmpfs") && !mount.fsType().equals("tmpfs"))
-                .map(MountPoint::mountPoint)
-                .findFirst();
+        return filesystemMount(inUse(device.get()));
     }
 
     /** Deletes the image and its record; succeeds when already gone. */

@@ -415,7 +415,7 @@ public final class LvmPool implements VolumePool {
         for (SnapshotRecord snapshot : snapshots.all()) {
             known.add(lv(SNAPSHOT_PREFIX + snapshot.getName()));
             try {
-                if (snapshot.getState() != SnapshotRecord.State.READY || snapshot.getTemporary()) {
+                if (snapshot.getState() != SnapshotRecord.State.READY || snapshot.getTemporary() || PoolSnapshotStore.uncommitted(snapshot)) {
                     finishSnapshotDelete(snapshot);
                     log.info("removed interrupted snapshot", "snapshot", snapshot.getName(), "state", snapshot.getState());
                 } else {
@@ -513,18 +513,16 @@ public final class LvmPool implements VolumePool {
          * whole size (RESOURCE_EXHAUSTED).
          */
         @Override
-        public Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
+        public Pending prepare(String name, String sourceImage, boolean temporary, Optional<Membership> member)
+                throws IOException, DeviceException, MountException {
             LocalSnapshotId.checkName(name);
             lv(SNAPSHOT_PREFIX + name);
             Optional<SnapshotRecord> existing = snapshots.read(name);
             if (existing.isPresent()) {
                 SnapshotRecord record = existing.get();
                 if (record.getState() == SnapshotRecord.State.READY) {
-                    if (!record.getSourceVolume().equals(sourceImage)) {
-                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceVolume()
-                                + ", not of " + sourceImage);
-                    }
-                    return PoolSnapshots.snapshot(record);
+                    PoolSnapshotStore.requireSame(record, sourceImage, member.map(m -> m.group().getName()).orElse(""));
+                    return PoolSnapshots.Existing.of(record);
                 }
                 finishSnapshotDelete(record); // CREATING or DELETING: taken again from the start
             }
@@ -533,14 +531,16 @@ public final class LvmPool implements VolumePool {
                 throw CsiException.failedPrecondition("volume " + sourceImage + " is a linear logical volume;"
                         + " only thin volumes have snapshots in an LVM pool");
             }
-            SnapshotRecord record = SnapshotRecord.newBuilder()
+            SnapshotRecord.Builder builder = SnapshotRecord.newBuilder();
+            member.ifPresent(m -> builder.setGroup(m.group()));
+            SnapshotRecord record = builder
                     .setName(name)
                     .setSourceVolume(sourceImage)
                     .setCapacityBytes(source.getCapacityBytes())
                     .setFilesystem(source.getFilesystem())
                     .setUsedAsBlock(source.getUsedAsBlock())
                     .setTemporary(temporary)
-                    .setCreationTime(ImagePool.timestamp(clock.instant()))
+                    .setCreationTime(member.map(Membership::cut).orElseGet(() -> ImagePool.timestamp(clock.instant())))
                     .setState(SnapshotRecord.State.CREATING)
                     .build();
             synchronized (capacityLock) {
@@ -552,11 +552,26 @@ public final class LvmPool implements VolumePool {
                 snapshots.write(record);
             }
             crashes.reach(CrashPoint.SNAPSHOT_RECORDED);
-            volumes.snapshot(lv(sourceImage), lv(SNAPSHOT_PREFIX + name));
-            crashes.reach(CrashPoint.SNAPSHOT_COPIED);
-            record = snapshots.write(record.toBuilder().setState(SnapshotRecord.State.READY).build());
-            log.info("thin snapshot taken", "snapshot", name, "volume", sourceImage, "group", volumes.volumeGroup());
-            return PoolSnapshots.snapshot(record);
+            SnapshotRecord recorded = record;
+            return new Pending() {
+                @Override
+                public boolean fresh() {
+                    return true;
+                }
+
+                @Override
+                public void copy() throws DeviceException {
+                    volumes.snapshot(lv(sourceImage), lv(SNAPSHOT_PREFIX + name));
+                }
+
+                @Override
+                public Snapshot finish() throws IOException {
+                    crashes.reach(CrashPoint.SNAPSHOT_COPIED);
+                    SnapshotRecord ready = snapshots.write(recorded.toBuilder().setState(SnapshotRecord.State.READY).build());
+                    log.info("thin snapshot taken", "snapshot", name, "volume", sourceImage, "group", volumes.volumeGroup());
+                    return PoolSnapshots.snapshot(ready);
+                }
+            };
         }
 
         /** Removes the snapshot; succeeds when already gone. Volumes restored from it keep their data. */
@@ -570,6 +585,11 @@ public final class LvmPool implements VolumePool {
             crashes.reach(CrashPoint.SNAPSHOT_DELETE_RECORDED);
             finishSnapshotDelete(deleting);
             log.info("thin snapshot deleted", "snapshot", name, "group", volumes.volumeGroup());
+        }
+
+        @Override
+        public List<Snapshot> commit(String group) throws IOException {
+            return snapshots.commit(group).stream().map(PoolSnapshots::snapshot).toList();
         }
 
         @Override
@@ -676,6 +696,12 @@ public final class LvmPool implements VolumePool {
     }
 
     /** The mounts of the volume's device. */
+    @Override
+    public Optional<Path> filesystemMount(String name) throws IOException, DeviceException, MountException {
+        Optional<LogicalVolume> device = attachedDevice(name);
+        return device.isEmpty() ? Optional.empty() : ImagePool.filesystemMount(inUse(device.get()));
+    }
+
     private List<MountPoint> inUse(LogicalVolume volume) throws MountException {
         return mounts.table().all().stream().filter(volume::backs).toList();
     }

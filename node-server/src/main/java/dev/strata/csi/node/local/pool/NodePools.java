@@ -169,6 +169,20 @@ public final class NodePools {
         return all;
     }
 
+    /** Freezes the mounted filesystems of {@code volumes} of this node together, for a group snapshot's cut. */
+    public FrozenVolumes freeze(List<String> volumes) throws IOException, DeviceException, MountException {
+        return FrozenVolumes.freeze(this, volumes);
+    }
+
+    /** Marks group {@code group}'s members in every pool committed; returns them. */
+    public List<Snapshot> commitGroup(String group) throws IOException {
+        List<Snapshot> members = new ArrayList<>();
+        for (VolumePool pool : all()) {
+            members.addAll(pool.snapshots().commit(group));
+        }
+        return members;
+    }
+
     /** At start, before any call: every pool brought in line with its records. */
     public void reconcile() throws IOException, DeviceException, MountException {
         for (VolumePool pool : all()) {

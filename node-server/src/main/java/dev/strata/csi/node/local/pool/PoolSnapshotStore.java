@@ -61,6 +61,35 @@ final class PoolSnapshotStore {
                 log.error("unreadable snapshot record; its snapshot is left alone", "file", file, "error", e.getMessage())).values());
     }
 
+    /** Marks the READY members of group {@code group} committed; returns them. */
+    List<SnapshotRecord> commit(String group) throws IOException {
+        List<SnapshotRecord> members = new ArrayList<>();
+        for (SnapshotRecord record : all()) {
+            if (record.getState() == SnapshotRecord.State.READY && record.getGroup().getName().equals(group)) {
+                members.add(record.getGroup().getCommitted() ? record
+                        : write(record.toBuilder().setGroup(record.getGroup().toBuilder().setCommitted(true)).build()));
+            }
+        }
+        return members;
+    }
+
+    /** A member of a group snapshot whose cut never completed: removed at start, as a temporary snapshot is. */
+    static boolean uncommitted(SnapshotRecord record) {
+        return record.hasGroup() && !record.getGroup().getCommitted();
+    }
+
+    /** ALREADY_EXISTS unless the existing snapshot {@code record} is what a take of it asks for: the same source, the same group or none. */
+    static void requireSame(SnapshotRecord record, String sourceImage, String group) {
+        if (!record.getSourceVolume().equals(sourceImage)) {
+            throw CsiException.alreadyExists("snapshot " + record.getName() + " exists of volume " + record.getSourceVolume()
+                    + "; asked for one of " + sourceImage);
+        }
+        if (!record.getGroup().getName().equals(group)) {
+            throw CsiException.alreadyExists("snapshot " + record.getName() + (record.hasGroup() ? " is a member of group snapshot "
+                    + record.getGroup().getName() : " is no group snapshot's member") + (group.isEmpty() ? "" : "; asked for one of " + group));
+        }
+    }
+
     int removeTemporaries() throws IOException {
         return records.removeTemporaries();
     }

@@ -1,6 +1,8 @@
 package dev.strata.csi.node.local.pool;
 
 import dev.strata.csi.agent.api.Snapshot;
+import dev.strata.csi.agent.api.VolumeGroup;
+import dev.strata.csi.backend.local.records.GroupMember;
 import dev.strata.csi.backend.local.LocalSnapshotId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
@@ -61,30 +63,30 @@ public final class PoolSnapshots implements VolumeSnapshots {
      * copy to another node, is left out of {@link #list()} and removed at the next start.
      */
     @Override
-    public Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
+    public Pending prepare(String name, String sourceImage, boolean temporary, Optional<Membership> member)
+            throws IOException, DeviceException, MountException {
         LocalSnapshotId.checkName(name);
         Optional<SnapshotRecord> existing = store.read(name);
         if (existing.isPresent()) {
             SnapshotRecord record = existing.get();
             switch (record.getState()) {
                 case READY -> {
-                    if (!record.getSourceVolume().equals(sourceImage)) {
-                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceVolume()
-                                + "; asked for one of " + sourceImage);
-                    }
-                    return snapshot(record);
+                    PoolSnapshotStore.requireSame(record, sourceImage, member.map(m -> m.group().getName()).orElse(""));
+                    return Existing.of(record);
                 }
                 default -> finishDelete(record); // CREATING: a partial copy; DELETING: on its way out
             }
         }
         ImageRecord source = images.ready(sourceImage);
-        SnapshotRecord wanted = SnapshotRecord.newBuilder()
+        SnapshotRecord.Builder builder = SnapshotRecord.newBuilder();
+        member.ifPresent(m -> builder.setGroup(m.group()));
+        SnapshotRecord wanted = builder
                 .setName(name)
                 .setTemporary(temporary)
                 .setSourceVolume(sourceImage)
                 .setCapacityBytes(source.getCapacityBytes())
                 .setState(SnapshotRecord.State.CREATING)
-                .setCreationTime(ImagePool.timestamp(clock.instant()))
+                .setCreationTime(member.map(Membership::cut).orElseGet(() -> ImagePool.timestamp(clock.instant())))
                 .setFilesystem(source.getFilesystem())
                 .setUsedAsBlock(source.getUsedAsBlock())
                 .setEncrypted(source.getEncrypted())
@@ -93,15 +95,51 @@ public final class PoolSnapshots implements VolumeSnapshots {
         // From the record on, it reserves the copy's bytes.
         SnapshotRecord record = capacity.admit("a snapshot of volume " + sourceImage, wanted.getCopyBytes(), 0, () -> store.write(wanted));
         crashes.reach(CrashPoint.SNAPSHOT_RECORDED);
-        ImageFiles.CopyMethod copied = copies.copy(ConsistentCopy.Content.ofImage(source, images.imagePath(sourceImage)), path(name));
-        crashes.reach(CrashPoint.SNAPSHOT_COPIED);
-        record = store.write(record.toBuilder()
-                .setState(SnapshotRecord.State.READY)
-                .setReflinked(copied == ImageFiles.CopyMethod.REFLINK)
-                .setCopyBytes(0)
-                .build());
-        log.info("snapshot taken", "snapshot", name, "volume", sourceImage, "how", copied, "bytes", source.getCapacityBytes());
-        return snapshot(record);
+        return new Pending() {
+            private ImageFiles.CopyMethod copied;
+
+            @Override
+            public boolean fresh() {
+                return true;
+            }
+
+            @Override
+            public void copy() throws IOException, DeviceException, MountException {
+                copied = copies.copy(ConsistentCopy.Content.ofImage(source, images.imagePath(sourceImage)), path(name));
+            }
+
+            @Override
+            public Snapshot finish() throws IOException {
+                crashes.reach(CrashPoint.SNAPSHOT_COPIED);
+                SnapshotRecord ready = store.write(record.toBuilder()
+                        .setState(SnapshotRecord.State.READY)
+                        .setReflinked(copied == ImageFiles.CopyMethod.REFLINK)
+                        .setCopyBytes(0)
+                        .build());
+                log.info("snapshot taken", "snapshot", name, "volume", sourceImage, "how", copied, "bytes", source.getCapacityBytes());
+                return snapshot(ready);
+            }
+        };
+    }
+
+    /** A snapshot there already: nothing to copy or record. */
+    record Existing(Snapshot snapshot) implements Pending {
+        static Existing of(SnapshotRecord record) {
+            return new Existing(PoolSnapshots.snapshot(record));
+        }
+
+        @Override
+        public boolean fresh() {
+            return false;
+        }
+
+        @Override
+        public void copy() {}
+
+        @Override
+        public Snapshot finish() {
+            return snapshot;
+        }
     }
 
     /** The READY snapshot {@code name}, for a restore or a transfer to read; NOT_FOUND when there is none. */
@@ -131,6 +169,11 @@ public final class PoolSnapshots implements VolumeSnapshots {
         crashes.reach(CrashPoint.SNAPSHOT_DELETE_RECORDED);
         finishDelete(deleting);
         log.info("snapshot deleted", "snapshot", name);
+    }
+
+    @Override
+    public List<Snapshot> commit(String group) throws IOException {
+        return store.commit(group).stream().map(PoolSnapshots::snapshot).toList();
     }
 
     /** The pool's complete snapshots, but the temporary ones of copies to other nodes. */
@@ -184,6 +227,10 @@ public final class PoolSnapshots implements VolumeSnapshots {
             } else if (record.getTemporary()) { // its copy to another node broke off with the restart; a retry takes another
                 finishDelete(record);
                 log.info("removed temporary snapshot of a copy to another node", "snapshot", record.getName());
+            } else if (PoolSnapshotStore.uncommitted(record)) { // its group's cut broke off with the restart; a retry cuts again
+                finishDelete(record);
+                log.info("removed a member of a group snapshot never committed", "snapshot", record.getName(), "group",
+                        record.getGroup().getName());
             }
         }
     }
@@ -197,11 +244,20 @@ public final class PoolSnapshots implements VolumeSnapshots {
 
     /** The agent API's snapshot of a record. */
     static Snapshot snapshot(SnapshotRecord record) {
-        return Snapshot.newBuilder()
+        Snapshot.Builder snapshot = Snapshot.newBuilder()
                 .setName(record.getName())
                 .setSourceVolume(record.getSourceVolume())
                 .setCapacityBytes(record.getCapacityBytes())
-                .setCreationTime(record.getCreationTime())
-                .build();
+                .setCreationTime(record.getCreationTime());
+        if (record.hasGroup()) {
+            VolumeGroup.Builder group = snapshot.getGroupBuilder()
+                    .setName(record.getGroup().getName())
+                    .setCreationTime(record.getCreationTime())
+                    .setCommitted(record.getGroup().getCommitted());
+            for (GroupMember member : record.getGroup().getMembersList()) {
+                group.addMembersBuilder().setNodeId(member.getNodeId()).setVolume(member.getVolume()).setSnapshot(member.getSnapshot());
+            }
+        }
+        return snapshot.build();
     }
 }

@@ -11,6 +11,7 @@ import dev.strata.csi.mount.MountException;
 import dev.strata.csi.node.local.BlockDevice;
 import dev.strata.csi.node.local.DeviceException;
 import java.io.IOException;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Optional;
 
@@ -93,6 +94,12 @@ public interface VolumePool {
      * whose storage was removed from under it. What unstage, unpublish and stats look for.
      */
     Optional<? extends BlockDevice> device(String name) throws IOException, DeviceException;
+
+    /**
+     * Where the volume's filesystem is mounted on this node, if it is: a mount its device backs, not
+     * a block volume's bind. What a copy and a group snapshot's cut freeze.
+     */
+    Optional<Path> filesystemMount(String name) throws IOException, DeviceException, MountException;
 
     /** The size of the volume's {@code device} as the kernel sees it. */
     long deviceBytes(BlockDevice device) throws DeviceException;

@@ -1,6 +1,8 @@
 package dev.strata.csi.node.local.pool;
 
+import com.google.protobuf.Timestamp;
 import dev.strata.csi.agent.api.Snapshot;
+import dev.strata.csi.backend.local.records.SnapshotGroup;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.node.local.DeviceException;
 import java.io.IOException;
@@ -19,7 +21,45 @@ public interface VolumeSnapshots {
      * when it exists of the same volume (another volume's: ALREADY_EXISTS). A {@code temporary}
      * one, taken for a copy to another node, is not listed and is removed at the next start.
      */
-    Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException;
+    default Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
+        return take(name, sourceImage, temporary, Optional.empty());
+    }
+
+    /** A group snapshot's member: its group, uncommitted, and the cut's time, which is the member's creation time. */
+    record Membership(SnapshotGroup group, Timestamp cut) {}
+
+    /**
+     * {@link #take(String, String, boolean)}, as a member of a group snapshot when {@code member}
+     * says so: the same name as a member of another group, or of none, is ALREADY_EXISTS.
+     */
+    default Snapshot take(String name, String sourceImage, boolean temporary, Optional<Membership> member)
+            throws IOException, DeviceException, MountException {
+        Pending pending = prepare(name, sourceImage, temporary, member);
+        pending.copy();
+        return pending.finish();
+    }
+
+    /**
+     * A snapshot being taken, in its three steps: recorded (CREATING) by {@link #prepare}, its
+     * content copied as it is at {@link #copy} (a group snapshot's cut copies every member while
+     * their filesystems are frozen, and records nothing then), READY at {@link #finish}. A crash
+     * between them leaves a CREATING record, which the retry or the next start removes.
+     */
+    interface Pending {
+        /** Whether {@link #prepare} recorded it: false for a snapshot that was there already. */
+        boolean fresh();
+
+        void copy() throws IOException, DeviceException, MountException;
+
+        Snapshot finish() throws IOException;
+    }
+
+    /** The first step of {@link #take(String, String, boolean, Optional)}: the checks and the record. */
+    Pending prepare(String name, String sourceImage, boolean temporary, Optional<Membership> member)
+            throws IOException, DeviceException, MountException;
+
+    /** Marks the members of group {@code group} in this pool committed; returns them. Repeating it changes nothing. */
+    List<Snapshot> commit(String group) throws IOException;
 
     /** Deletes the snapshot; succeeds when already gone. */
     void delete(String name) throws IOException, DeviceException, MountException;

@@ -1,0 +1,62 @@
+package dev.strata.csi.node.local.pool;
+
+import dev.strata.csi.mount.MountException;
+import dev.strata.csi.node.local.DeviceException;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+
+/**
+ * One step for each of several volumes at once (a thread each), waiting for all: a group
+ * snapshot's freezes, copies and thaws, whose time the group's writers wait. The first failure
+ * is thrown once every step has ended.
+ */
+public final class Concurrently {
+
+    private Concurrently() {}
+
+    @FunctionalInterface
+    public interface Step<T> {
+        void run(T item) throws IOException, DeviceException, MountException;
+    }
+
+    public static <T> void run(List<T> items, Step<T> step) throws IOException, DeviceException, MountException {
+        if (items.size() == 1) {
+            step.run(items.getFirst());
+            return;
+        }
+        List<Future<Void>> running = new ArrayList<>();
+        try (ExecutorService threads = Executors.newVirtualThreadPerTaskExecutor()) {
+            for (T item : items) {
+                running.add(threads.submit(() -> {
+                    step.run(item);
+                    return null;
+                }));
+            }
+        }
+        Throwable failed = null;
+        for (Future<Void> one : running) {
+            try {
+                one.get();
+            } catch (ExecutionException e) {
+                failed = failed == null ? e.getCause() : failed;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted", e);
+            }
+        }
+        switch (failed) {
+            case null -> { }
+            case IOException e -> throw e;
+            case DeviceException e -> throw e;
+            case MountException e -> throw e;
+            case RuntimeException e -> throw e;
+            case Error e -> throw e;
+            default -> throw new IOException(failed);
+        }
+    }
+}
