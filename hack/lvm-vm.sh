@@ -9,6 +9,10 @@
 #   appears), mkfs, mount and write, detach (the device goes), reconcile after a restart, online
 #   growth under a mounted ext4, a thin snapshot of a mounted volume, its restore after the source
 #   is deleted, and delete;
+# - LvmZeroingSystemTest fills the group's free extents and its thin pool's data with a pattern by
+#   volumes it then removes; a linear and a thin volume the pool makes there read raw show no byte
+#   of it (made without the pool's zeroing, they do); then times a linear volume's creation with and
+#   without zeroing;
 # - LvmPipelineTest runs it end to end: controller-server and two node-servers as processes, one
 #   with --volume-group and no image pool (--image-pool=false), through every CSI phase with a StorageClass of pool: lvm (create, attach,
 #   stage, publish, write, online growth, thin snapshot, restore, delete; a linear block volume;
@@ -24,14 +28,14 @@
 # of skipping them); afterwards this script checks the test reports (every test ran, none failed,
 # errored or skipped) and the lines the tests print. Not part of .ci/run (an emulated VM: minutes).
 # Usage (as root):
-#   hack/lvm-vm.sh                          # all three classes, then csi-sanity
+#   hack/lvm-vm.sh                          # all four classes, then csi-sanity
 #   hack/lvm-vm.sh LvmCrashRecoveryTest     # some of them (simple names), then csi-sanity
 #   LVM_CRASH_POINTS=EXPAND_RECORDED,RESTORE_COPIED hack/lvm-vm.sh LvmCrashRecoveryTest   # some crash points
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 sanity=${CSI_SANITY:-/opt/csi-sanity/csi-sanity}
-all=(dev.strata.csi.node.local.pool.LvmPoolSystemTest dev.strata.csi.e2e.LvmPipelineTest dev.strata.csi.e2e.LvmCrashRecoveryTest)
+all=(dev.strata.csi.node.local.pool.LvmPoolSystemTest dev.strata.csi.node.local.pool.LvmZeroingSystemTest dev.strata.csi.e2e.LvmPipelineTest dev.strata.csi.e2e.LvmCrashRecoveryTest)
 
 if [ "${1:-}" = --in-vm ]; then # the guest's part
   shift
@@ -104,6 +108,7 @@ vm_check_reports "${classes[@]}" || status=1
 vm_output_lines "lvm: " "${classes[@]}" >&2 || true
 # The lines each class prints once its checks passed.
 declare -A lines=([LvmPoolSystemTest]="ext4 on a thin volume grown online|thin snapshot of a mounted 64 MiB volume took"
+  [LvmZeroingSystemTest]="zeroing: linear|zeroing cost:"
   [LvmPipelineTest]="pipeline: ext4 on an LVM volume grown online through the CSI calls|copies: a thin snapshot restored into node-b's image pool|copies: an image-pool block volume cloned into node-a's LVM pool, linear and thin|copies: LVM volumes, detached and attached, cloned back" [LvmCrashRecoveryTest]="crash suite:")
 for class in "${classes[@]}"; do
   IFS='|' read -r -a wanted <<<"${lines[${class##*.}]}"

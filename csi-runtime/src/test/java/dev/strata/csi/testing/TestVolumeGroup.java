@@ -38,9 +38,27 @@ public final class TestVolumeGroup implements AutoCloseable {
 
     /** A group named {@code name} on a file of {@code diskSize} in {@code dir}, with a thin pool of {@code thinPoolSize} (lvm's sizes: "1G"). */
     public static TestVolumeGroup make(Path dir, String name, String diskSize, String thinPoolSize) throws Exception {
+        return make(dir, name, diskSize, thinPoolSize, (byte) 0);
+    }
+
+    /**
+     * As {@link #make(Path, String, String, String)}, on a disk whose every byte held {@code old}
+     * before the group was made: the old data of a disk's extents, and of the thin pool's chunks,
+     * which a new volume must never show.
+     */
+    public static TestVolumeGroup make(Path dir, String name, String diskSize, String thinPoolSize, byte old) throws Exception {
         requireDeviceMapper();
         Path disk = dir.resolve(name + ".disk");
         Programs.run("truncate", "--size", diskSize, disk.toString());
+        if (old != 0) {
+            byte[] block = new byte[1 << 20];
+            java.util.Arrays.fill(block, old);
+            try (var file = java.nio.channels.FileChannel.open(disk, java.nio.file.StandardOpenOption.WRITE)) {
+                for (long at = 0; at < file.size(); at += block.length) {
+                    file.write(java.nio.ByteBuffer.wrap(block, 0, (int) Math.min(block.length, file.size() - at)), at);
+                }
+            }
+        }
         String loop = Programs.run("losetup", "--find", "--show", disk.toString()).strip();
         TestVolumeGroup group = new TestVolumeGroup(name, loop);
         try {

@@ -142,6 +142,7 @@ class HostileRequestsTest {
                 assertTrue(cluster.node(NODE).process().isAlive(), "node-server died");
                 // A forged registration may have taken node-a's name; its agent's next renewal takes it back.
                 Thread.sleep(2_500);
+                listsStillAnswer(cluster);
                 PipelineTest.cluster = cluster;
                 try {
                     aVolumeStillGoesThroughEveryPhase(cluster);
@@ -172,6 +173,27 @@ class HostileRequestsTest {
         List<String> loopsOutside = SystemState.run("losetup", "--list", "--noheadings", "--raw", "--output", "NAME,BACK-FILE").lines()
                 .filter(line -> outsidePaths.stream().anyMatch(path -> line.endsWith(" " + path))).toList();
         assertEquals(List.of(), loopsOutside, "loop devices on files outside the pool (seed " + seed + ")");
+    }
+
+    /**
+     * ListVolumes and ListSnapshots answer for the cluster whatever the forged registrations
+     * reported (malformed names, sizes): the controller dropped what it could not list. A forged
+     * node that reported nothing holds them UNAVAILABLE until its lease runs out, no longer.
+     */
+    private static void listsStillAnswer(Cluster cluster) throws Exception {
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (true) {
+            try {
+                cluster.controller().listVolumes(csi.v1.Csi.ListVolumesRequest.getDefaultInstance());
+                cluster.controller().listSnapshots(csi.v1.Csi.ListSnapshotsRequest.getDefaultInstance());
+                return;
+            } catch (StatusRuntimeException e) {
+                if (e.getStatus().getCode() != Status.Code.UNAVAILABLE || System.nanoTime() > until) {
+                    throw new AssertionError("ListVolumes or ListSnapshots after the hostile requests: " + e.getStatus(), e);
+                }
+                Thread.sleep(500);
+            }
+        }
     }
 
     /**

@@ -286,6 +286,16 @@ class PipelineTest {
                             .setStagingTargetPath(staging.toString()).setVolumeCapability(mount("ext4")).build()));
             assertEquals(Status.Code.FAILED_PRECONDITION, refused.getStatus().getCode());
             assertTrue(refused.getStatus().getDescription().contains("raw block device"), refused.getStatus().getDescription());
+            // Nor read-only: what blkid finds on it is whatever its user wrote there.
+            VolumeCapability readOnly = mount("ext4").toBuilder().setAccessMode(VolumeCapability.AccessMode.newBuilder()
+                    .setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_READER_ONLY)).build();
+            StatusRuntimeException readOnlyRefused = assertThrows(StatusRuntimeException.class, () -> node.node().nodeStageVolume(
+                    NodeStageVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
+                            .setStagingTargetPath(staging.toString()).setVolumeCapability(readOnly).build()));
+            assertEquals(Status.Code.FAILED_PRECONDITION, readOnlyRefused.getStatus().getCode());
+            assertTrue(readOnlyRefused.getStatus().getDescription().contains("raw block device"),
+                    readOnlyRefused.getStatus().getDescription());
+            assertTrue(SystemState.mountAt(staging).isEmpty(), "nothing mounted at " + staging);
         } finally {
             cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
                     .setVolumeId(volume.getVolumeId()).setNodeId("node-a").build());

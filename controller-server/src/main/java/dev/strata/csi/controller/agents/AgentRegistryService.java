@@ -15,11 +15,13 @@ public final class AgentRegistryService extends AgentRegistryGrpc.AgentRegistryI
 
     private final AgentDirectory directory;
     private final NodeIdentities identities;
+    private final ReportCheck reports;
 
     /** @param allowUnbound take tokens without a node claim (clusters before Kubernetes 1.30; see NodeIdentities) */
     public AgentRegistryService(AgentDirectory directory, boolean allowUnbound, Log log) {
         this.directory = directory;
         this.identities = new NodeIdentities(allowUnbound, log);
+        this.reports = new ReportCheck(log);
     }
 
     @Override
@@ -30,7 +32,7 @@ public final class AgentRegistryService extends AgentRegistryGrpc.AgentRegistryI
             }
             identities.requireMayRegister(request.getNodeId(), Caller.current());
             checkAddress(request.getAddress());
-            boolean sendInventory = directory.register(request);
+            boolean sendInventory = directory.register(reports.checked(request));
             return RegisterResponse.newBuilder().setRenewSeconds((int) directory.renewEvery().toSeconds())
                     .setSendInventory(sendInventory).build();
         });

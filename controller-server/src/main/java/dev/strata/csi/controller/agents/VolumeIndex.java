@@ -26,7 +26,9 @@ import java.util.function.Function;
  * everything, current as of the generation of its last report. The controller's own calls enter
  * their results too, with the generation the agent gave in its reply: an entry newer than a report
  * (a create answered while an older report was on its way) is kept over it, so a report never
- * takes back what this replica has seen done.
+ * takes back what this replica has seen done. An entry a call of this controller made stays
+ * marked as such ({@link Located#made}): where a name is on several nodes, the one this controller
+ * made wins over what a node merely reports (a compromised node reporting another's name).
  *
  * <p>Lean, since a cluster holds hundreds of thousands of volumes (docs/scale.md, "Memory"): one
  * ordered map of every entry by {@code <node>/<name>} and one map of names to the node holding
@@ -37,8 +39,11 @@ import java.util.function.Function;
  */
 public final class VolumeIndex {
 
-    /** A thing and the node that holds it. */
-    public record Located<T>(String nodeId, T item) {}
+    /**
+     * A thing and the node that holds it; {@code made}: this controller's own call made or changed
+     * it there, which no node's report can fake (else it is known from the node's report alone).
+     */
+    public record Located<T>(String nodeId, T item, boolean made) {}
 
     /**
      * Where an entry sorts: as the string {@code <node>/<name>} (the order of volume and snapshot
@@ -76,6 +81,9 @@ public final class VolumeIndex {
     private interface Stored<T> {
         long generation();
 
+        /** Entered or changed by this controller's own call: the node's report alone never sets it. */
+        boolean own();
+
         T item(String name);
     }
 
@@ -85,14 +93,14 @@ public final class VolumeIndex {
      * whether it is encrypted stay: a repeated CreateVolume compares them with the request's.
      */
     private record StoredVolume(long capacityBytes, long generation, Allocation allocation, LvType lvType, ContentSource source,
-            List<String> publishedNodeIds, PoolKind pool, boolean encrypted) implements Stored<Volume> {
+            List<String> publishedNodeIds, PoolKind pool, boolean encrypted, boolean own) implements Stored<Volume> {
 
-        static StoredVolume of(Volume volume, long generation, View view) {
+        static StoredVolume of(Volume volume, long generation, View view, boolean own) {
             // A local volume is published on its own node only: that one shared list serves nearly all.
             List<String> published = volume.getPublishedNodeIdsCount() == 0 ? List.of()
                     : view.self.equals(volume.getPublishedNodeIdsList()) ? view.self : List.copyOf(volume.getPublishedNodeIdsList());
             return new StoredVolume(volume.getCapacityBytes(), generation, volume.getAllocation(), volume.getLvType(),
-                    volume.hasSource() ? volume.getSource() : null, published, volume.getPool(), volume.getEncrypted());
+                    volume.hasSource() ? volume.getSource() : null, published, volume.getPool(), volume.getEncrypted(), own);
         }
 
         @Override
@@ -108,7 +116,7 @@ public final class VolumeIndex {
     }
 
     /** Snapshots are one or a few per volume at most: kept as reported. */
-    private record StoredSnapshot(Snapshot snapshot, long generation) implements Stored<Snapshot> {
+    private record StoredSnapshot(Snapshot snapshot, long generation, boolean own) implements Stored<Snapshot> {
 
         @Override
         public Snapshot item(String name) {
@@ -136,7 +144,7 @@ public final class VolumeIndex {
 
     /** How the entries of one kind (volumes or snapshots) are kept. */
     private interface Packer<T, S extends Stored<T>> {
-        S pack(T item, long generation, View view);
+        S pack(T item, long generation, View view, boolean own);
     }
 
     /** Volumes or snapshots: every entry in id order, and which nodes hold each name. */
@@ -161,9 +169,10 @@ public final class VolumeIndex {
             for (String nodeId : nodes(held)) {
                 S stored = sorted.get(new Key(nodeId, wanted));
                 if (stored != null) {
-                    found.add(new Located<>(nodeId, stored.item(wanted)));
+                    found.add(new Located<>(nodeId, stored.item(wanted), stored.own()));
                 }
             }
+            found.sort(java.util.Comparator.comparing(located -> !located.made())); // this controller's own first
             return found;
         }
 
@@ -212,7 +221,8 @@ public final class VolumeIndex {
                 release(view.nodeId, key);
             } else {
                 deleted.apply(view).remove(key);
-                sorted.put(at, packer.pack(item, generation, view));
+                // Once made by this controller, an entry stays its own when a report later confirms it.
+                sorted.put(at, packer.pack(item, generation, view, own || known != null && known.own()));
                 hold(view.nodeId, key);
             }
         }
@@ -261,7 +271,7 @@ public final class VolumeIndex {
                 if (page.size() >= limit) {
                     break;
                 }
-                page.add(new Located<>(entry.getKey().node(), entry.getValue().item(entry.getKey().name())));
+                page.add(new Located<>(entry.getKey().node(), entry.getValue().item(entry.getKey().name()), entry.getValue().own()));
             }
             return page;
         }
@@ -270,7 +280,7 @@ public final class VolumeIndex {
     private final Map<String, View> views = new ConcurrentHashMap<>();
     private final Kind<Volume, StoredVolume> volumes = new Kind<>(Volume::getName, StoredVolume::of, view -> view.deletedVolumes);
     private final Kind<Snapshot, StoredSnapshot> snapshots = new Kind<Snapshot, StoredSnapshot>(Snapshot::getName,
-            (snapshot, generation, view) -> new StoredSnapshot(snapshot, generation), view -> view.deletedSnapshots);
+            (snapshot, generation, view, own) -> new StoredSnapshot(snapshot, generation, own), view -> view.deletedSnapshots);
 
     private View view(String nodeId) {
         return views.computeIfAbsent(nodeId, View::new);
@@ -339,7 +349,10 @@ public final class VolumeIndex {
         }
     }
 
-    /** The nodes the index places volume {@code name} on, with the volume each holds (name, size, allocation, source, published nodes). */
+    /**
+     * The nodes the index places volume {@code name} on, with the volume each holds (name, size,
+     * allocation, source, published nodes): those this controller made it on first.
+     */
     public List<Located<Volume>> volumes(String name) {
         return volumes.find(name);
     }

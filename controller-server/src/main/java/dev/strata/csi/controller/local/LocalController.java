@@ -29,6 +29,7 @@ import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.backend.ControllerBackend;
 import dev.strata.csi.controller.backend.SnapshotFilter;
+import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -36,6 +37,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.Predicate;
 
 /**
  * The local backend on the controller. What volumes and snapshots exist it keeps nowhere: a
@@ -57,11 +59,13 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
     private final LocalTopology topology;
     private final Placement placement;
     private final CrossNodeCopies copies;
+    private final Log log;
 
-    public LocalController(AgentDirectory agents, LocalTopology topology, ContentRelay relay) {
+    public LocalController(AgentDirectory agents, LocalTopology topology, ContentRelay relay, Log log) {
         this.agents = agents;
         this.topology = topology;
-        this.placement = new Placement(agents, topology);
+        this.log = log;
+        this.placement = new Placement(agents, topology, log);
         this.copies = new CrossNodeCopies(agents, relay);
     }
 
@@ -107,11 +111,12 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
     }
 
     private Volume createEmpty(VolumeRequest wanted) throws Exception {
-        var existing = placement.find(wanted.name());
+        Predicate<dev.strata.csi.agent.api.Volume> same = volume -> volume.getCapacityBytes() == wanted.capacityBytes()
+                && wanted.pool().sameType(volume) && wanted.pool().holds(volume) && volume.getEncrypted() == wanted.encrypted();
+        var existing = placement.find(wanted, volume -> same.test(volume) && !volume.hasSource());
         if (existing.isPresent()) {
             dev.strata.csi.agent.api.Volume volume = existing.get().volume();
-            if (volume.getCapacityBytes() != wanted.capacityBytes() || !wanted.pool().sameType(volume)
-                    || !wanted.pool().holds(volume) || volume.getEncrypted() != wanted.encrypted()) {
+            if (!same.test(volume)) {
                 throw CsiException.alreadyExists("volume " + wanted.name() + " exists on node " + existing.get().nodeId()
                         + " with " + volume.getCapacityBytes() + " bytes, " + PoolRequest.type(volume) + (volume.getEncrypted() ? ", encrypted" : "")
                         + ", in its " + PoolRequest.describe(PoolRequest.kindOf(volume)) + "; asked for " + wanted.capacityBytes() + " bytes, "
@@ -152,12 +157,13 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
             return volume(copying.get().nodeId(), copying.get().volume());
         }
         // From the index: a retry finds the copy made also once its source is gone.
-        var existing = placement.find(asked.name());
+        Predicate<dev.strata.csi.agent.api.Volume> same = volume -> volume.getSource().equals(origin.source())
+                && asked.pool().sameType(volume) && asked.pool().holds(volume)
+                && (asked.range().getRequiredBytes() == 0 || volume.getCapacityBytes() == asked.capacityBytes());
+        var existing = placement.find(asked, same);
         if (existing.isPresent()) {
             dev.strata.csi.agent.api.Volume volume = existing.get().volume();
-            boolean sizeDiffers = asked.range().getRequiredBytes() > 0 && volume.getCapacityBytes() != asked.capacityBytes();
-            if (!volume.getSource().equals(origin.source()) || !asked.pool().sameType(volume) || sizeDiffers
-                    || !asked.pool().holds(volume)) {
+            if (!same.test(volume)) {
                 throw CsiException.alreadyExists("volume " + asked.name() + " exists on node " + existing.get().nodeId()
                         + " with " + volume.getCapacityBytes() + " bytes, " + PoolRequest.type(volume) + ", in its "
                         + PoolRequest.describe(PoolRequest.kindOf(volume)) + ", other content, size or pool than "
@@ -226,10 +232,16 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
             agents.requireReported("whether snapshot " + name + " exists");
         }
         for (var elsewhere : found) {
-            if (!elsewhere.nodeId().equals(source.nodeId())) {
-                throw CsiException.alreadyExists("snapshot " + name + " exists on node " + elsewhere.nodeId()
-                        + ", of another volume than " + source);
+            if (elsewhere.nodeId().equals(source.nodeId())) {
+                continue;
             }
+            if (!elsewhere.made()) { // only its node's word: a node reporting the name first must not block it
+                log.warn("a node reports a snapshot of the name this controller did not take there; ignored", "snapshot", name,
+                        "node", elsewhere.nodeId(), "source", source);
+                continue;
+            }
+            throw CsiException.alreadyExists("snapshot " + name + " exists on node " + elsewhere.nodeId()
+                    + ", of another volume than " + source);
         }
         var taken = agents.stub(source.nodeId()).createSnapshot(CreateSnapshotRequest.newBuilder()
                 .setName(name).setSourceVolume(source.name()).build());

@@ -16,6 +16,6 @@ public final class LocalControllerWiring {
 
     public static LocalController fromFlags(DriverProgram.Context context, AgentDirectory agents) {
         return new LocalController(agents, LocalTopology.forDriver(context.plugin().name()),
-                new ContentRelay(new RelayMetrics(context.metrics()), context.log()));
+                new ContentRelay(new RelayMetrics(context.metrics()), context.log()), context.log());
     }
 }

@@ -9,6 +9,7 @@ import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.backend.local.LocalTopology;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.VolumeIndex;
+import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -21,6 +22,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.Optional;
 import java.util.Set;
+import java.util.function.Predicate;
 import java.util.stream.Stream;
 
 /**
@@ -36,25 +38,42 @@ final class Placement {
 
     private final AgentDirectory agents;
     private final LocalTopology topology;
+    private final Log log;
     /** Volume name to the node a create of it was sent to that did not answer. */
     private final Map<String, String> unanswered = new ConcurrentHashMap<>();
 
-    Placement(AgentDirectory agents, LocalTopology topology) {
+    Placement(AgentDirectory agents, LocalTopology topology, Log log) {
         this.agents = agents;
         this.topology = topology;
+        this.log = log;
     }
 
     /**
-     * The volume named {@code name} wherever the index places it, whatever the topology says now;
-     * empty when no node holds it. UNAVAILABLE while a node that could hold it has not reported.
+     * The volume named as {@code wanted} wherever the index places it, whatever the topology says
+     * now; empty when no node holds it. Where this controller made it, that node wins. A node's
+     * report alone counts only from the node the request names first (the scheduler's pick, with
+     * WaitForFirstConsumer: where this controller would make it first) and with what the request
+     * asks ({@code asked}: size, pool, source), or from any node for a request without topology.
+     * So a node reporting the name first (a compromised node's report of {@code pvc-<uid>})
+     * neither captures the volume nor blocks its creation: it is logged, and the volume made as if
+     * the name were free; should a node that holds it from an earlier call be among the candidates,
+     * its agent answers the create with it. UNAVAILABLE while a node that could hold it has not reported.
      */
-    Optional<Placed> find(String name) {
-        List<VolumeIndex.Located<Volume>> found = agents.index().volumes(name);
-        if (found.isEmpty()) {
-            agents.requireReported("whether volume " + name + " exists");
-            return Optional.empty();
+    Optional<Placed> find(VolumeRequest wanted, Predicate<Volume> asked) {
+        List<VolumeIndex.Located<Volume>> found = agents.index().volumes(wanted.name());
+        if (!found.isEmpty() && found.getFirst().made()) {
+            return Optional.of(new Placed(found.getFirst().nodeId(), found.getFirst().item()));
         }
-        return Optional.of(new Placed(found.getFirst().nodeId(), found.getFirst().item()));
+        Optional<String> first = named(wanted.requirements()).stream().findFirst();
+        for (VolumeIndex.Located<Volume> reported : found) {
+            if (first.map(reported.nodeId()::equals).orElse(true) && asked.test(reported.item())) {
+                return Optional.of(new Placed(reported.nodeId(), reported.item()));
+            }
+            log.warn("a node reports a volume of the name that this controller did not make there, on another node than the"
+                    + " request names first or unlike the request; ignored", "volume", wanted.name(), "node", reported.nodeId());
+        }
+        agents.requireReported("whether volume " + wanted.name() + " exists");
+        return Optional.empty();
     }
 
     Placed create(VolumeRequest wanted, TopologyRequirement requirement) {

@@ -197,11 +197,12 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
         } else {
             refuseNesting(records.all(log), volume.subDir());
             if (export.exists(volume.subDir())) {
-                if (wanted.source().present()) {
-                    throw CsiException.failedPrecondition("subDir " + volume.subDir() + " of " + volume.export().source()
-                            + " exists already; a volume made from " + wanted.source() + " needs a directory of its own");
-                }
-                log.info("volume takes over an existing directory", "volume", wanted.name(), "dir", volume.source());
+                // Not made for this volume (its record would be there, written before the directory): another's data,
+                // retained after its volume was deleted, or put there by hand. Never handed to a new volume.
+                throw CsiException.failedPrecondition("subDir " + volume.subDir() + " of " + volume.export().source()
+                        + " exists already and was not made for volume " + wanted.name() + " (a directory retained after its"
+                        + " volume was deleted, or made by hand): a new volume never takes over existing data; remove or rename"
+                        + " it, or give its data to a static PersistentVolume");
             }
             if (wanted.source().present()) {
                 ContentSources.checkRoom(export, wanted);

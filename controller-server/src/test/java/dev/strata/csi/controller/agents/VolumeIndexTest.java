@@ -32,6 +32,25 @@ class VolumeIndexTest {
         return index.volumesFrom(from, limit).stream().map(found -> found.nodeId() + "/" + found.item().getName()).toList();
     }
 
+    /** A node reporting a name this controller made elsewhere (a compromised node) never comes first, however new its report. */
+    @Test
+    void whatThisControllerMadeWinsOverAnotherNodesReportOfTheName() {
+        index.report(everything("evil", 5, List.of(volume("pvc-1", 1)), List.of(Snapshot.newBuilder().setName("snap-1").build())));
+        assertEquals(List.of("evil"), index.volumes("pvc-1").stream().map(VolumeIndex.Located::nodeId).toList());
+        assertFalse(index.volumes("pvc-1").getFirst().made(), "known from the report alone");
+
+        index.volume("n1", "pvc-1", volume("pvc-1", 1), 1);
+        index.snapshot("n1", "snap-1", Snapshot.newBuilder().setName("snap-1").build(), 1);
+        index.report(everything("evil", 9, List.of(volume("pvc-1", 1)), List.of(Snapshot.newBuilder().setName("snap-1").build())));
+        assertEquals(List.of("n1", "evil"), index.volumes("pvc-1").stream().map(VolumeIndex.Located::nodeId).toList());
+        assertTrue(index.volumes("pvc-1").getFirst().made());
+        assertEquals(List.of("n1", "evil"), index.snapshots("snap-1").stream().map(VolumeIndex.Located::nodeId).toList());
+
+        index.report(everything("n1", 2, List.of(volume("pvc-1", 1)), List.of()));
+        assertTrue(index.volumes("pvc-1").getFirst().made(), "still this controller's once its node's report confirms it");
+        assertEquals("n1", index.volumes("pvc-1").getFirst().nodeId());
+    }
+
     @Test
     void pagesFollowTheOrderOfTheIdsEvenWhenOneNodeIdStartsAnother() {
         // "a-b/x" sorts before "a/x" as strings ('-' < '/'): the order volume ids have.

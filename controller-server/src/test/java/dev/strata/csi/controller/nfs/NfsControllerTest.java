@@ -142,6 +142,32 @@ class NfsControllerTest {
         assertEquals(List.of(), controller.list(), "every record is gone");
     }
 
+    /**
+     * A directory the controller did not make for the volume's name (retained after its volume was
+     * deleted, as a subDir template that gives two tenants one path would hand it on, or made by
+     * hand) is never taken over: the data stays, unexposed, and no record is written.
+     */
+    @Test
+    void aNewVolumeNeverTakesOverADirectoryItDidNotMake() throws Exception {
+        Volume first = create("pvc-tenant-a", Map.of("subDir", "shared", "onDelete", "retain"), VolumeContentSource.getDefaultInstance());
+        Files.writeString(export.resolve("shared/data"), "tenant a's");
+        controller.delete(handle(first));
+        Files.createDirectories(export.resolve("by-hand"));
+        for (String subDir : List.of("shared", "by-hand")) {
+            CsiException refused = assertThrows(CsiException.class,
+                    () -> create("pvc-tenant-b", Map.of("subDir", subDir), VolumeContentSource.getDefaultInstance()));
+            assertEquals(Status.Code.FAILED_PRECONDITION, refused.code());
+            assertTrue(refused.getMessage().contains("exists already and was not made for volume pvc-tenant-b"), refused.getMessage());
+            assertTrue(new VolumeRecords(export.resolve(".strata-csi/volumes")).read(subDir).isEmpty(), "no record: " + subDir);
+        }
+        assertEquals("tenant a's", Files.readString(export.resolve("shared/data")), "the retained data is kept as it was");
+        assertEquals(List.of(), controller.list());
+
+        // Its own creation, retried after the directory was made, is the same volume.
+        Volume made = create("pvc-tenant-b", Map.of("subDir", "new"), VolumeContentSource.getDefaultInstance());
+        assertEquals(made, create("pvc-tenant-b", Map.of("subDir", "new"), VolumeContentSource.getDefaultInstance()));
+    }
+
     /** A snapshot is a copy of the volume's files; a volume made from it holds them, and none is made from a deleted one. */
     @Test
     void aVolumeRestoredFromASnapshotHoldsItsFiles() throws Exception {

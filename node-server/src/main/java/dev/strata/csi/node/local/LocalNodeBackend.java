@@ -94,6 +94,11 @@ public final class LocalNodeBackend implements NodeBackend<LocalVolumeId>, Local
         }
         String fsType = LocalCapabilities.fsType(capability);
         boolean readOnly = CAPABILITIES.readOnly(capability);
+        if (record.getUsedAsBlock()) {
+            throw CsiException.failedPrecondition("volume " + id + " was used as a raw block device; it is not staged as a"
+                    + " filesystem, read-only or not: mkfs would destroy its data, and what its users wrote there is no"
+                    + " filesystem the kernel can trust to mount");
+        }
         String holds = readOnly ? existingFilesystem(id, pool, device) : holdsFilesystem(id, pool, device, fsType);
         if (!holds.equals(fsType)) {
             throw CsiException.failedPrecondition("volume " + id + " holds a " + holds
@@ -142,18 +147,14 @@ public final class LocalNodeBackend implements NodeBackend<LocalVolumeId>, Local
 
     /**
      * The filesystem on the volume, made now if the volume is new. Formatting needs two signs that
-     * the device is blank: the agent's record says no filesystem was ever made and it was never
-     * used as a raw block device, and blkid finds no signature. A probe that cannot read the
+     * the device is blank: the agent's record says no filesystem was ever made (and {@link #stage}
+     * refuses a volume ever used as a raw block device), and blkid finds no signature. A probe that cannot read the
      * device therefore never leads to mkfs on a volume with data.
      */
     private String holdsFilesystem(LocalVolumeId id, VolumePool pool, BlockDevice device, String fsType) throws Exception {
         var content = pool.content(id.name());
         if (!content.getFilesystem().isEmpty()) {
             return content.getFilesystem();
-        }
-        if (content.getUsedAsBlock()) {
-            throw CsiException.failedPrecondition("volume " + id + " was used as a raw block device; making a "
-                    + fsType + " filesystem on it would destroy that data");
         }
         Optional<String> existing = filesystems.formatIfBlank(device.device(), fsType);
         String holds = existing.orElse(fsType);

@@ -127,12 +127,21 @@ class LocalNodeBackendTest {
     }
 
     @Test
-    void aVolumeUsedAsABlockDeviceIsNeverFormatted() throws Exception {
+    void aVolumeUsedAsABlockDeviceIsNeverFormattedNorMountedReadOnly() throws Exception {
         backend.stage(VOLUME, staging, block(), Map.of());
         assertEquals(List.of(), mountsAt(staging), "a block volume is published from its device, not staged");
         CsiException e = assertThrows(CsiException.class, () -> backend.stage(VOLUME, staging, mount("ext4"), Map.of()));
         assertEquals(Status.Code.FAILED_PRECONDITION, e.code());
         assertEquals(Optional.empty(), signature());
+
+        // What its user wrote there looks like a filesystem to blkid: a read-only stage does not mount it either.
+        InMemoryFilesystems.sign(pool.imagePath("pvc-a"), "ext4", GIB);
+        for (AccessMode.Mode mode : List.of(AccessMode.Mode.SINGLE_NODE_READER_ONLY, AccessMode.Mode.MULTI_NODE_READER_ONLY)) {
+            CsiException readOnly = assertThrows(CsiException.class, () -> backend.stage(VOLUME, staging, mount("ext4", mode), Map.of()));
+            assertEquals(Status.Code.FAILED_PRECONDITION, readOnly.code());
+            assertTrue(readOnly.getMessage().contains("was used as a raw block device"), readOnly.getMessage());
+        }
+        assertEquals(List.of(), mountsAt(staging), "nothing mounted");
     }
 
     @Test

@@ -62,8 +62,13 @@ public interface LogicalVolumes {
     /** The volume group's size and what no logical volume uses yet. */
     record GroupSpace(long sizeBytes, long freeBytes) { }
 
-    /** The thin pool's data size, its metadata size, and how full each is, in percent. */
-    record ThinPoolSpace(long sizeBytes, double dataPercent, long metadataBytes, double metadataPercent) { }
+    /**
+     * The thin pool's data size, its metadata size, how full each is, in percent, and whether it
+     * zeroes the chunks it gives a thin volume before the volume writes them ({@code lvs -o zero};
+     * LVM's default): only then does a new thin volume read as zeros where it was not written.
+     * Where not, a chunk partly written shows the rest of its old data: another volume's.
+     */
+    record ThinPoolSpace(long sizeBytes, double dataPercent, long metadataBytes, double metadataPercent, boolean zeroes) { }
 
     /** The group's space and its thin pool's, read together. */
     record Space(GroupSpace group, Optional<ThinPoolSpace> thinPool) { }
@@ -76,12 +81,10 @@ public interface LogicalVolumes {
     /** The thin pool thin volumes are made in; empty when the group has none of that name. */
     Optional<ThinPoolSpace> thinPoolSpace() throws DeviceException;
 
-    /**
-     * Whether the thin pool zeroes the chunks it gives a thin volume before the volume writes them
-     * ({@code lvs -o zero}; LVM's default): a new thin volume then reads as zeros where it was not
-     * written. Where not, a chunk partly written shows the rest of its old data.
-     */
-    boolean thinPoolZeroes() throws DeviceException;
+    /** Whether the thin pool zeroes new chunks ({@link ThinPoolSpace#zeroes}); true without a thin pool: none to give old data. */
+    default boolean thinPoolZeroes() throws DeviceException {
+        return thinPoolSpace().map(ThinPoolSpace::zeroes).orElse(true);
+    }
 
     /** {@link #groupSpace()} and {@link #thinPoolSpace()} at once: the real one reads both with one command. */
     default Space space() throws DeviceException {
@@ -96,8 +99,21 @@ public interface LogicalVolumes {
     /** A thin volume of {@code sizeBytes} in the thin pool, made inactive: attach activates it. */
     void createThin(String name, long sizeBytes) throws DeviceException;
 
-    /** A linear volume of {@code sizeBytes} taken from the group's free extents, made inactive. */
-    void createLinear(String name, long sizeBytes) throws DeviceException;
+    /**
+     * A linear volume of {@code sizeBytes} taken from the group's free extents, made inactive. Its
+     * extents hold whatever they held before, a deleted volume's data, but for the first 4 KiB
+     * (lvcreate --zero): with {@code zeroed}, every byte of it is zeroed before this returns, as
+     * {@link #zero} does; without, the caller writes every byte itself (a copy from another node).
+     */
+    void createLinear(String name, long sizeBytes, boolean zeroed) throws DeviceException;
+
+    /**
+     * Writes zeros over the volume from {@code fromBytes} (a multiple of 512) to its end, active or
+     * not: blkdiscard --zeroout, which the kernel does with the device's write-zeroes command where
+     * it has one (a thin device, a loop file: unmapped, no data written) and by writing zeros where
+     * not. An inactive volume is activated for the while.
+     */
+    void zero(String name, long fromBytes) throws DeviceException;
 
     /**
      * A thin snapshot of the thin volume {@code origin}, named {@code name}, made inactive: instant,

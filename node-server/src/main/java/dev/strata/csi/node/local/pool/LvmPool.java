@@ -70,6 +70,13 @@ public final class LvmPool implements VolumePool {
     private static final int DM_NAME_MAX = 127;
     /** The logical volumes of names LVM or device-mapper would not take begin with this ({@link #lv}). */
     static final String HASHED_PREFIX = "lv.";
+    /**
+     * Why a thin pool that does not zero new chunks takes no new thin volume: a chunk partly
+     * written would show the rest of a deleted volume's data. Zeroing it ourselves would write,
+     * and so allocate, every chunk of a thin volume: no longer thin.
+     */
+    static final String THIN_POOL_WITHOUT_ZEROING = "the thin pool does not zero new chunks (lvs -o zero), so a new thin volume"
+            + " would show deleted volumes' data; the node's admin turns zeroing on with lvchange --zero y <group>/<thin pool>";
     /** Parts of a name LVM keeps for its own hidden volumes. */
     private static final List<String> RESERVED_PARTS = List.of("_cdata", "_cmeta", "_corig", "_cpool", "_cvol", "_imeta", "_iorig",
             "_mimage", "_mlog", "_pmspare", "_rimage", "_rmeta", "_tdata", "_tmeta", "_vdata", "_vorigin", "_wcorig");
@@ -184,7 +191,8 @@ public final class LvmPool implements VolumePool {
         } else {
             crashes.reach(CrashPoint.CREATE_RECORDED);
             if (lvType == LvType.LINEAR) {
-                volumes.createLinear(lv(name), capacityBytes);
+                // Zeroed before READY: a crash meanwhile leaves a CREATING record, whose volume the retry or next start removes.
+                volumes.createLinear(lv(name), capacityBytes, true);
             } else {
                 volumes.createThin(lv(name), capacityBytes);
             }
@@ -218,6 +226,9 @@ public final class LvmPool implements VolumePool {
         synchronized (capacityLock) {
             long available = available(lvType, record.getThinOvercommitRatio());
             if (record.getCapacityBytes() > available) {
+                if (lvType == LvType.THIN && !volumes.thinPoolZeroes()) {
+                    throw CsiException.failedPrecondition("volume " + record.getName() + ": " + THIN_POOL_WITHOUT_ZEROING);
+                }
                 throw CsiException.resourceExhausted("volume " + record.getName() + " needs " + record.getCapacityBytes()
                         + " bytes; volume group " + volumes.volumeGroup() + " has " + available + " for " + kind(lvType) + " volumes");
             }
@@ -274,7 +285,11 @@ public final class LvmPool implements VolumePool {
                             + " bytes more; volume group " + volumes.volumeGroup() + " has " + available + " for " + kind(lvType)
                             + " volumes");
                 }
-                record = record.toBuilder().setCapacityBytes(capacityBytes).build();
+                ImageRecord.Builder grown = record.toBuilder().setCapacityBytes(capacityBytes);
+                if (lvType == LvType.LINEAR && record.getZeroFromBytes() == 0) {
+                    grown.setZeroFromBytes(volumes.find(lv(name)).orElseThrow(() -> missing(name)).sizeBytes());
+                }
+                record = grown.build();
                 records.write(record); // from here on the record reserves the new capacity
             }
             crashes.reach(CrashPoint.EXPAND_RECORDED);
@@ -283,8 +298,11 @@ public final class LvmPool implements VolumePool {
         return image(record, Optional.of(volume));
     }
 
-    /** Brings the logical volume to the recorded size. */
-    private LogicalVolume finishGrowth(ImageRecord record) throws DeviceException {
+    /**
+     * Brings the logical volume to the recorded size, and zeroes a linear volume's new extents
+     * (which held another volume's data) before the growth is done.
+     */
+    private LogicalVolume finishGrowth(ImageRecord record) throws IOException, DeviceException {
         LogicalVolume volume = volumes.find(lv(record.getName())).orElseThrow(() -> missing(record.getName()));
         if (volume.sizeBytes() < record.getCapacityBytes()) {
             volumes.extend(lv(record.getName()), record.getCapacityBytes());
@@ -292,6 +310,11 @@ public final class LvmPool implements VolumePool {
             log.info("logical volume extended", "volume", record.getName(), "bytes", record.getCapacityBytes(),
                     "active", volume.active());
             volume = volumes.find(lv(record.getName())).orElseThrow(() -> missing(record.getName()));
+        }
+        if (record.getZeroFromBytes() > 0) {
+            volumes.zero(lv(record.getName()), record.getZeroFromBytes());
+            records.write(record.toBuilder().setZeroFromBytes(0).build());
+            log.info("new extents of a linear volume zeroed", "volume", record.getName(), "from", record.getZeroFromBytes());
         }
         return volume;
     }
@@ -349,7 +372,7 @@ public final class LvmPool implements VolumePool {
                 .setTotalBytes(thin.map(LogicalVolumes.ThinPoolSpace::sizeBytes).orElse(0L))
                 .setAvailableBytes(thinAvailable(thin, 1))
                 .setThinReservedBytes(thinReserved())
-                .setThinFull(thin.isEmpty() || full(thin.get()))
+                .setThinFull(thin.isEmpty() || takesNone(thin.get()))
                 .setLinearAvailableBytes(group.group().freeBytes())
                 .setVolumeCount(count);
         thin.ifPresent(space -> status
@@ -368,6 +391,9 @@ public final class LvmPool implements VolumePool {
      */
     @Override
     public void reconcile() throws IOException, DeviceException {
+        if (!volumes.thinPoolZeroes()) {
+            log.error("the thin pool takes no new thin volume", "group", volumes.volumeGroup(), "reason", THIN_POOL_WITHOUT_ZEROING);
+        }
         int temporaries = records.removeTemporaries();
         if (temporaries > 0) {
             log.info("removed temporary record files of interrupted writes", "count", temporaries);
@@ -416,7 +442,7 @@ public final class LvmPool implements VolumePool {
                             "group", volumes.volumeGroup());
                     return;
                 }
-                if (volume.get().sizeBytes() < record.getCapacityBytes()) {
+                if (volume.get().sizeBytes() < record.getCapacityBytes() || record.getZeroFromBytes() > 0) {
                     finishGrowth(record);
                     log.info("finished interrupted expansion", "volume", record.getName(), "bytes", record.getCapacityBytes());
                 }
@@ -633,7 +659,7 @@ public final class LvmPool implements VolumePool {
 
     /** What a new thin volume may take in {@code pool}, as {@link #available} says; one lvs for a registration's every figure. */
     private long thinAvailable(Optional<LogicalVolumes.ThinPoolSpace> pool, double overcommitRatio) throws IOException {
-        if (pool.isEmpty() || full(pool.get())) {
+        if (pool.isEmpty() || takesNone(pool.get())) {
             return 0;
         }
         long reserved = thinReserved();
@@ -652,8 +678,9 @@ public final class LvmPool implements VolumePool {
                 + snapshots.all().stream().mapToLong(SnapshotRecord::getCapacityBytes).sum();
     }
 
-    private static boolean full(LogicalVolumes.ThinPoolSpace pool) {
-        return pool.metadataPercent() >= FULL_PERCENT || pool.dataPercent() >= FULL_PERCENT;
+    /** A thin pool nearly full, or one that does not zero new chunks, takes no new thin volume. */
+    private static boolean takesNone(LogicalVolumes.ThinPoolSpace pool) {
+        return !pool.zeroes() || pool.metadataPercent() >= FULL_PERCENT || pool.dataPercent() >= FULL_PERCENT;
     }
 
     /** FAILED_PRECONDITION while a mount uses the volume's device. */

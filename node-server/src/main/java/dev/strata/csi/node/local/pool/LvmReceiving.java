@@ -47,7 +47,7 @@ final class LvmReceiving implements ReceivingStorage {
         boolean linear = record.getLvType() == ImageRecord.LvType.LINEAR;
         return record
                 .setThinOvercommitRatio(linear || overcommitRatio <= 1 ? 0 : overcommitRatio)
-                .setReceiveZeroesGaps(linear || (volumes.thinPoolSpace().isPresent() && !volumes.thinPoolZeroes()))
+                .setReceiveZeroesGaps(linear || !volumes.thinPoolZeroes())
                 .build();
     }
 
@@ -68,7 +68,7 @@ final class LvmReceiving implements ReceivingStorage {
     @Override
     public void create(ImageRecord record) throws DeviceException {
         if (record.getLvType() == ImageRecord.LvType.LINEAR) {
-            volumes.createLinear(pool.lv(record.getName()), record.getCapacityBytes());
+            volumes.createLinear(pool.lv(record.getName()), record.getCapacityBytes(), false); // the stream writes every byte
         } else {
             volumes.createThin(pool.lv(record.getName()), record.getCapacityBytes());
         }

@@ -50,6 +50,7 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
     private int nextMinor;
     private String failNext = "";
     private boolean zeroes = true;
+    private final List<Long> zeroedFrom = new ArrayList<>();
     /** Where volumes keep their data; null: nowhere. */
     private Path devices;
 
@@ -82,7 +83,7 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
         this.metadataBytes = EXTENT;
     }
 
-    /** The next call of {@code command} (lvcreate, lvcreate-snapshot, lvextend, lvchange-activate, lvchange-deactivate, lvremove) fails before it acts. */
+    /** The next call of {@code command} (lvcreate, lvcreate-snapshot, lvextend, lvchange-activate, lvchange-deactivate, lvremove, blkdiscard) fails before it acts. */
     public synchronized void failNext(String command) {
         failNext = command;
     }
@@ -96,11 +97,6 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
     /** Whether the thin pool zeroes new chunks (lvchange --zero y|n; LVM's default: y). */
     public synchronized void zeroing(boolean zeroing) {
         zeroes = zeroing;
-    }
-
-    @Override
-    public synchronized boolean thinPoolZeroes() {
-        return zeroes;
     }
 
     /** A thin volume's data written: taken from the thin pool. */
@@ -143,7 +139,7 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
 
     @Override
     public synchronized Optional<ThinPoolSpace> thinPoolSpace() {
-        return Optional.of(new ThinPoolSpace(thinPoolBytes, 100.0 * thinDataBytes / thinPoolBytes, metadataBytes, metadataPercent));
+        return Optional.of(new ThinPoolSpace(thinPoolBytes, 100.0 * thinDataBytes / thinPoolBytes, metadataBytes, metadataPercent, zeroes));
     }
 
     @Override
@@ -172,7 +168,7 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
     }
 
     @Override
-    public synchronized void createLinear(String name, long sizeBytes) throws DeviceException {
+    public synchronized void createLinear(String name, long sizeBytes, boolean zeroed) throws DeviceException {
         String command = "lvcreate --size " + sizeBytes + "b --name " + name + " " + group;
         injected("lvcreate", command);
         requireNew(name, command);
@@ -182,6 +178,44 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
         }
         volumes.put(name, new State(extents(sizeBytes), false));
         made(name, extents(sizeBytes), true);
+        if (zeroed) {
+            injected("blkdiscard", "blkdiscard --zeroout " + device(name)); // made, not yet zeroed: the node died meanwhile
+            fill(name, 0, (byte) 0);
+        }
+    }
+
+    @Override
+    public synchronized void zero(String name, long fromBytes) throws DeviceException {
+        String command = "blkdiscard --zeroout --offset " + fromBytes + " " + device(name);
+        existing(name, command);
+        injected("blkdiscard", command);
+        if (fromBytes % 512 != 0) {
+            throw new DeviceException(command + ": exit 1: offset " + fromBytes + " is not aligned to sector size 512");
+        }
+        fill(name, fromBytes, (byte) 0);
+        zeroedFrom.add(fromBytes);
+    }
+
+    /** Where {@link #zero} was asked to zero from, in order: what a test checks of the pool's zeroing. */
+    public synchronized List<Long> zeroedFrom() {
+        return List.copyOf(zeroedFrom);
+    }
+
+    /** The volume's data file from {@code fromBytes} to its end filled with {@code value}, when volumes keep data. */
+    private void fill(String name, long fromBytes, byte value) {
+        if (devices == null) {
+            return;
+        }
+        try (FileChannel file = FileChannel.open(device(name), StandardOpenOption.WRITE)) {
+            byte[] block = new byte[1 << 20];
+            Arrays.fill(block, value);
+            long size = volumes.get(name).sizeBytes;
+            for (long at = fromBytes; at < size; at += block.length) {
+                file.write(ByteBuffer.wrap(block, 0, (int) Math.min(block.length, size - at)), at);
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
     }
 
     /** A new volume's data file, when volumes keep data: its old data where LVM does not zero. */
@@ -190,17 +224,12 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
             return;
         }
         try (FileChannel file = FileChannel.open(device(name), StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
-            file.truncate(0);
-            if (oldData) {
-                byte[] old = new byte[1 << 20];
-                Arrays.fill(old, OLD_DATA);
-                for (long at = 0; at < sizeBytes; at += old.length) {
-                    file.write(ByteBuffer.wrap(old, 0, (int) Math.min(old.length, sizeBytes - at)), at);
-                }
-            }
             ensureSize(file, sizeBytes);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
+        }
+        if (oldData) {
+            fill(name, 0, OLD_DATA);
         }
     }
 
@@ -247,12 +276,16 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
             throw new DeviceException(command + ": exit 5: Insufficient free space: " + (size - state.sizeBytes) / EXTENT
                     + " extents needed, but only " + groupSpace().freeBytes() / EXTENT + " available");
         }
+        long before = state.sizeBytes;
         state.sizeBytes = size;
         if (devices != null) {
             try (FileChannel file = FileChannel.open(device(name), StandardOpenOption.WRITE)) {
-                ensureSize(file, size); // grown: a thin volume's new blocks are unwritten; a linear one's hold old data only in LVM
+                ensureSize(file, size); // grown: a thin volume's new blocks are unwritten
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
+            }
+            if (!state.thin) {
+                fill(name, before, OLD_DATA); // a linear one's new extents hold old data
             }
         }
     }

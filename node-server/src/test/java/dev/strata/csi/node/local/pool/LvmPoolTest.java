@@ -81,6 +81,77 @@ class LvmPoolTest {
     }
 
     @Test
+    void aLinearVolumeReadsAsZerosWhereItsExtentsHeldOldDataAcrossCrashesInZeroingAndAGrowth() throws Exception {
+        InMemoryLogicalVolumes disk = new InMemoryLogicalVolumes("vg-strata", 256 * MIB, "thinpool", 64 * MIB)
+                .devicesIn(Files.createDirectories(dir.resolve("devices")));
+        Path records = Files.createDirectories(dir.resolve("records"));
+        LvmPool pool = reconciled(new LvmPool(records, disk, mounter, Crashes.none(), java.time.Clock.systemUTC(), quiet()));
+
+        disk.failNext("blkdiscard"); // lvcreate done, the node dies before its extents are zeroed
+        assertThrows(DeviceException.class, () -> PlainVolumes.create(pool, "pvc-linear", 8 * MIB, LvType.LINEAR, Optional.empty()));
+        assertEquals(InMemoryLogicalVolumes.OLD_DATA, Files.readAllBytes(device(disk, "pvc-linear"))[(int) MIB], "old data, not handed out");
+        reconciled(new LvmPool(records, disk, mounter, Crashes.none(), java.time.Clock.systemUTC(), quiet()));
+        assertTrue(disk.find("pvc-linear").isEmpty(), "the next start removes the unzeroed volume of the CREATING record");
+
+        disk.failNext("blkdiscard");
+        assertThrows(DeviceException.class, () -> PlainVolumes.create(pool, "pvc-linear", 8 * MIB, LvType.LINEAR, Optional.empty()));
+        PlainVolumes.create(pool, "pvc-linear", 8 * MIB, LvType.LINEAR, Optional.empty()); // the retried call makes it again
+        assertZeros(Files.readAllBytes(device(disk, "pvc-linear")), 0, "the new linear volume");
+
+        byte[] written = new byte[(int) (8 * MIB)];
+        java.util.Arrays.fill(written, (byte) 0x17);
+        Files.write(device(disk, "pvc-linear"), written); // the tenant's data
+        disk.failNext("blkdiscard"); // lvextend done, the node dies before the new extents are zeroed
+        assertThrows(DeviceException.class, () -> pool.expand("pvc-linear", 16 * MIB));
+        assertEquals(8 * MIB, pool.records().ready("pvc-linear").getZeroFromBytes(), "recorded before lvextend");
+        assertEquals(InMemoryLogicalVolumes.OLD_DATA, Files.readAllBytes(device(disk, "pvc-linear"))[(int) (12 * MIB)]);
+        LvmPool restarted = reconciled(new LvmPool(records, disk, mounter, Crashes.none(), java.time.Clock.systemUTC(), quiet()));
+        byte[] grown = Files.readAllBytes(device(disk, "pvc-linear"));
+        assertEquals(16 * MIB, grown.length);
+        assertEquals(0x17, grown[(int) (8 * MIB - 1)], "the tenant's data is kept");
+        assertZeros(grown, (int) (8 * MIB), "the new extents");
+        assertEquals(0, restarted.records().ready("pvc-linear").getZeroFromBytes(), "done: nothing left to zero");
+        assertEquals(List.of(8 * MIB), disk.zeroedFrom(), "only the new extents, once");
+    }
+
+    @Test
+    void aThinPoolThatDoesNotZeroNewChunksTakesNoNewThinVolumeAndSaysWhy() throws Exception {
+        lvm.zeroing(false);
+        LvmPool pool = pool();
+        assertTrue(logged.toString(StandardCharsets.UTF_8).contains("lvchange --zero y"), "the start says what to do: " + logged);
+        CsiException refused = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-thin", GIB, LvType.THIN, Optional.empty()));
+        assertEquals(Status.Code.FAILED_PRECONDITION, refused.code());
+        assertTrue(refused.getMessage().contains("does not zero new chunks"), refused.getMessage());
+        assertTrue(lvm.find("pvc-thin").isEmpty() && pool.records().read("pvc-thin").isEmpty(), "nothing left");
+        assertTrue(pool.status().getThinFull(), "the controller places no thin volume here");
+        assertEquals(0, pool.status().getAvailableBytes());
+        PlainVolumes.create(pool, "pvc-linear", GIB, LvType.LINEAR, Optional.empty()); // linear volumes are zeroed by the pool itself
+        lvm.zeroing(true);
+        PlainVolumes.create(pool, "pvc-thin", GIB, LvType.THIN, Optional.empty());
+    }
+
+    private Log quiet() {
+        return new Log(new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8), 0);
+    }
+
+    private static LvmPool reconciled(LvmPool pool) throws Exception {
+        pool.reconcile();
+        return pool;
+    }
+
+    private static Path device(InMemoryLogicalVolumes disk, String name) {
+        return disk.find(name).orElseThrow().device();
+    }
+
+    private static void assertZeros(byte[] data, int from, String what) {
+        for (int at = from; at < data.length; at++) {
+            if (data[at] != 0) {
+                throw new AssertionError(what + " holds " + data[at] + " at byte " + at + ", not zero");
+            }
+        }
+    }
+
+    @Test
     void attachActivatesAndDetachDeactivates() throws Exception {
         LvmPool pool = pool();
         PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty());
