@@ -39,6 +39,12 @@ public enum CrashPoint {
     STAGE_MOUNTED,
     UNSTAGE_UNMOUNTED,
     UNSTAGE_ENCRYPTION_CLOSED,
+    /**
+     * A passphrase rotation (at a stage or an expansion whose secret has a previousPassphrase):
+     * the new passphrase added to the header, the previous one's slot not yet removed; then removed.
+     */
+    ROTATE_ENCRYPTION_KEY_ADDED,
+    ROTATE_ENCRYPTION_OLD_KEY_REMOVED,
     PUBLISH_TARGET_MADE,
     PUBLISH_MOUNTED,
     UNPUBLISH_UNMOUNTED,
@@ -55,12 +61,17 @@ public enum CrashPoint {
         return name().contains("_ENCRYPTION_");
     }
 
+    /** Of encryption, reached only in a passphrase rotation (EncryptedLvmTest's), not by every encrypted volume's stage and unstage. */
+    public boolean rotation() {
+        return name().startsWith("ROTATE_");
+    }
+
     /**
      * A step of the pool itself (create, delete, attach, detach, expand, snapshot, restore), which
      * every kind of pool takes; not staging, publishing, or a copy between nodes.
      */
     public boolean poolStep() {
-        return !transfer() && !name().startsWith("STAGE") && !name().startsWith("UNSTAGE") && !name().contains("PUBLISH")
+        return !transfer() && !encryption() && !name().startsWith("STAGE") && !name().startsWith("UNSTAGE") && !name().contains("PUBLISH")
                 && this != NODE_EXPAND_GROWN;
     }
 
