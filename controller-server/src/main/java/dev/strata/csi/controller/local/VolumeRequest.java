@@ -7,7 +7,6 @@ import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.IoLimits;
-import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.backend.KubernetesKeys;
 import dev.strata.csi.backend.local.LocalCapabilities;
 import dev.strata.csi.backend.local.LocalParameters;
@@ -24,8 +23,8 @@ import java.util.TreeSet;
  * limits (the mutable parameters, {@link IoLimitParameters}).
  *
  * <p>StorageClass parameters: the pool and how the volume's blocks are allocated ({@link PoolRequest});
- * {@code encryption} = {@code none} (default) or {@code luks2} (encrypted at rest, recorded with
- * the image, so that its node never stages it plainly).
+ * {@code encryption} = {@code none} (default) or {@code luks2} (encrypted at rest, in either pool,
+ * recorded with the volume, so that its node never stages it plainly).
  * The keys Kubernetes adds are accepted, any other refused (LocalParameters.STORAGE_CLASS).
  * The filesystem made is the capability's fs_type; a filesystem key among the parameters (the
  * deprecated {@code fsType}, which the provisioner passes through) must agree with it.
@@ -50,10 +49,6 @@ record VolumeRequest(String name, long capacityBytes, PoolRequest pool, Topology
         }
         PoolRequest pool = PoolRequest.of(request.getParametersMap());
         boolean encrypted = encrypted(request.getParametersMap());
-        if (encrypted && pool.kind() == PoolKind.POOL_LVM) {
-            throw CsiException.invalidArgument("parameter " + LocalParameters.ENCRYPTION + ": the LVM pool does not encrypt volumes yet;"
-                    + " encrypted volumes are the image pool's (pool: image)");
-        }
         return new VolumeRequest(request.getName(), size(request.getCapacityRange(), minimum), pool, request.getAccessibilityRequirements(),
                 request.hasVolumeContentSource() ? Optional.of(request.getVolumeContentSource()) : Optional.empty(),
                 request.getCapacityRange(), minimum, IoLimitParameters.parse(request.getMutableParamsMap()), encrypted);

@@ -124,13 +124,12 @@ public final class LvmPool implements VolumePool {
      * ({@code allocation: full}), or of a linear volume: INVALID_ARGUMENT, as only thin volumes
      * have thin snapshots. A thin volume is admitted, and later grown, while the sizes of every
      * thin volume and snapshot stay within the thin pool's size times {@code overcommitRatio}; at
-     * 1 (no overcommit) also within its unwritten data, so that each can always be filled. An
-     * encrypted volume: INVALID_ARGUMENT, as the LVM pool does not encrypt yet.
+     * 1 (no overcommit) also within its unwritten data, so that each can always be filled.
+     * Encrypted or not: recorded, as in the image pool; a copy's source must be the same.
      */
     @Override
     public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
             double overcommitRatio) throws IOException, DeviceException, MountException {
-        requirePlain(name, encrypted);
         checkName(name);
         Optional<Source> wantedSource = source.map(ImagePool::recorded);
         Optional<ImageRecord> existing = records.read(name);
@@ -139,6 +138,7 @@ public final class LvmPool implements VolumePool {
             switch (record.getState()) {
                 case READY -> {
                     ImagePool.requireSame(record, capacityBytes, allocation, wantedSource);
+                    ImagePool.requireSameEncryption(record, encrypted);
                     return image(record, volumes.find(lv(name)));
                 }
                 case RECEIVING -> throw CsiException.alreadyExists("volume " + name
@@ -153,6 +153,7 @@ public final class LvmPool implements VolumePool {
                 .setCapacityBytes(capacityBytes)
                 .setAllocation(allocation == Allocation.FULL ? ImageRecord.Allocation.FULL : ImageRecord.Allocation.SPARSE)
                 .setThinOvercommitRatio(allocation == Allocation.FULL || overcommitRatio <= 1 ? 0 : overcommitRatio)
+                .setEncrypted(encrypted)
                 .setState(ImageRecord.State.CREATING);
         Optional<String> origin = Optional.empty();
         if (wantedSource.isPresent()) {
@@ -161,6 +162,7 @@ public final class LvmPool implements VolumePool {
                         + " it cannot be linear (allocation: full)");
             }
             Content content = content(wantedSource.get());
+            ImagePool.requireSourceEncryption(name, encrypted, wantedSource, content.encrypted());
             if (content.capacityBytes() > capacityBytes) {
                 throw CsiException.outOfRange("volume " + name + " of " + capacityBytes + " bytes cannot hold "
                         + ImagePool.describe(wantedSource) + " of " + content.capacityBytes() + " bytes");
@@ -194,13 +196,6 @@ public final class LvmPool implements VolumePool {
         log.info("logical volume created", "volume", name, "group", volumes.volumeGroup(), "kind", kind(allocation),
                 "bytes", capacityBytes, "from", ImagePool.describe(wantedSource));
         return image(record, Optional.empty());
-    }
-
-    /** INVALID_ARGUMENT for an encrypted volume: the LVM pool does not encrypt. */
-    static void requirePlain(String name, boolean encrypted) {
-        if (encrypted) {
-            throw CsiException.invalidArgument("volume " + name + ": the LVM pool does not encrypt volumes yet (encryption: luks2 is the image pool's)");
-        }
     }
 
     /** FAILED_PRECONDITION when the group holds a logical volume of that name, tagged as the driver's, without a record. */
@@ -512,6 +507,7 @@ public final class LvmPool implements VolumePool {
                     .setCapacityBytes(source.getCapacityBytes())
                     .setFilesystem(source.getFilesystem())
                     .setUsedAsBlock(source.getUsedAsBlock())
+                    .setEncrypted(source.getEncrypted())
                     .setTemporary(temporary)
                     .setCreationTime(ImagePool.timestamp(clock.instant()))
                     .setState(SnapshotRecord.State.CREATING)
@@ -573,7 +569,7 @@ public final class LvmPool implements VolumePool {
     }
 
     /** What a restore or clone starts from: the logical volume to snapshot, and what its record says of it. */
-    private record Content(String volume, long capacityBytes, String filesystem, boolean usedAsBlock) { }
+    private record Content(String volume, long capacityBytes, String filesystem, boolean usedAsBlock, boolean encrypted) { }
 
     /** NOT_FOUND unless the source is there, complete; INVALID_ARGUMENT for a linear source volume. */
     private Content content(Source source) throws IOException {
@@ -581,7 +577,7 @@ public final class LvmPool implements VolumePool {
             case SNAPSHOT -> {
                 SnapshotRecord snapshot = snapshots.ready(source.getSnapshot());
                 yield new Content(SNAPSHOT_PREFIX + snapshot.getName(), snapshot.getCapacityBytes(), snapshot.getFilesystem(),
-                        snapshot.getUsedAsBlock());
+                        snapshot.getUsedAsBlock(), snapshot.getEncrypted());
             }
             case IMAGE -> {
                 ImageRecord image = records.read(source.getImage())
@@ -591,7 +587,8 @@ public final class LvmPool implements VolumePool {
                     throw CsiException.invalidArgument("source volume " + source.getImage()
                             + " is a linear logical volume (allocation: full); only thin volumes are cloned in an LVM pool");
                 }
-                yield new Content(image.getName(), image.getCapacityBytes(), image.getFilesystem(), image.getUsedAsBlock());
+                yield new Content(image.getName(), image.getCapacityBytes(), image.getFilesystem(), image.getUsedAsBlock(),
+                        image.getEncrypted());
             }
             case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor an image");
         };
