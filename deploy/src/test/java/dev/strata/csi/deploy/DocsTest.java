@@ -112,7 +112,7 @@ class DocsTest {
                 "node-server's crash points outside copies between nodes and encryption (CrashPoint)",
                 CrashPoint.values().length - copies - encryption,
                 "node-server's crash points of copies between nodes (CrashPoint.transfer())", copies,
-                "node-server's crash points of encryption (CrashPoint.encryption(), EncryptionTest)", encryption,
+                "node-server's crash points of encryption (CrashPoint.encryption(), EncryptionTest and EncryptedLvmTest)", encryption,
                 "node-server's crash points of the LVM pool (CrashPoint.poolStep() but FROZEN, LvmCrashRecoveryTest)",
                 Stream.of(CrashPoint.values()).filter(point -> point.poolStep() && point != CrashPoint.FROZEN).count(),
                 "controller-server's NFS crash points (NfsCrashPoint)", (long) NfsCrashPoint.values().length);
