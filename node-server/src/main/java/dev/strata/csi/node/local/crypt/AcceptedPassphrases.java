@@ -1,6 +1,6 @@
 package dev.strata.csi.node.local.crypt;
 
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.log.Log;
 import io.prometheus.metrics.core.metrics.Gauge;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
@@ -40,7 +40,7 @@ public final class AcceptedPassphrases {
     }
 
     /** The volume accepts {@code accepts} now. */
-    public void report(VolumeId id, Accepts accepts) {
+    public void report(LocalVolumeId id, Accepts accepts) {
         Accepts before = reported.put(id.name(), accepts);
         if (before != null && before != accepts) {
             gauge.remove(id.name(), before.label());
@@ -52,7 +52,7 @@ public final class AcceptedPassphrases {
     }
 
     /** The volume is closed: no longer reported. */
-    public void forget(VolumeId id) {
+    public void forget(LocalVolumeId id) {
         Accepts before = reported.remove(id.name());
         if (before != null) {
             gauge.remove(id.name(), before.label());
@@ -60,7 +60,7 @@ public final class AcceptedPassphrases {
     }
 
     /** What the volume accepts, as last reported. */
-    public Optional<Accepts> of(VolumeId id) {
+    public Optional<Accepts> of(LocalVolumeId id) {
         return Optional.ofNullable(reported.get(id.name()));
     }
 }

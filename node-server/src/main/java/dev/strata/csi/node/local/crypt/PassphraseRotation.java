@@ -1,6 +1,6 @@
 package dev.strata.csi.node.local.crypt;
 
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.node.local.DeviceException;
@@ -44,7 +44,7 @@ public final class PassphraseRotation {
      *
      * @throws WrongPassphraseException when neither passphrase opens the header: nothing is changed
      */
-    public void rotate(VolumeId id, Path device, Passphrase current, Passphrase previous) throws DeviceException {
+    public void rotate(LocalVolumeId id, Path device, Passphrase current, Passphrase previous) throws DeviceException {
         OptionalInt currentSlot = devices.slotOf(device, current);
         OptionalInt previousSlot = devices.slotOf(device, previous);
         if (currentSlot.isEmpty() && previousSlot.isEmpty()) {

@@ -1,7 +1,7 @@
 package dev.strata.csi.node.local.crypt;
 
 import dev.strata.csi.backend.local.LocalParameters;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.BlockDevice;
@@ -62,7 +62,7 @@ public final class VolumeEncryption {
      * node-stage {@code secrets} (the header written first on a blank, never used volume), or the
      * one open already.
      */
-    public MappedDevice open(VolumeId id, ImageRecord record, BlockDevice volumeDevice, Map<String, String> secrets) throws Exception {
+    public MappedDevice open(LocalVolumeId id, ImageRecord record, BlockDevice volumeDevice, Map<String, String> secrets) throws Exception {
         String name = mappingName(id.name());
         Optional<MappedDevice> open = devices.find(name);
         if (open.isPresent()) {
@@ -99,7 +99,7 @@ public final class VolumeEncryption {
      * Opened with the passphrase, else with the previous one: a volume restored from a snapshot, or
      * cloned, has its source's header as it was then, which a rotation since has not changed.
      */
-    private MappedDevice openWithEither(VolumeId id, BlockDevice volumeDevice, String name, Passphrase passphrase,
+    private MappedDevice openWithEither(LocalVolumeId id, BlockDevice volumeDevice, String name, Passphrase passphrase,
             Optional<Passphrase> previous) throws Exception {
         try {
             MappedDevice mapped = devices.open(volumeDevice.device(), name, passphrase);
@@ -127,7 +127,7 @@ public final class VolumeEncryption {
      * call only when neither opens the volume; any other failure leaves the volume open with the
      * passphrases it accepted, is logged, and the next call with the secret tries again.
      */
-    private void rotateIfAsked(VolumeId id, java.nio.file.Path device, Map<String, String> secrets, String secret) throws Exception {
+    private void rotateIfAsked(LocalVolumeId id, java.nio.file.Path device, Map<String, String> secrets, String secret) throws Exception {
         Optional<Passphrase> current = Passphrase.from(secrets);
         Optional<Passphrase> previous = Passphrase.previousFrom(secrets);
         if (current.isEmpty() || previous.isEmpty()) {
@@ -150,7 +150,7 @@ public final class VolumeEncryption {
     }
 
     /** The unstage step, once nothing is mounted from the mapping: closed; nothing to do when it is not open. */
-    public void close(VolumeId id) throws DeviceException {
+    public void close(LocalVolumeId id) throws DeviceException {
         String name = mappingName(id.name());
         if (devices.find(name).isEmpty()) {
             return;
@@ -162,7 +162,7 @@ public final class VolumeEncryption {
     }
 
     /** The expansion step, once the loop device has grown: the open mapping grows to fill it, with the node-expand secret's passphrase. */
-    public MappedDevice resize(VolumeId id, Map<String, String> secrets) throws Exception {
+    public MappedDevice resize(LocalVolumeId id, Map<String, String> secrets) throws Exception {
         String name = mappingName(id.name());
         MappedDevice open = devices.find(name).orElseThrow(() -> CsiException.failedPrecondition("volume " + id + " is encrypted and not staged: "
                 + "its mapping " + name + " is not open"));
@@ -185,13 +185,13 @@ public final class VolumeEncryption {
         return devices.find(name).orElseThrow(() -> CsiException.internal("mapping " + name + " closed while it was resized"));
     }
 
-    private static Passphrase passphrase(VolumeId id, Map<String, String> secrets, String call, String secret) {
+    private static Passphrase passphrase(LocalVolumeId id, Map<String, String> secrets, String call, String secret) {
         return Passphrase.from(secrets).orElseThrow(() -> CsiException.invalidArgument("volume " + id + " is encrypted: " + call
                 + " needs its passphrase under the key '" + LocalParameters.PASSPHRASE_SECRET_KEY + "' of the " + secret
                 + " secret (the StorageClass's csi.storage.k8s.io/" + secret + "-secret-name and -namespace)"));
     }
 
-    private static CsiException wrongPassphrase(VolumeId id, String secret) {
+    private static CsiException wrongPassphrase(LocalVolumeId id, String secret) {
         return CsiException.permissionDenied("volume " + id + ": the passphrase in the " + secret
                 + " secret opens no key slot of its LUKS2 header; a volume restored from a snapshot or cloned keeps its source's"
                 + " header as it was then: if the passphrase was rotated since, give the one it had then under '"

@@ -3,7 +3,7 @@ package dev.strata.csi.node.local.crypt;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.system.Crashes;
@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 /** The steps of a passphrase rotation from each state a header can be in, on the in-memory stand-in for cryptsetup's key slots. */
 class PassphraseRotationTest {
 
-    private static final VolumeId ID = new VolumeId("node-a", "pvc-1");
+    private static final LocalVolumeId ID = new LocalVolumeId("node-a", "pvc-1");
     private static final Path DEVICE = Path.of("/dev/dm-4");
 
     private final InMemoryEncryptedDevices devices = new InMemoryEncryptedDevices();
