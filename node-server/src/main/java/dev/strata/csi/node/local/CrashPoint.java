@@ -40,7 +40,7 @@ public enum CrashPoint {
     UNSTAGE_UNMOUNTED,
     UNSTAGE_ENCRYPTION_CLOSED,
     /**
-     * A passphrase rotation (at a stage or an expansion whose secret has a previousPassphrase):
+     * A passphrase rotation (at a stage, expansion or publish whose secret has a previousPassphrase):
      * the new passphrase added to the header, the previous one's slot not yet removed; then removed.
      */
     ROTATE_ENCRYPTION_KEY_ADDED,

@@ -6,7 +6,7 @@ import java.util.Map;
 import java.util.Optional;
 
 /**
- * An encrypted volume's passphrase, from the secrets of NodeStageVolume or NodeExpandVolume. It
+ * An encrypted volume's passphrase, from the secrets of NodeStageVolume, NodeExpandVolume or NodePublishVolume. It
  * goes to cryptsetup on its standard input only; {@link #toString} never shows it, so a log line
  * or a message that names one by mistake shows nothing.
  */

@@ -26,8 +26,8 @@ import java.util.Optional;
  * mappings its previous process opened.
  *
  * <p>A secret with a {@code previousPassphrase} besides its {@code passphrase} rotates the volume's
- * passphrase ({@link PassphraseRotation}) at each stage and expansion that carries it: the node
- * keeps no passphrase, so these calls are when it has both. A volume that opens with neither the
+ * passphrase ({@link PassphraseRotation}) at each stage, expansion and publish that carries it:
+ * the node keeps no passphrase, so these calls are when it has both. A volume that opens with neither the
  * passphrase nor the previous one is PERMISSION_DENIED.
  */
 public final class VolumeEncryption {
@@ -119,6 +119,14 @@ public final class VolumeEncryption {
         } catch (WrongPassphraseException e) {
             throw CsiException.permissionDenied("volume " + id + ": neither the passphrase nor the previousPassphrase in the node-stage"
                     + " secret opens a key slot of its LUKS2 header");
+        }
+    }
+
+    /** The rotation of the open volume, when {@code secrets} has a previous passphrase besides the current one (the node-publish secret's). */
+    public void rotate(LocalVolumeId id, Map<String, String> secrets, String secret) throws Exception {
+        Optional<MappedDevice> open = devices.find(mappingName(id.name()));
+        if (open.isPresent()) {
+            rotateIfAsked(id, open.get().backing(), secrets, secret);
         }
     }
 

@@ -259,4 +259,20 @@ class VolumeEncryptionTest {
         encryption.open(ID, NEW, LOOP, rotating(KEY, KEY));
         assertEquals(List.of(), devices.calls);
     }
+
+    @Test
+    void aPublishWithThePreviousPassphraseRotatesTheOpenVolumeAndNothingElse() throws Exception {
+        encryption.rotate(ID, rotating("new-key", KEY), "node-publish");
+        assertEquals(List.of(), devices.calls, "not open: nothing to rotate");
+        encryption.open(ID, NEW, LOOP, secrets(KEY));
+        devices.calls.clear();
+        encryption.rotate(ID, secrets(KEY), "node-publish");
+        encryption.rotate(ID, Map.of(), "node-publish");
+        assertEquals(List.of(), devices.calls, "no previous passphrase: no cryptsetup call at all");
+        encryption.rotate(ID, rotating("new-key", KEY), "node-publish");
+        assertEquals(Arrays.asList(null, "new-key"), devices.slots(LOOP.device()).subList(0, 2));
+        var neither = assertThrows(CsiException.class, () -> encryption.rotate(ID, rotating("wrong-key", "wrong-too"), "node-publish"));
+        assertEquals(Status.Code.PERMISSION_DENIED, neither.code());
+        assertTrue(neither.getMessage().contains("node-publish"), neither.getMessage());
+    }
 }
