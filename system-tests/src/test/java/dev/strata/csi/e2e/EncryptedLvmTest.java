@@ -1,5 +1,7 @@
 package dev.strata.csi.e2e;
 
+import static dev.strata.csi.e2e.EncryptedVolumes.code;
+import static dev.strata.csi.e2e.EncryptedVolumes.mappings;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -7,21 +9,15 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.ControllerExpandVolumeRequest;
-import csi.v1.Csi.ControllerPublishVolumeRequest;
-import csi.v1.Csi.ControllerUnpublishVolumeRequest;
 import csi.v1.Csi.CreateSnapshotRequest;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.DeleteSnapshotRequest;
-import csi.v1.Csi.DeleteVolumeRequest;
 import csi.v1.Csi.NodeExpandVolumeRequest;
-import csi.v1.Csi.NodePublishVolumeRequest;
-import csi.v1.Csi.NodeStageVolumeRequest;
-import csi.v1.Csi.NodeUnpublishVolumeRequest;
-import csi.v1.Csi.NodeUnstageVolumeRequest;
 import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
+import dev.strata.csi.e2e.EncryptedVolumes.Staged;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Programs;
@@ -40,7 +36,6 @@ import java.util.Random;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -77,12 +72,7 @@ class EncryptedLvmTest {
 
     @BeforeAll
     static void start() throws Exception {
-        boolean deviceMapper = Files.readString(Path.of("/proc/misc")).lines().anyMatch(line -> line.endsWith(" device-mapper"));
-        boolean cryptsetup = Programs.execute("cryptsetup", "--version").status() == 0;
-        if ("required".equals(System.getenv("STRATA_TEST_LUKS"))) {
-            assertTrue(deviceMapper && cryptsetup, "STRATA_TEST_LUKS=required, but device-mapper or cryptsetup is missing");
-        }
-        Assumptions.assumeTrue(deviceMapper && cryptsetup, "no device-mapper or cryptsetup here (hack/luks-vm.sh runs this test in a VM)");
+        EncryptedVolumes.requireDmCrypt();
         cluster = Cluster.start(dir.resolve("cluster"), List.of("--agent-plaintext", "true"), List.of("--agent-call-timeout", "300s"),
                 Map.of());
         for (String node : List.of("node-a", "node-b")) {
@@ -108,13 +98,6 @@ class EncryptedLvmTest {
         }
     }
 
-    private record Staged(String node, Volume volume, Path device, Path staging, Path target) {
-
-        String name() {
-            return volume.getVolumeId().substring(volume.getVolumeId().lastIndexOf('/') + 1);
-        }
-    }
-
     private static Volume create(String name, String node, Map<String, String> parameters, VolumeContentSource source) {
         var request = CreateVolumeRequest.newBuilder().setName(name).putAllParameters(parameters).addVolumeCapabilities(EXT4)
                 .setCapacityRange(CapacityRange.newBuilder().setRequiredBytes(64 * MIB))
@@ -124,37 +107,6 @@ class EncryptedLvmTest {
             request.setVolumeContentSource(source);
         }
         return cluster.controller().createVolume(request.build()).getVolume();
-    }
-
-    private static Staged attach(String node, Volume volume) throws Exception {
-        String device = cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
-                .setVolumeId(volume.getVolumeId()).setNodeId(node).setVolumeCapability(EXT4).build()).getPublishContextMap().get("devicePath");
-        String name = volume.getVolumeId().substring(volume.getVolumeId().lastIndexOf('/') + 1);
-        return new Staged(node, volume, Path.of(device), cluster.stagingPath(node, name), cluster.mountTarget(node, name));
-    }
-
-    private static void stage(Staged s, Map<String, String> secrets) {
-        cluster.node(s.node()).node().nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(s.volume().getVolumeId())
-                .setStagingTargetPath(s.staging().toString()).setVolumeCapability(EXT4).putAllSecrets(secrets).build());
-    }
-
-    private static void publish(Staged s) {
-        cluster.node(s.node()).node().nodePublishVolume(NodePublishVolumeRequest.newBuilder().setVolumeId(s.volume().getVolumeId())
-                .setStagingTargetPath(s.staging().toString()).setTargetPath(s.target().toString()).setVolumeCapability(EXT4).build());
-    }
-
-    private static void unstage(Staged s) {
-        cluster.node(s.node()).node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder()
-                .setVolumeId(s.volume().getVolumeId()).setTargetPath(s.target().toString()).build());
-        cluster.node(s.node()).node().nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder()
-                .setVolumeId(s.volume().getVolumeId()).setStagingTargetPath(s.staging().toString()).build());
-        assertFalse(Files.exists(Path.of("/dev/mapper/strata-" + s.name())), "unstage closed the mapping of " + s.name());
-    }
-
-    private static void detachDelete(Staged s) {
-        cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
-                .setVolumeId(s.volume().getVolumeId()).setNodeId(s.node()).build());
-        cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(s.volume().getVolumeId()).build());
     }
 
     /** Whether {@code passphrase} opens a key slot of the header on {@code device}: cryptsetup itself, not the driver. */
@@ -190,20 +142,16 @@ class EncryptedLvmTest {
         return false;
     }
 
-    private static Status.Code code(Runnable call) {
-        return assertThrows(StatusRuntimeException.class, call::run).getStatus().getCode();
-    }
-
     @Test
     void encryptedLogicalVolumesThroughEveryPhaseRotatedInUseAndASnapshotRestoredOnTheOtherNode() throws Exception {
         long started = System.nanoTime();
-        Staged a = attach("node-a", create("pvc-lvm-enc", "node-a", THIN, null));
-        assertEquals(Status.Code.INVALID_ARGUMENT, code(() -> stage(a, Map.of())), "no key: refused, nothing formatted");
+        Staged a = Staged.attach(cluster, "node-a", create("pvc-lvm-enc", "node-a", THIN, null), EXT4);
+        assertEquals(Status.Code.INVALID_ARGUMENT, code(() -> a.stage(Map.of())), "no key: refused, nothing formatted");
         assertEquals(2, Programs.execute("blkid", "-p", a.device().toString()).status(), "still blank: blkid finds nothing");
-        stage(a, SECRETS);
-        stage(a, SECRETS); // idempotent: the mapping over the logical volume's dm-N is the volume's
+        a.stage(SECRETS);
+        a.stage(SECRETS); // idempotent: the mapping over the logical volume's dm-N is the volume's
         assertTrue(SystemState.mountAt(a.staging()).orElseThrow().source().startsWith("/dev/dm-"), "staged from the mapping");
-        publish(a);
+        a.publish();
         String marker = "STRATA-LVM-PLAINTEXT-" + Long.toHexString(new Random().nextLong());
         byte[] markerBytes = marker.getBytes(StandardCharsets.US_ASCII);
         Files.writeString(a.target().resolve("marker.txt"), (marker + "\n").repeat(1000));
@@ -243,7 +191,7 @@ class EncryptedLvmTest {
         });
         writer.start();
         long rotationStarted = System.nanoTime();
-        stage(a, ROTATING);
+        a.stage(ROTATING);
         double rotationSeconds = (System.nanoTime() - rotationStarted) / 1e9;
         writing.set(false);
         writer.join();
@@ -263,12 +211,12 @@ class EncryptedLvmTest {
                 .setSnapshot(VolumeContentSource.SnapshotSource.newBuilder().setSnapshotId(snapshot.getSnapshotId())).build();
         assertEquals(Status.Code.INVALID_ARGUMENT, code(() -> create("pvc-plain-copy", "node-a", Map.of("pool", "lvm"), fromSnapshot)),
                 "a plain StorageClass cannot restore an encrypted snapshot");
-        Staged b = attach("node-b", create("pvc-lvm-enc-restored", "node-b", THIN, fromSnapshot));
-        StatusRuntimeException onlyNew = assertThrows(StatusRuntimeException.class, () -> stage(b, Map.of("passphrase", NEW_KEY)));
+        Staged b = Staged.attach(cluster, "node-b", create("pvc-lvm-enc-restored", "node-b", THIN, fromSnapshot), EXT4);
+        StatusRuntimeException onlyNew = assertThrows(StatusRuntimeException.class, () -> b.stage(Map.of("passphrase", NEW_KEY)));
         assertEquals(Status.Code.PERMISSION_DENIED, onlyNew.getStatus().getCode());
         assertTrue(onlyNew.getStatus().getDescription().contains("previousPassphrase"), onlyNew.getStatus().getDescription());
-        stage(b, ROTATING);
-        publish(b);
+        b.stage(ROTATING);
+        b.publish();
         assertEquals(checksum, VolumeData.read(b.target().resolve("data")), "the data at snapshot time, read back on node-b");
         assertTrue(Files.readString(b.target().resolve("marker.txt")).startsWith(marker));
         assertFalse(opens(b.device(), KEY), "the restored volume was rotated at its stage");
@@ -277,26 +225,27 @@ class EncryptedLvmTest {
         assertFalse(deviceHolds(b.device(), markerBytes), "the restored logical volume holds the plaintext marker");
 
         // A linear encrypted volume: formatted once, the plaintext never on the device.
-        Staged linear = attach("node-b", create("pvc-lvm-enc-linear", "node-b", LINEAR, null));
-        stage(linear, SECRETS);
-        publish(linear);
+        Staged linear = Staged.attach(cluster, "node-b", create("pvc-lvm-enc-linear", "node-b", LINEAR, null), EXT4);
+        linear.stage(SECRETS);
+        linear.publish();
         Files.writeString(linear.target().resolve("marker.txt"), (marker + "\n").repeat(1000));
         SystemState.run("sync", "-f", linear.target().toString());
         assertFalse(deviceHolds(linear.device(), markerBytes), "the linear logical volume holds the plaintext marker");
-        assertEquals(Status.Code.PERMISSION_DENIED, code(() -> stage(linear, Map.of("passphrase", "not-the-key", "previousPassphrase",
+        assertEquals(Status.Code.PERMISSION_DENIED, code(() -> linear.stage(Map.of("passphrase", "not-the-key", "previousPassphrase",
                 "nor-this"))), "a rotation with two wrong keys");
         assertTrue(opens(linear.device(), KEY), "and nothing changed");
         assertFalse(cluster.logs().contains(KEY) || cluster.logs().contains(NEW_KEY), "a passphrase reached a log");
 
         for (Staged s : List.of(a, b, linear)) {
-            unstage(s);
+            s.unstage();
+            assertEquals(List.of(), mappings(s.name()), "unstage closed the mapping of " + s.name());
         }
-        stage(a, Map.of("passphrase", NEW_KEY));
-        publish(a);
+        a.stage(Map.of("passphrase", NEW_KEY));
+        a.publish();
         assertEquals(checksum, VolumeData.read(a.target().resolve("data")), "staged again with the new passphrase alone");
-        unstage(a);
+        a.unstage();
         for (Staged s : List.of(a, b, linear)) {
-            detachDelete(s);
+            s.detachDelete();
         }
         cluster.controller().deleteSnapshot(DeleteSnapshotRequest.newBuilder().setSnapshotId(snapshot.getSnapshotId()).build());
         System.out.printf("EncryptedLvmTest: thin and linear LUKS2 logical volumes through every phase, a rotation in use (%.1f s), "
@@ -314,12 +263,12 @@ class EncryptedLvmTest {
         for (CrashPoint point : Stream.of(CrashPoint.values()).filter(CrashPoint::rotation).toList()) {
             String name = "pvc-" + point.name().toLowerCase().replace('_', '-');
             cluster.restartNode("node-a", launch("node-a").with(Crashes.ENVIRONMENT, point.name()));
-            Staged s = attach("node-a", create(name, "node-a", THIN, null));
-            stage(s, SECRETS);
-            publish(s);
+            Staged s = Staged.attach(cluster, "node-a", create(name, "node-a", THIN, null), EXT4);
+            s.stage(SECRETS);
+            s.publish();
             String checksum = VolumeData.write(s.target().resolve("data"), MIB);
             SystemState.run("sync", "-f", s.target().toString());
-            assertThrows(StatusRuntimeException.class, () -> stage(s, ROTATING), point + ": the call cut by the crash");
+            assertThrows(StatusRuntimeException.class, () -> s.stage(ROTATING), point + ": the call cut by the crash");
             var process = cluster.node("node-a").process();
             for (int i = 0; i < 200 && process.isAlive(); i++) {
                 Thread.sleep(50);
@@ -332,12 +281,12 @@ class EncryptedLvmTest {
             assertTrue(newOpens, point + ": the new passphrase was added before the crash");
             assertEquals(point == CrashPoint.ROTATE_ENCRYPTION_KEY_ADDED, oldOpens, point + ": the old passphrase opens it");
             cluster.startNode("node-a", launch("node-a"));
-            stage(s, ROTATING);
+            s.stage(ROTATING);
             assertFalse(opens(s.device(), KEY), point + ": the next stage finished the rotation");
             assertTrue(opens(s.device(), NEW_KEY));
             assertEquals(checksum, VolumeData.read(s.target().resolve("data")), point + ": the data after the crash");
-            unstage(s);
-            detachDelete(s);
+            s.unstage();
+            s.detachDelete();
             System.out.println("EncryptedLvmTest: crash at " + point + " recovered, old passphrase opened after it: " + oldOpens);
         }
         cluster.restartNode("node-a", launch("node-a"));

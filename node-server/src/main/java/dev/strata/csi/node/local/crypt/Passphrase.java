@@ -6,9 +6,9 @@ import java.util.Map;
 import java.util.Optional;
 
 /**
- * An encrypted volume's passphrase, from the secrets of NodeStageVolume, NodeExpandVolume or NodePublishVolume. It
- * goes to cryptsetup on its standard input only; {@link #toString} never shows it, so a log line
- * or a message that names one by mistake shows nothing.
+ * An encrypted volume's passphrase, from the secrets of NodeStageVolume, NodeExpandVolume or
+ * NodePublishVolume. It goes to cryptsetup on its standard input only; {@link #toString} never
+ * shows it, so a log line or a message that names one by mistake shows nothing.
  */
 public final class Passphrase {
 
