@@ -14,7 +14,8 @@ import java.nio.file.Path;
  *                  volume's path there is another node of the same device)
  * @param sizeBytes its size: the backing device's less the LUKS2 header
  */
-public record MappedDevice(String name, Path device, DeviceNumber number, Path backing, DeviceNumber backingNumber, long sizeBytes) implements BlockDevice {
+public record MappedDevice(String name, Path device, DeviceNumber number, Path backing, DeviceNumber backingNumber, long sizeBytes)
+        implements BlockDevice {
 
     @Override
     public DeviceNumber deviceNumber() {

@@ -31,8 +31,8 @@ public final class SystemEncryptedDevices implements EncryptedDevices {
     private static final int NO_PERMISSION = 2;
     /** What {@code cryptsetup --verbose open --test-passphrase} prints on its standard output. */
     private static final Pattern UNLOCKED = Pattern.compile("Key slot (\\d+) unlocked");
-    /** Key slots get cryptsetup's own key derivation, as {@link #format} chose it. */
-    private static final List<String> PBKDF = List.of("--pbkdf", "argon2id", "--pbkdf-memory", "65536");
+    /** The key derivation of every key slot, as {@link #format} explains. */
+    private static final String PBKDF_MEMORY_KIB = "65536";
 
     private final Commands commands;
     private final Path sysBlock;
@@ -54,8 +54,8 @@ public final class SystemEncryptedDevices implements EncryptedDevices {
     @Override
     public void format(Path device, Passphrase passphrase) throws DeviceException {
         String path = absolute(device);
-        DeviceException.check(run(passphrase.bytes(), "cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", PBKDF.get(0), PBKDF.get(1),
-                PBKDF.get(2), PBKDF.get(3), "--key-file=-", path), "cryptsetup luksFormat " + path);
+        DeviceException.check(run(passphrase.bytes(), "cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--pbkdf", "argon2id",
+                "--pbkdf-memory", PBKDF_MEMORY_KIB, "--key-file=-", path), "cryptsetup luksFormat " + path);
     }
 
     @Override
@@ -113,7 +113,7 @@ public final class SystemEncryptedDevices implements EncryptedDevices {
         byte[] input = new byte[existing.length() + added.length()];
         System.arraycopy(existing.bytes(), 0, input, 0, existing.length());
         System.arraycopy(added.bytes(), 0, input, existing.length(), added.length());
-        CommandResult result = run(input, "cryptsetup", "luksAddKey", "--batch-mode", PBKDF.get(0), PBKDF.get(1), PBKDF.get(2), PBKDF.get(3),
+        CommandResult result = run(input, "cryptsetup", "luksAddKey", "--batch-mode", "--pbkdf", "argon2id", "--pbkdf-memory", PBKDF_MEMORY_KIB,
                 "--key-file=-", "--keyfile-size=" + existing.length(), "--new-keyfile-size=" + added.length(), path, "-");
         if (result.exitCode() == NO_PERMISSION) {
             throw new WrongPassphraseException("the existing passphrase opens no key slot of " + path);

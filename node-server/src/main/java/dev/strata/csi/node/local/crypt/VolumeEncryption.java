@@ -10,6 +10,7 @@ import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.node.local.fs.Filesystems;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Crashes;
+import java.nio.file.Path;
 import java.util.Map;
 import java.util.Optional;
 
@@ -27,8 +28,8 @@ import java.util.Optional;
  *
  * <p>A secret with a {@code previousPassphrase} besides its {@code passphrase} rotates the volume's
  * passphrase ({@link PassphraseRotation}) at each stage, expansion and publish that carries it:
- * the node keeps no passphrase, so these calls are when it has both. A volume that opens with neither the
- * passphrase nor the previous one is PERMISSION_DENIED.
+ * the node keeps no passphrase, so these calls are when it has both. A volume that opens with
+ * neither the passphrase nor the previous one is PERMISSION_DENIED.
  */
 public final class VolumeEncryption {
 
@@ -122,7 +123,7 @@ public final class VolumeEncryption {
         }
     }
 
-    /** The rotation of the open volume, when {@code secrets} has a previous passphrase besides the current one (the node-publish secret's). */
+    /** The rotation of the open volume, when {@code secrets} (the node-publish secret's) has a previous passphrase too. */
     public void rotate(LocalVolumeId id, Map<String, String> secrets, String secret) throws Exception {
         Optional<MappedDevice> open = devices.find(mappingName(id.name()));
         if (open.isPresent()) {
@@ -135,7 +136,7 @@ public final class VolumeEncryption {
      * call only when neither opens the volume; any other failure leaves the volume open with the
      * passphrases it accepted, is logged, and the next call with the secret tries again.
      */
-    private void rotateIfAsked(LocalVolumeId id, java.nio.file.Path device, Map<String, String> secrets, String secret) throws Exception {
+    private void rotateIfAsked(LocalVolumeId id, Path device, Map<String, String> secrets, String secret) throws Exception {
         Optional<Passphrase> current = Passphrase.from(secrets);
         Optional<Passphrase> previous = Passphrase.previousFrom(secrets);
         if (current.isEmpty() || previous.isEmpty()) {
@@ -172,8 +173,8 @@ public final class VolumeEncryption {
     /** The expansion step, once the loop device has grown: the open mapping grows to fill it, with the node-expand secret's passphrase. */
     public MappedDevice resize(LocalVolumeId id, Map<String, String> secrets) throws Exception {
         String name = mappingName(id.name());
-        MappedDevice open = devices.find(name).orElseThrow(() -> CsiException.failedPrecondition("volume " + id + " is encrypted and not staged: "
-                + "its mapping " + name + " is not open"));
+        MappedDevice open = devices.find(name).orElseThrow(() -> CsiException.failedPrecondition("volume " + id
+                + " is encrypted and not staged: its mapping " + name + " is not open"));
         Passphrase passphrase = passphrase(id, secrets, "NodeExpandVolume", "node-expand");
         Optional<Passphrase> previous = Passphrase.previousFrom(secrets);
         try {

@@ -195,7 +195,6 @@ public final class ImagePool implements VolumePool {
         return image(record, null); // a file made just now has no loop device
     }
 
-    /** ALREADY_EXISTS unless the READY volume's record has the size, allocation and source a repeated create asks for. */
     /** ALREADY_EXISTS when the volume exists encrypted and a plain one is asked for, or the other way round. */
     static void requireSameEncryption(ImageRecord record, boolean encrypted) {
         if (record.getEncrypted() != encrypted) {
@@ -213,6 +212,7 @@ public final class ImagePool implements VolumePool {
         }
     }
 
+    /** ALREADY_EXISTS unless the READY volume's record has the size, allocation and source a repeated create asks for. */
     static void requireSame(ImageRecord record, long capacityBytes, Allocation allocation, Optional<Source> wantedSource) {
         Optional<Source> has = record.hasSource() ? Optional.of(record.getSource()) : Optional.empty();
         if (record.getCapacityBytes() != capacityBytes || allocation(record) != allocation || !has.equals(wantedSource)) {
