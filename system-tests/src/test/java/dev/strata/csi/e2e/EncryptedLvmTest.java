@@ -98,9 +98,10 @@ class EncryptedLvmTest {
         }
     }
 
+    /** A volume of 64 MiB, or of its source's size (96 MiB: the volume the test grows before its snapshot). */
     private static Volume create(String name, String node, Map<String, String> parameters, VolumeContentSource source) {
         var request = CreateVolumeRequest.newBuilder().setName(name).putAllParameters(parameters).addVolumeCapabilities(EXT4)
-                .setCapacityRange(CapacityRange.newBuilder().setRequiredBytes(64 * MIB))
+                .setCapacityRange(CapacityRange.newBuilder().setRequiredBytes(source == null ? 64 * MIB : 96 * MIB))
                 .setAccessibilityRequirements(TopologyRequirement.newBuilder().addPreferred(PipelineTest.on(node))
                         .addRequisite(PipelineTest.on(node)));
         if (source != null) {

@@ -1,8 +1,8 @@
 package dev.strata.csi.e2e;
 
-import static dev.strata.csi.e2e.PipelineTest.MIB;
 import static dev.strata.csi.e2e.EncryptedVolumes.code;
 import static dev.strata.csi.e2e.EncryptedVolumes.mappings;
+import static dev.strata.csi.e2e.PipelineTest.MIB;
 import static dev.strata.csi.e2e.PipelineTest.mount;
 import static dev.strata.csi.e2e.PipelineTest.on;
 import static org.junit.jupiter.api.Assertions.assertEquals;
