@@ -23,6 +23,7 @@ import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
+import dev.strata.csi.deploy.CrashPoints;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Programs;
@@ -85,8 +86,7 @@ class CrashRecoveryTest {
     /** The points of one node: not those of copies between nodes, nor those of encryption. */
     static List<CrashPoint> points() {
         return Stream.of(CrashPoint.values())
-                .filter(point -> !point.transfer()) // TransferCrashTest's, with two nodes
-                .filter(point -> !point.encryption()) // EncryptionTest's, where the kernel has dm-crypt
+                .filter(CrashPoints::oneNode)
                 .toList();
     }
 

@@ -17,6 +17,7 @@ import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
+import dev.strata.csi.deploy.CrashPoints;
 import dev.strata.csi.e2e.EncryptedVolumes.Staged;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.system.Crashes;
@@ -261,7 +262,7 @@ class EncryptedLvmTest {
      */
     @Test
     void aCrashAtEachRotationStepLeavesAVolumeOnePassphraseOpensAndTheNextStageFinishes() throws Exception {
-        for (CrashPoint point : Stream.of(CrashPoint.values()).filter(CrashPoint::rotation).toList()) {
+        for (CrashPoint point : Stream.of(CrashPoint.values()).filter(CrashPoints::rotation).toList()) {
             String name = "pvc-" + point.name().toLowerCase().replace('_', '-');
             cluster.restartNode("node-a", launch("node-a").with(Crashes.ENVIRONMENT, point.name()));
             Staged s = Staged.attach(cluster, "node-a", create(name, "node-a", THIN, null), EXT4);

@@ -19,6 +19,7 @@ import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
+import dev.strata.csi.deploy.CrashPoints;
 import dev.strata.csi.e2e.EncryptedVolumes.Staged;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.system.Crashes;
@@ -177,7 +178,7 @@ class EncryptionTest {
     /** node-server killed (as a container: its mount namespace dies with it) at each encryption step; kubelet's retry completes. */
     @Test
     void aCrashAtEachEncryptionStepIsRecoveredByTheRetry() throws Exception {
-        for (CrashPoint point : Stream.of(CrashPoint.values()).filter(p -> p.encryption() && !p.rotation()).toList()) {
+        for (CrashPoint point : Stream.of(CrashPoint.values()).filter(p -> CrashPoints.encryption(p) && !CrashPoints.rotation(p)).toList()) {
             String name = "pvc-" + point.name().toLowerCase().replace('_', '-');
             cluster.restartNode("node-a", Cluster.Launch.CONTAINER.with(Crashes.ENVIRONMENT, point.name()));
             Volume volume = create(name, 320 * MIB, "node-a", ENCRYPTED, null);

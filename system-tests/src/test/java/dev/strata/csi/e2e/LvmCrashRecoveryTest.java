@@ -24,6 +24,7 @@ import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
+import dev.strata.csi.deploy.CrashPoints;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Progress;
@@ -105,7 +106,7 @@ class LvmCrashRecoveryTest {
                 .map(String::strip).filter(name -> !name.isEmpty()).toList();
         return Stream.of(CrashPoint.values())
                 .filter(point -> named.isEmpty() || named.contains(point.name()))
-                .filter(point -> point.poolStep() && point != CrashPoint.FROZEN) // LVM suspends the origin: no freeze of the driver's
+                .filter(CrashPoints::lvmPool)
                 .toList();
     }
 

@@ -11,6 +11,7 @@ import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.DeleteVolumeRequest;
 import csi.v1.Csi.TopologyRequirement;
 import dev.strata.csi.agent.api.Volume;
+import dev.strata.csi.deploy.CrashPoints;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Root;
@@ -71,7 +72,7 @@ class TransferCrashTest {
 
     @TestFactory
     Stream<DynamicTest> everyTransferCrashPoint() {
-        return Stream.of(CrashPoint.values()).filter(CrashPoint::transfer)
+        return Stream.of(CrashPoint.values()).filter(CrashPoints::transfer)
                 .map(point -> DynamicTest.dynamicTest(point.name(), () -> crashAndRetry(point, false)));
     }
 

@@ -1,6 +1,7 @@
 package dev.strata.csi.controller.agents;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.InventoryChanges;
@@ -80,24 +81,24 @@ public final class VolumeIndex {
 
     /**
      * A volume without its name (the key holds it), device or IO limits, which no lookup or list
-     * answers with; {@code source} null for an empty volume. Its pool and whether it is encrypted
-     * stay: a repeated CreateVolume compares them with the request's.
+     * answers with; {@code source} null for an empty volume. Its pool, allocation or lvType, and
+     * whether it is encrypted stay: a repeated CreateVolume compares them with the request's.
      */
-    private record StoredVolume(long capacityBytes, long generation, Allocation allocation, ContentSource source,
+    private record StoredVolume(long capacityBytes, long generation, Allocation allocation, LvType lvType, ContentSource source,
             List<String> publishedNodeIds, PoolKind pool, boolean encrypted) implements Stored<Volume> {
 
         static StoredVolume of(Volume volume, long generation, View view) {
             // A local volume is published on its own node only: that one shared list serves nearly all.
             List<String> published = volume.getPublishedNodeIdsCount() == 0 ? List.of()
                     : view.self.equals(volume.getPublishedNodeIdsList()) ? view.self : List.copyOf(volume.getPublishedNodeIdsList());
-            return new StoredVolume(volume.getCapacityBytes(), generation, volume.getAllocation(),
+            return new StoredVolume(volume.getCapacityBytes(), generation, volume.getAllocation(), volume.getLvType(),
                     volume.hasSource() ? volume.getSource() : null, published, volume.getPool(), volume.getEncrypted());
         }
 
         @Override
         public Volume item(String name) {
             Volume.Builder volume = Volume.newBuilder().setName(name).setCapacityBytes(capacityBytes).setAllocation(allocation)
-                    .setPool(pool).setEncrypted(encrypted)
+                    .setLvType(lvType).setPool(pool).setEncrypted(encrypted)
                     .addAllPublishedNodeIds(publishedNodeIds);
             if (source != null) {
                 volume.setSource(source);

@@ -53,6 +53,7 @@ final class CrossNodeCopies {
                     .setName(wanted.name())
                     .setCapacityBytes(wanted.capacityBytes())
                     .setAllocation(wanted.allocation())
+                    .setLvType(wanted.lvType())
                     .setPool(wanted.pool().kind())
                     .setThinOvercommitRatio(wanted.pool().thinOvercommitRatio())
                     .setSource(source)

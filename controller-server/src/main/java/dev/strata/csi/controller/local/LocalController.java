@@ -109,12 +109,12 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
         var existing = placement.find(wanted.name());
         if (existing.isPresent()) {
             dev.strata.csi.agent.api.Volume volume = existing.get().volume();
-            if (volume.getCapacityBytes() != wanted.capacityBytes() || volume.getAllocation() != wanted.allocation()
+            if (volume.getCapacityBytes() != wanted.capacityBytes() || !wanted.pool().sameType(volume)
                     || !wanted.pool().holds(volume) || volume.getEncrypted() != wanted.encrypted()) {
                 throw CsiException.alreadyExists("volume " + wanted.name() + " exists on node " + existing.get().nodeId()
-                        + " with " + volume.getCapacityBytes() + " bytes, " + volume.getAllocation() + (volume.getEncrypted() ? ", encrypted" : "")
+                        + " with " + volume.getCapacityBytes() + " bytes, " + PoolRequest.type(volume) + (volume.getEncrypted() ? ", encrypted" : "")
                         + ", in its " + PoolRequest.describe(PoolRequest.kindOf(volume)) + "; asked for " + wanted.capacityBytes() + " bytes, "
-                        + wanted.allocation() + (wanted.encrypted() ? ", encrypted" : "") + ", in the " + wanted.pool().describe());
+                        + wanted.pool().type() + (wanted.encrypted() ? ", encrypted" : "") + ", in the " + wanted.pool().describe());
             }
         }
         Placement.Placed placed = existing.isPresent() ? existing.get() : placement.create(wanted, wanted.requirements());
@@ -155,12 +155,12 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
         if (existing.isPresent()) {
             dev.strata.csi.agent.api.Volume volume = existing.get().volume();
             boolean sizeDiffers = asked.range().getRequiredBytes() > 0 && volume.getCapacityBytes() != asked.capacityBytes();
-            if (!volume.getSource().equals(origin.source()) || volume.getAllocation() != asked.allocation() || sizeDiffers
+            if (!volume.getSource().equals(origin.source()) || !asked.pool().sameType(volume) || sizeDiffers
                     || !asked.pool().holds(volume)) {
                 throw CsiException.alreadyExists("volume " + asked.name() + " exists on node " + existing.get().nodeId()
-                        + " with " + volume.getCapacityBytes() + " bytes, " + volume.getAllocation() + ", in its "
+                        + " with " + volume.getCapacityBytes() + " bytes, " + PoolRequest.type(volume) + ", in its "
                         + PoolRequest.describe(PoolRequest.kindOf(volume)) + ", other content, size or pool than "
-                        + origin.description() + ", " + asked.capacityBytes() + " bytes, " + asked.allocation() + ", "
+                        + origin.description() + ", " + asked.capacityBytes() + " bytes, " + asked.pool().type() + ", "
                         + asked.pool().describe());
             }
             if (!existing.get().nodeId().equals(origin.nodeId())) {

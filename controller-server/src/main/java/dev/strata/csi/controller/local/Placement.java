@@ -77,6 +77,7 @@ final class Placement {
                     .setName(wanted.name())
                     .setCapacityBytes(wanted.capacityBytes())
                     .setAllocation(wanted.allocation())
+                    .setLvType(wanted.lvType())
                     .setPool(wanted.pool().kind())
                     .setThinOvercommitRatio(wanted.pool().thinOvercommitRatio())
                     .setEncrypted(wanted.encrypted());

@@ -1,6 +1,7 @@
 package dev.strata.csi.controller.local;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
@@ -13,12 +14,13 @@ import java.util.Optional;
 /**
  * Which pool of a node a StorageClass's volumes go into, and of what kind (docs/parameters.md):
  * {@code pool: image} (the default) with its {@code allocation}, or {@code pool: lvm} with its
- * {@code lvType} ({@code thin}, the default, is sparse; {@code linear} takes every extent at
- * creation, as full allocation does) and, for thin volumes, {@code thinOvercommitRatio} (how many
+ * {@code lvType} ({@code thin}, the default, or {@code linear}, every extent taken at
+ * creation) and, for thin volumes, {@code thinOvercommitRatio} (how many
  * times the thin pool's size its volumes' sizes may add up to; 1, the default: no overcommit). A
- * key of the other pool is refused, so a StorageClass says exactly one thing.
+ * key of the other pool is refused, so a StorageClass says exactly one thing; {@code allocation}
+ * is unset for an LVM volume, {@code lvType} for an image.
  */
-record PoolRequest(PoolKind kind, Allocation allocation, double thinOvercommitRatio) {
+record PoolRequest(PoolKind kind, Allocation allocation, LvType lvType, double thinOvercommitRatio) {
 
     /** More would let a thin pool promise a hundred times what it holds: a typo, not a policy. */
     static final double MAX_RATIO = 100;
@@ -30,20 +32,20 @@ record PoolRequest(PoolKind kind, Allocation allocation, double thinOvercommitRa
             case "image" -> {
                 refuse(parameters, LocalParameters.LV_TYPE, "image");
                 refuse(parameters, LocalParameters.THIN_OVERCOMMIT_RATIO, "image");
-                yield new PoolRequest(PoolKind.POOL_IMAGE, allocation(parameters), 1);
+                yield new PoolRequest(PoolKind.POOL_IMAGE, allocation(parameters), LvType.LV_TYPE_UNSPECIFIED, 1);
             }
             case "lvm" -> {
                 refuse(parameters, LocalParameters.ALLOCATION, "lvm");
                 String type = parameters.getOrDefault(LocalParameters.LV_TYPE, "thin");
                 double ratio = overcommitRatio(parameters);
                 yield switch (type) {
-                    case "thin" -> new PoolRequest(PoolKind.POOL_LVM, Allocation.SPARSE, ratio);
+                    case "thin" -> new PoolRequest(PoolKind.POOL_LVM, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, ratio);
                     case "linear" -> {
                         if (parameters.containsKey(LocalParameters.THIN_OVERCOMMIT_RATIO)) {
                             throw CsiException.invalidArgument("parameter " + LocalParameters.THIN_OVERCOMMIT_RATIO + " is for "
                                     + LocalParameters.LV_TYPE + ": thin; a linear volume always has its extents");
                         }
-                        yield new PoolRequest(PoolKind.POOL_LVM, Allocation.FULL, 1);
+                        yield new PoolRequest(PoolKind.POOL_LVM, Allocation.ALLOCATION_UNSPECIFIED, LvType.LINEAR, 1);
                     }
                     default -> throw CsiException.invalidArgument("parameter " + LocalParameters.LV_TYPE
                             + " must be thin or linear, got '" + CsiException.printable(type) + "'");
@@ -64,7 +66,7 @@ record PoolRequest(PoolKind kind, Allocation allocation, double thinOvercommitRa
         if (kind != PoolKind.POOL_LVM) {
             return pool.getAvailableBytes();
         }
-        if (allocation == Allocation.FULL) {
+        if (lvType == LvType.LINEAR) {
             return pool.getLinearAvailableBytes();
         }
         if (thinOvercommitRatio <= 1) {
@@ -76,6 +78,20 @@ record PoolRequest(PoolKind kind, Allocation allocation, double thinOvercommitRa
     /** Whether {@code volume} is in the pool this request asks for. */
     boolean holds(Volume volume) {
         return kindOf(volume) == kind;
+    }
+
+    /** Whether {@code volume} has the allocation (an image) or lvType (an LVM volume) this request asks for. */
+    boolean sameType(Volume volume) {
+        return volume.getAllocation() == allocation && volume.getLvType() == lvType;
+    }
+
+    /** For messages: an image's allocation, an LVM volume's lvType. */
+    static String type(Volume volume) {
+        return kindOf(volume) == PoolKind.POOL_LVM ? volume.getLvType().toString() : volume.getAllocation().toString();
+    }
+
+    String type() {
+        return kind == PoolKind.POOL_LVM ? lvType.toString() : allocation.toString();
     }
 
     /** The pool of a volume as its agent reports it; unset: the image pool (whose volumes leave it unset). */
@@ -100,7 +116,7 @@ record PoolRequest(PoolKind kind, Allocation allocation, double thinOvercommitRa
     static void putContext(Volume volume, Map<String, String> context) {
         if (kindOf(volume) == PoolKind.POOL_LVM) {
             context.put(LocalParameters.POOL, "lvm");
-            context.put(LocalParameters.LV_TYPE, volume.getAllocation() == Allocation.FULL ? "linear" : "thin");
+            context.put(LocalParameters.LV_TYPE, volume.getLvType() == LvType.LINEAR ? "linear" : "thin");
         } else {
             context.put(LocalParameters.ALLOCATION, volume.getAllocation() == Allocation.FULL ? "full" : "sparse");
         }

@@ -6,6 +6,7 @@ import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.IoLimits;
 import dev.strata.csi.backend.KubernetesKeys;
 import dev.strata.csi.backend.local.LocalCapabilities;
@@ -68,9 +69,14 @@ record VolumeRequest(String name, long capacityBytes, PoolRequest pool, Topology
         return new VolumeRequest(name, size, pool, requirements, source, range, minimumBytes, ioLimits, encrypted);
     }
 
-    /** How the volume's blocks are allocated: the image pool's allocation, or an LVM volume's type (thin: sparse, linear: full). */
+    /** How an image's blocks are allocated; unset for an LVM volume. */
     Allocation allocation() {
         return pool.allocation();
+    }
+
+    /** An LVM volume's type (thin or linear); unset for an image. */
+    LvType lvType() {
+        return pool.lvType();
     }
 
     /** The size to allocate: the required bytes (or a default) rounded up to whole MiB, at least {@code minimum}. */

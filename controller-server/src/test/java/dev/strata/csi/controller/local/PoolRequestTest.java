@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
@@ -40,11 +41,11 @@ class PoolRequestTest {
 
     @Test
     void theImagePoolIsTheDefaultAndLvmIsThinUnlessLinear() {
-        assertEquals(new PoolRequest(PoolKind.POOL_IMAGE, Allocation.SPARSE, 1), PoolRequest.of(Map.of()));
-        assertEquals(new PoolRequest(PoolKind.POOL_IMAGE, Allocation.FULL, 1), PoolRequest.of(Map.of("allocation", "full")));
-        assertEquals(new PoolRequest(PoolKind.POOL_LVM, Allocation.SPARSE, 1), PoolRequest.of(Map.of("pool", "lvm")));
-        assertEquals(new PoolRequest(PoolKind.POOL_LVM, Allocation.FULL, 1), PoolRequest.of(Map.of("pool", "lvm", "lvType", "linear")));
-        assertEquals(new PoolRequest(PoolKind.POOL_LVM, Allocation.SPARSE, 2.5),
+        assertEquals(new PoolRequest(PoolKind.POOL_IMAGE, Allocation.SPARSE, LvType.LV_TYPE_UNSPECIFIED, 1), PoolRequest.of(Map.of()));
+        assertEquals(new PoolRequest(PoolKind.POOL_IMAGE, Allocation.FULL, LvType.LV_TYPE_UNSPECIFIED, 1), PoolRequest.of(Map.of("allocation", "full")));
+        assertEquals(new PoolRequest(PoolKind.POOL_LVM, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, 1), PoolRequest.of(Map.of("pool", "lvm")));
+        assertEquals(new PoolRequest(PoolKind.POOL_LVM, Allocation.ALLOCATION_UNSPECIFIED, LvType.LINEAR, 1), PoolRequest.of(Map.of("pool", "lvm", "lvType", "linear")));
+        assertEquals(new PoolRequest(PoolKind.POOL_LVM, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, 2.5),
                 PoolRequest.of(Map.of("pool", "lvm", "thinOvercommitRatio", "2.5")));
     }
 
@@ -96,7 +97,10 @@ class PoolRequestTest {
         PoolRequest.putContext(Volume.newBuilder().setAllocation(Allocation.FULL).build(), image);
         assertEquals(Map.of("allocation", "full"), image);
         Map<String, String> lvm = new java.util.TreeMap<>();
-        PoolRequest.putContext(Volume.newBuilder().setPool(PoolKind.POOL_LVM).setAllocation(Allocation.SPARSE).build(), lvm);
+        PoolRequest.putContext(Volume.newBuilder().setPool(PoolKind.POOL_LVM).setLvType(LvType.THIN).build(), lvm);
         assertEquals(Map.of("pool", "lvm", "lvType", "thin"), lvm);
+        Map<String, String> linear = new java.util.TreeMap<>();
+        PoolRequest.putContext(Volume.newBuilder().setPool(PoolKind.POOL_LVM).setLvType(LvType.LINEAR).build(), linear);
+        assertEquals(Map.of("pool", "lvm", "lvType", "linear"), linear);
     }
 }

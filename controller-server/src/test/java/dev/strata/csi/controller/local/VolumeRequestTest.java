@@ -8,6 +8,7 @@ import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.Status;
 import java.util.Map;
@@ -65,6 +66,11 @@ class VolumeRequestTest {
         assertEquals(Status.Code.INVALID_ARGUMENT, typo.code());
         assertTrue(typo.getMessage().contains("'alocation' for a local volume (did you mean allocation?)"), typo.getMessage());
         assertEquals(Status.Code.INVALID_ARGUMENT, code(() -> VolumeRequest.of(request("").putParameters("allocation", "thick").build())));
+        assertEquals(LvType.LV_TYPE_UNSPECIFIED, VolumeRequest.of(request("").build()).lvType(), "an image has no lvType");
+        VolumeRequest linear = VolumeRequest.of(request("").putParameters("pool", "lvm").putParameters("lvType", "linear").build());
+        assertEquals(LvType.LINEAR, linear.lvType());
+        assertEquals(Allocation.ALLOCATION_UNSPECIFIED, linear.allocation(), "an LVM volume has no allocation");
+        assertEquals(LvType.THIN, VolumeRequest.of(request("").putParameters("pool", "lvm").build()).lvType());
     }
 
     @ParameterizedTest

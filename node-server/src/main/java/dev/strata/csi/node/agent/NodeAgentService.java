@@ -1,6 +1,8 @@
 package dev.strata.csi.node.agent;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
+import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.AttachVolumeRequest;
 import dev.strata.csi.agent.api.AttachVolumeResponse;
 import dev.strata.csi.agent.api.ContentChunk;
@@ -85,7 +87,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     @Override
     public void createVolume(CreateVolumeRequest request, StreamObserver<CreateVolumeResponse> response) {
         Rpc.answer(response, () -> {
-            checkNewVolume(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
+            checkNewVolume(request.getCapacityBytes(), request.getPool(), request.getAllocation(), request.getLvType());
             Optional<ContentSource> source = request.hasSource() ? Optional.of(request.getSource()) : Optional.empty();
             try (var held = locks.acquire(name(request.getName()));
                     var sourceHeld = source.isPresent() ? locks.acquire(sourceLockKey(source.get())) : null) { // null: nothing to close
@@ -95,8 +97,8 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                         requireSamePool(pool, source.get());
                     }
                     return CreateVolumeResponse.newBuilder()
-                            .setVolume(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source,
-                                    request.getEncrypted(), request.getThinOvercommitRatio()))
+                            .setVolume(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), request.getLvType(),
+                                    source, request.getEncrypted(), request.getThinOvercommitRatio()))
                             .setGeneration(inventory.volumeChanged(request.getName()))
                             .build();
                 } catch (Exception e) {
@@ -231,13 +233,13 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     @Override
     public void receiveVolume(ReceiveVolumeRequest request, StreamObserver<ReceiveVolumeResponse> response) {
         Rpc.answer(response, () -> {
-            checkNewVolume(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
+            checkNewVolume(request.getCapacityBytes(), request.getPool(), request.getAllocation(), request.getLvType());
             try (var held = locks.acquire(name(request.getName()))) {
                 if (!request.hasSource()) {
                     throw CsiException.missing("source");
                 }
                 ImageRecord record = pools.forNew(request.getName(), request.getPool()).incoming().receive(request.getName(),
-                        request.getCapacityBytes(), request.getAllocation(), request.getSource(), request.getEncrypted(),
+                        request.getCapacityBytes(), request.getAllocation(), request.getLvType(), request.getSource(), request.getEncrypted(),
                         request.getThinOvercommitRatio());
                 var reply = ReceiveVolumeResponse.newBuilder().setTag(record.getReceiveTag()).setReceivedBytes(record.getReceivedBytes());
                 if (record.getState() == ImageRecord.State.READY) {
@@ -306,12 +308,25 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         return PoolSnapshots.lockKey(name);
     }
 
-    private static void checkNewVolume(long capacityBytes, Allocation allocation, int allocationValue) {
+    /** An LVM volume says its lv_type, an image its allocation: each pool's own, the other left unset. */
+    static void checkNewVolume(long capacityBytes, PoolKind pool, Allocation allocation, LvType lvType) {
         if (capacityBytes <= 0) {
             throw CsiException.invalidArgument("capacity_bytes must be positive");
         }
-        if (allocation != Allocation.SPARSE && allocation != Allocation.FULL) {
-            throw CsiException.invalidArgument("allocation must be SPARSE or FULL, got " + allocationValue);
+        if (pool == PoolKind.POOL_LVM) {
+            if (lvType != LvType.THIN && lvType != LvType.LINEAR) {
+                throw CsiException.invalidArgument("lv_type must be THIN or LINEAR in the LVM pool, got " + lvType);
+            }
+            if (allocation != Allocation.ALLOCATION_UNSPECIFIED) {
+                throw CsiException.invalidArgument("allocation is the image pool's; an LVM volume says its lv_type");
+            }
+        } else {
+            if (allocation != Allocation.SPARSE && allocation != Allocation.FULL) {
+                throw CsiException.invalidArgument("allocation must be SPARSE or FULL in the image pool, got " + allocation);
+            }
+            if (lvType != LvType.LV_TYPE_UNSPECIFIED) {
+                throw CsiException.invalidArgument("lv_type is the LVM pool's; an image says its allocation");
+            }
         }
     }
 

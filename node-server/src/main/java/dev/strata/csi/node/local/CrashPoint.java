@@ -31,7 +31,7 @@ public enum CrashPoint {
     SNAPSHOT_DELETE_UNLINKED,
     RESTORE_RECORDED,
     RESTORE_COPIED,
-    /** An encrypted volume's LUKS2 header written, not yet opened (reached where dm-crypt exists: {@link #encryption}). */
+    /** An encrypted volume's LUKS2 header written, not yet opened (reached only where the kernel has dm-crypt). */
     STAGE_ENCRYPTION_FORMATTED,
     STAGE_ENCRYPTION_OPENED,
     STAGE_FORMATTED,
@@ -54,29 +54,5 @@ public enum CrashPoint {
     // (the retry resumes there); the whole content synced and its digest checked, not yet READY.
     TRANSFER_WRITTEN,
     TRANSFER_CHECKPOINTED,
-    TRANSFER_VERIFIED;
-
-    /** Reached only with an encrypted volume, where the kernel has dm-crypt (hack/luks-vm.sh runs them). */
-    public boolean encryption() {
-        return name().contains("_ENCRYPTION_");
-    }
-
-    /** Of encryption, reached only in a passphrase rotation (EncryptedLvmTest's), not by every encrypted volume's stage and unstage. */
-    public boolean rotation() {
-        return name().startsWith("ROTATE_");
-    }
-
-    /**
-     * A step of the pool itself (create, delete, attach, detach, expand, snapshot, restore), which
-     * every kind of pool takes; not staging, publishing, or a copy between nodes.
-     */
-    public boolean poolStep() {
-        return !transfer() && !encryption() && !name().startsWith("STAGE") && !name().startsWith("UNSTAGE") && !name().contains("PUBLISH")
-                && this != NODE_EXPAND_GROWN;
-    }
-
-    /** Reached only in a transfer between two nodes, which the one-node crash scenarios do not make. */
-    public boolean transfer() {
-        return name().startsWith("TRANSFER_");
-    }
+    TRANSFER_VERIFIED
 }

@@ -2,6 +2,7 @@ package dev.strata.csi.node.local.pool;
 
 import com.google.protobuf.Timestamp;
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
@@ -129,8 +130,8 @@ public final class ImagePool implements VolumePool {
      * overcommits: INVALID_ARGUMENT for an {@code overcommitRatio} above 1.
      */
     @Override
-    public Volume create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
-            double overcommitRatio) throws IOException, DeviceException, MountException {
+    public Volume create(String name, long capacityBytes, Allocation allocation, LvType lvType, Optional<ContentSource> source,
+            boolean encrypted, double overcommitRatio) throws IOException, DeviceException, MountException {
         if (overcommitRatio > 1) {
             throw CsiException.invalidArgument("volume " + name + ": the image pool never overcommits; thin overcommit is the LVM pool's");
         }
@@ -740,6 +741,7 @@ public final class ImagePool implements VolumePool {
         return switch (allocation) {
             case SPARSE -> ImageRecord.Allocation.SPARSE;
             case FULL -> ImageRecord.Allocation.FULL;
+            case ALLOCATION_UNSPECIFIED -> ImageRecord.Allocation.ALLOCATION_UNSPECIFIED;
             default -> throw new IllegalArgumentException("allocation " + allocation);
         };
     }

@@ -1,6 +1,7 @@
 package dev.strata.csi.node.local.pool;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.backend.local.LocalVolumeId;
@@ -49,17 +50,18 @@ public final class IncomingCopies {
      * The volume {@code name} that is to receive content from another node ({@code source}: what
      * that node calls it): made empty in the state RECEIVING, its capacity reserved as a create's,
      * or the one an earlier attempt left, with how far it got; a READY one is returned as it is.
-     * ALREADY_EXISTS when the name is taken with another size, allocation, source or encryption;
+     * ALREADY_EXISTS when the name is taken with another size, allocation or type, source or encryption;
      * INVALID_ARGUMENT for what the pool does not make.
      */
-    public ImageRecord receive(String name, long capacityBytes, Allocation allocation, ContentSource source, boolean encrypted,
-            double overcommitRatio) throws IOException, DeviceException, MountException {
+    public ImageRecord receive(String name, long capacityBytes, Allocation allocation, LvType lvType, ContentSource source,
+            boolean encrypted, double overcommitRatio) throws IOException, DeviceException, MountException {
         LocalVolumeId.checkName(name);
         Source from = ImagePool.recorded(source);
         ImageRecord wanted = storage.plan(ImageRecord.newBuilder()
                 .setName(name)
                 .setCapacityBytes(capacityBytes)
                 .setAllocation(ImagePool.recorded(allocation))
+                .setLvType(LvmPool.recorded(lvType))
                 .setState(ImageRecord.State.CREATING)
                 .setSource(from)
                 .setEncrypted(encrypted), overcommitRatio);
@@ -77,17 +79,18 @@ public final class IncomingCopies {
         crashes.reach(CrashPoint.CREATE_ALLOCATED);
         ImageRecord record = progressed(wanted.toBuilder());
         log.info("volume created to receive content", "volume", name, "pool", storage.kind(), "bytes", capacityBytes,
-                "allocation", allocation, "zeroes_gaps", record.getReceiveZeroesGaps());
+                "allocation", allocation, "lv_type", lvType, "zeroes_gaps", record.getReceiveZeroesGaps());
         return record;
     }
 
     private static void requireSame(ImageRecord record, ImageRecord wanted) {
         if (record.getCapacityBytes() != wanted.getCapacityBytes() || record.getAllocation() != wanted.getAllocation()
+                || record.getLvType() != wanted.getLvType()
                 || !record.getSource().equals(wanted.getSource()) || record.getEncrypted() != wanted.getEncrypted()) {
             Optional<Source> has = record.hasSource() ? Optional.of(record.getSource()) : Optional.empty();
             throw CsiException.alreadyExists("volume " + record.getName() + " exists with " + record.getCapacityBytes() + " bytes, "
-                    + record.getAllocation() + ", " + ImagePool.describe(has) + (record.getEncrypted() ? ", encrypted" : "")
-                    + "; asked for " + wanted.getCapacityBytes() + " bytes, " + wanted.getAllocation() + ", "
+                    + record.getAllocation() + ", " + record.getLvType() + ", " + ImagePool.describe(has) + (record.getEncrypted() ? ", encrypted" : "")
+                    + "; asked for " + wanted.getCapacityBytes() + " bytes, " + wanted.getAllocation() + ", " + wanted.getLvType() + ", "
                     + ImagePool.describe(Optional.of(wanted.getSource())) + " of another node" + (wanted.getEncrypted() ? ", encrypted" : ""));
         }
     }

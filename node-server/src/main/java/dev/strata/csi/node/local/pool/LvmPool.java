@@ -1,6 +1,7 @@
 package dev.strata.csi.node.local.pool;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
@@ -35,8 +36,8 @@ import java.util.Optional;
 
 /**
  * A node's LVM pool: each volume a logical volume of the volume group the node's admin named,
- * thin in the group's thin pool ({@code allocation: sparse}, the default) or linear
- * ({@code allocation: full}: every extent taken at creation), each with its record (the same
+ * thin in the group's thin pool ({@code lvType: thin}, the default) or linear
+ * ({@code lvType: linear}: every extent taken at creation), each with its record (the same
  * records, in the same format, as {@link ImagePool}'s, in a directory of their own). The record
  * holds the desired state (exists, attached); LVM holds the actual state (the logical volume,
  * active or not). Every operation writes its intent to the record before it acts, so a crash
@@ -119,17 +120,17 @@ public final class LvmPool implements VolumePool {
     /**
      * Creates the logical volume, empty or as a thin snapshot of {@code source} (a snapshot:
      * restore; another volume: clone) extended to {@code capacityBytes}, or returns it when it
-     * exists with the same size, allocation and source. A source that is not there: NOT_FOUND;
-     * one larger than the size asked for: OUT_OF_RANGE; a copy that is to be linear
-     * ({@code allocation: full}), or of a linear volume: INVALID_ARGUMENT, as only thin volumes
+     * exists with the same size, type and source. A source that is not there: NOT_FOUND;
+     * one larger than the size asked for: OUT_OF_RANGE; a copy that is to be linear,
+     * or of a linear volume: INVALID_ARGUMENT, as only thin volumes
      * have thin snapshots. A thin volume is admitted, and later grown, while the sizes of every
      * thin volume and snapshot stay within the thin pool's size times {@code overcommitRatio}; at
      * 1 (no overcommit) also within its unwritten data, so that each can always be filled.
      * Encrypted or not: recorded, as in the image pool; a copy's source must be the same.
      */
     @Override
-    public Volume create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
-            double overcommitRatio) throws IOException, DeviceException, MountException {
+    public Volume create(String name, long capacityBytes, Allocation allocation, LvType lvType, Optional<ContentSource> source,
+            boolean encrypted, double overcommitRatio) throws IOException, DeviceException, MountException {
         checkName(name);
         Optional<Source> wantedSource = source.map(ImagePool::recorded);
         Optional<ImageRecord> existing = records.read(name);
@@ -137,7 +138,7 @@ public final class LvmPool implements VolumePool {
             ImageRecord record = existing.get();
             switch (record.getState()) {
                 case READY -> {
-                    ImagePool.requireSame(record, capacityBytes, allocation, wantedSource);
+                    requireSame(record, capacityBytes, lvType, wantedSource);
                     ImagePool.requireSameEncryption(record, encrypted);
                     return image(record, volumes.find(lv(name)));
                 }
@@ -151,15 +152,15 @@ public final class LvmPool implements VolumePool {
         ImageRecord.Builder wanted = ImageRecord.newBuilder()
                 .setName(name)
                 .setCapacityBytes(capacityBytes)
-                .setAllocation(allocation == Allocation.FULL ? ImageRecord.Allocation.FULL : ImageRecord.Allocation.SPARSE)
-                .setThinOvercommitRatio(allocation == Allocation.FULL || overcommitRatio <= 1 ? 0 : overcommitRatio)
+                .setLvType(recorded(lvType))
+                .setThinOvercommitRatio(lvType == LvType.LINEAR || overcommitRatio <= 1 ? 0 : overcommitRatio)
                 .setEncrypted(encrypted)
                 .setState(ImageRecord.State.CREATING);
         Optional<String> origin = Optional.empty();
         if (wantedSource.isPresent()) {
-            if (allocation == Allocation.FULL) {
+            if (lvType == LvType.LINEAR) {
                 throw CsiException.invalidArgument("volume " + name + ": a restore or clone in an LVM pool is a thin snapshot;"
-                        + " it cannot be linear (allocation: full)");
+                        + " it cannot be linear (lvType: linear)");
             }
             Content content = content(wantedSource.get());
             ImagePool.requireSourceEncryption(name, encrypted, wantedSource, content.encrypted());
@@ -184,7 +185,7 @@ public final class LvmPool implements VolumePool {
             }
         } else {
             crashes.reach(CrashPoint.CREATE_RECORDED);
-            if (allocation == Allocation.FULL) {
+            if (lvType == LvType.LINEAR) {
                 volumes.createLinear(lv(name), capacityBytes);
             } else {
                 volumes.createThin(lv(name), capacityBytes);
@@ -193,7 +194,7 @@ public final class LvmPool implements VolumePool {
         crashes.reach(CrashPoint.CREATE_ALLOCATED);
         record = record.toBuilder().setState(ImageRecord.State.READY).build();
         records.write(record);
-        log.info("logical volume created", "volume", name, "group", volumes.volumeGroup(), "kind", kind(allocation),
+        log.info("logical volume created", "volume", name, "group", volumes.volumeGroup(), "kind", kind(lvType),
                 "bytes", capacityBytes, "from", ImagePool.describe(wantedSource));
         return image(record, Optional.empty());
     }
@@ -208,12 +209,12 @@ public final class LvmPool implements VolumePool {
 
     /** Writes the new volume's first record once the pool has room for it: from then on the record reserves its capacity. */
     void reserve(ImageRecord record) throws IOException, DeviceException {
-        Allocation allocation = allocation(record);
+        LvType lvType = lvType(record);
         synchronized (capacityLock) {
-            long available = available(allocation, record.getThinOvercommitRatio());
+            long available = available(lvType, record.getThinOvercommitRatio());
             if (record.getCapacityBytes() > available) {
                 throw CsiException.resourceExhausted("volume " + record.getName() + " needs " + record.getCapacityBytes()
-                        + " bytes; volume group " + volumes.volumeGroup() + " has " + available + " for " + kind(allocation) + " volumes");
+                        + " bytes; volume group " + volumes.volumeGroup() + " has " + available + " for " + kind(lvType) + " volumes");
             }
             records.write(record);
         }
@@ -259,13 +260,13 @@ public final class LvmPool implements VolumePool {
     public Volume expand(String name, long capacityBytes) throws IOException, DeviceException {
         ImageRecord record = records.ready(name);
         if (capacityBytes > record.getCapacityBytes()) {
-            Allocation allocation = allocation(record);
+            LvType lvType = lvType(record);
             synchronized (capacityLock) {
-                long available = available(allocation, record.getThinOvercommitRatio());
+                long available = available(lvType, record.getThinOvercommitRatio());
                 long more = capacityBytes - record.getCapacityBytes();
                 if (more > available) {
                     throw CsiException.resourceExhausted("growing volume " + name + " to " + capacityBytes + " bytes needs " + more
-                            + " bytes more; volume group " + volumes.volumeGroup() + " has " + available + " for " + kind(allocation)
+                            + " bytes more; volume group " + volumes.volumeGroup() + " has " + available + " for " + kind(lvType)
                             + " volumes");
                 }
                 record = record.toBuilder().setCapacityBytes(capacityBytes).build();
@@ -497,8 +498,8 @@ public final class LvmPool implements VolumePool {
                 finishSnapshotDelete(record); // CREATING or DELETING: taken again from the start
             }
             ImageRecord source = records.ready(sourceImage);
-            if (source.getAllocation() == ImageRecord.Allocation.FULL) {
-                throw CsiException.failedPrecondition("volume " + sourceImage + " is a linear logical volume (allocation: full);"
+            if (source.getLvType() == ImageRecord.LvType.LINEAR) {
+                throw CsiException.failedPrecondition("volume " + sourceImage + " is a linear logical volume;"
                         + " only thin volumes have snapshots in an LVM pool");
             }
             SnapshotRecord record = SnapshotRecord.newBuilder()
@@ -513,7 +514,7 @@ public final class LvmPool implements VolumePool {
                     .setState(SnapshotRecord.State.CREATING)
                     .build();
             synchronized (capacityLock) {
-                long available = available(Allocation.SPARSE, source.getThinOvercommitRatio());
+                long available = available(LvType.THIN, source.getThinOvercommitRatio());
                 if (record.getCapacityBytes() > available) {
                     throw CsiException.resourceExhausted("snapshot " + name + " of volume " + sourceImage + " needs " + record.getCapacityBytes()
                             + " bytes of the thin pool in " + volumes.volumeGroup() + ", which has " + available);
@@ -583,9 +584,9 @@ public final class LvmPool implements VolumePool {
                 ImageRecord image = records.read(source.getVolume())
                         .filter(record -> record.getState() == ImageRecord.State.READY)
                         .orElseThrow(() -> CsiException.notFound("source volume " + source.getVolume() + " does not exist on this node"));
-                if (image.getAllocation() == ImageRecord.Allocation.FULL) {
+                if (image.getLvType() == ImageRecord.LvType.LINEAR) {
                     throw CsiException.invalidArgument("source volume " + source.getVolume()
-                            + " is a linear logical volume (allocation: full); only thin volumes are cloned in an LVM pool");
+                            + " is a linear logical volume; only thin volumes are cloned in an LVM pool");
                 }
                 yield new Content(image.getName(), image.getCapacityBytes(), image.getFilesystem(), image.getUsedAsBlock(),
                         image.getEncrypted());
@@ -600,8 +601,8 @@ public final class LvmPool implements VolumePool {
      * overcommit ratio, and, without overcommit (a ratio of 1, or 0: unset), within the pool's
      * unwritten data too. Nothing while the thin pool is nearly full.
      */
-    private long available(Allocation allocation, double overcommitRatio) throws IOException, DeviceException {
-        if (allocation == Allocation.FULL) {
+    private long available(LvType lvType, double overcommitRatio) throws IOException, DeviceException {
+        if (lvType == LvType.LINEAR) {
             return volumes.groupSpace().freeBytes();
         }
         return thinAvailable(volumes.thinPoolSpace(), overcommitRatio);
@@ -623,7 +624,7 @@ public final class LvmPool implements VolumePool {
     /** The sizes of every thin volume and snapshot together. */
     private long thinReserved() throws IOException {
         return records.all().stream()
-                .filter(record -> record.getAllocation() != ImageRecord.Allocation.FULL)
+                .filter(record -> record.getLvType() != ImageRecord.LvType.LINEAR)
                 .mapToLong(ImageRecord::getCapacityBytes).sum()
                 + snapshots.all().stream().mapToLong(SnapshotRecord::getCapacityBytes).sum();
     }
@@ -753,16 +754,40 @@ public final class LvmPool implements VolumePool {
         return CsiException.internal("the logical volume of volume " + name + " is missing from group " + volumes.volumeGroup());
     }
 
-    private static String kind(Allocation allocation) {
-        return allocation == Allocation.FULL ? "linear" : "thin";
+    private static String kind(LvType lvType) {
+        return lvType == LvType.LINEAR ? "linear" : "thin";
     }
 
-    static Allocation allocation(ImageRecord record) {
-        return record.getAllocation() == ImageRecord.Allocation.FULL ? Allocation.FULL : Allocation.SPARSE;
+    /** ALREADY_EXISTS unless the READY volume's record has the size, type and source a repeated create asks for. */
+    private static void requireSame(ImageRecord record, long capacityBytes, LvType lvType, Optional<Source> wantedSource) {
+        Optional<Source> has = record.hasSource() ? Optional.of(record.getSource()) : Optional.empty();
+        if (record.getCapacityBytes() != capacityBytes || lvType(record) != lvType || !has.equals(wantedSource)) {
+            throw CsiException.alreadyExists("volume " + record.getName() + " exists with " + record.getCapacityBytes()
+                    + " bytes, " + kind(lvType(record)) + ", " + ImagePool.describe(has) + "; asked for " + capacityBytes + " bytes, "
+                    + kind(lvType) + ", " + ImagePool.describe(wantedSource));
+        }
+    }
+
+    /** The record's own enum (local_record.proto) and the agent API's: the same values, kept apart so either can change. */
+    static ImageRecord.LvType recorded(LvType lvType) {
+        return switch (lvType) {
+            case THIN -> ImageRecord.LvType.THIN;
+            case LINEAR -> ImageRecord.LvType.LINEAR;
+            case LV_TYPE_UNSPECIFIED -> ImageRecord.LvType.LV_TYPE_UNSPECIFIED;
+            default -> throw new IllegalArgumentException("lvType " + lvType);
+        };
+    }
+
+    static LvType lvType(ImageRecord record) {
+        return switch (record.getLvType()) {
+            case THIN -> LvType.THIN;
+            case LINEAR -> LvType.LINEAR;
+            default -> LvType.LV_TYPE_UNSPECIFIED;
+        };
     }
 
     static Volume image(ImageRecord record, Optional<LogicalVolume> volume) {
         return ImagePool.apiImage(record, volume.filter(LogicalVolume::active).map(v -> v.device().toString()).orElse(""))
-                .toBuilder().setPool(PoolKind.POOL_LVM).build();
+                .toBuilder().setPool(PoolKind.POOL_LVM).setLvType(lvType(record)).build();
     }
 }

@@ -13,7 +13,7 @@ import java.util.Optional;
 
 /**
  * The LVM pool's storage for copies from other nodes: a logical volume made inactive, thin or
- * linear as the allocation asks (a copy from another node is written, not a thin snapshot, so it
+ * linear as its lvType asks (a copy from another node is written, not a thin snapshot, so it
  * can be linear), activated for each stream and deactivated after it, as a RECEIVING volume is
  * never attached. A new thin volume in a thin pool that zeroes new chunks (LVM's default) reads as
  * zeros where nothing is written; a linear volume holds whatever its extents held before, and a
@@ -43,7 +43,7 @@ final class LvmReceiving implements ReceivingStorage {
     @Override
     public ImageRecord plan(ImageRecord.Builder record, double overcommitRatio) throws DeviceException {
         pool.checkName(record.getName());
-        boolean linear = record.getAllocation() == ImageRecord.Allocation.FULL;
+        boolean linear = record.getLvType() == ImageRecord.LvType.LINEAR;
         return record
                 .setThinOvercommitRatio(linear || overcommitRatio <= 1 ? 0 : overcommitRatio)
                 .setReceiveZeroesGaps(linear || (volumes.thinPoolSpace().isPresent() && !volumes.thinPoolZeroes()))
@@ -66,7 +66,7 @@ final class LvmReceiving implements ReceivingStorage {
 
     @Override
     public void create(ImageRecord record) throws DeviceException {
-        if (record.getAllocation() == ImageRecord.Allocation.FULL) {
+        if (record.getLvType() == ImageRecord.LvType.LINEAR) {
             volumes.createLinear(pool.lv(record.getName()), record.getCapacityBytes());
         } else {
             volumes.createThin(pool.lv(record.getName()), record.getCapacityBytes());

@@ -1,6 +1,7 @@
 package dev.strata.csi.node.local.pool;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
@@ -37,14 +38,15 @@ public interface VolumePool {
 
     /**
      * Creates the volume, empty or with the content of {@code source} (a snapshot or a volume of
-     * this pool), or returns it when it exists with the same size, allocation and source.
+     * this pool), or returns it when it exists with the same size, allocation or type, and source.
+     * {@code allocation}: the image pool's; {@code lvType}: the LVM pool's; each pool ignores the other's.
      * {@code overcommitRatio}: a thin logical volume admitted while the sizes of every thin volume
      * and snapshot stay within that many times the thin pool's size (LVM; 1: no overcommit; the
      * image pool never overcommits, INVALID_ARGUMENT above 1). {@code encrypted}: recorded, so that
      * the node stages it only through its dm-crypt mapping; a copy's source must be the same.
      */
-    Volume create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
-            double overcommitRatio)
+    Volume create(String name, long capacityBytes, Allocation allocation, LvType lvType, Optional<ContentSource> source,
+            boolean encrypted, double overcommitRatio)
             throws IOException, DeviceException, MountException;
 
     /** Deletes the volume and its record; succeeds when already gone. FAILED_PRECONDITION while mounted. */

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.fs.SystemFilesystemFreezer;
@@ -129,7 +130,7 @@ class ImagePoolCapacityTest {
         ImagePool pool = pool(10 * GIB, 0, new MovingClock());
         for (ContentSource source : List.of(ContentSource.newBuilder().setVolume("x".repeat(100_000)).build(),
                 ContentSource.newBuilder().setSnapshot("../pvc-a").build())) {
-            CsiException refused = assertThrows(CsiException.class, () -> pool.incoming().receive("pvc-copy", GIB, Allocation.SPARSE, source, false, 1));
+            CsiException refused = assertThrows(CsiException.class, () -> pool.incoming().receive("pvc-copy", GIB, Allocation.SPARSE, LvType.LV_TYPE_UNSPECIFIED, source, false, 1));
             assertEquals(Status.Code.INVALID_ARGUMENT, refused.code(), refused.getMessage());
             assertEquals(Optional.empty(), pool.get("pvc-copy"));
             assertEquals(10 * GIB, pool.status().getAvailableBytes());
@@ -142,14 +143,14 @@ class ImagePoolCapacityTest {
         MovingClock clock = new MovingClock();
         ImagePool pool = pool(10 * GIB, 0, clock);
         PlainVolumes.create(pool, "pvc-ready", GIB, Allocation.SPARSE, Optional.empty());
-        pool.incoming().receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE, false, 1);
+        pool.incoming().receive("pvc-copy", 6 * GIB, Allocation.SPARSE, LvType.LV_TYPE_UNSPECIFIED, ELSEWHERE, false, 1);
         assertEquals(3 * GIB, pool.status().getAvailableBytes(), "the partial image reserves its capacity");
 
         clock.advance(EXPIRY.minusMinutes(1));
         pool.incoming().receivedUpTo("pvc-copy", 64L << 20); // a checkpoint
         clock.advance(EXPIRY.minusMinutes(1));
         assertFalse(pool.incoming().removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since the checkpoint");
-        pool.incoming().receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE, false, 1); // the retried CreateVolume asks again
+        pool.incoming().receive("pvc-copy", 6 * GIB, Allocation.SPARSE, LvType.LV_TYPE_UNSPECIFIED, ELSEWHERE, false, 1); // the retried CreateVolume asks again
         clock.advance(EXPIRY.minusMinutes(1));
         assertFalse(pool.incoming().removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since ReceiveVolume");
         pool.incoming().restart("pvc-copy", "other content");

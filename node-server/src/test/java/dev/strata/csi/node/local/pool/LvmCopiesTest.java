@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
@@ -127,7 +128,7 @@ class LvmCopiesTest {
     @Test
     void aThinVolumeInAZeroingPoolReceivesOnlyTheDataAndIsReadyAndInactive() throws Exception {
         LvmPool pool = pool();
-        ImageRecord record = pool.incoming().receive("pvc-copy", 12 * MIB, Allocation.SPARSE, ELSEWHERE, false, 1);
+        ImageRecord record = pool.incoming().receive("pvc-copy", 12 * MIB, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, ELSEWHERE, false, 1);
         assertEquals(ImageRecord.State.RECEIVING, record.getState());
         assertFalse(record.getReceiveZeroesGaps(), "a fresh thin volume of a zeroing pool reads zeros where not written");
         assertTrue(lvm.find("pvc-copy").orElseThrow().thin());
@@ -144,7 +145,7 @@ class LvmCopiesTest {
         assertEquals("ext4", ready.getFilesystem());
         assertTrue(ready.getGrowFilesystem(), "from a smaller source: grown at the next stage");
         assertEquals(List.of(), pool.incoming().names());
-        assertEquals(ready, pool.incoming().receive("pvc-copy", 12 * MIB, Allocation.SPARSE, ELSEWHERE, false, 1),
+        assertEquals(ready, pool.incoming().receive("pvc-copy", 12 * MIB, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, ELSEWHERE, false, 1),
                 "asked again: complete, as it is");
     }
 
@@ -152,8 +153,8 @@ class LvmCopiesTest {
     void aLinearVolumeAndAThinVolumeOfAPoolWithoutZeroingHaveEveryGapWrittenWithZerosAcrossACrash() throws Exception {
         lvm.zeroing(false);
         LvmPool pool = pool();
-        pool.incoming().receive("pvc-linear", SIZE, Allocation.FULL, ELSEWHERE, false, 1);
-        pool.incoming().receive("pvc-thin", 12 * MIB, Allocation.SPARSE, ELSEWHERE, false, 1);
+        pool.incoming().receive("pvc-linear", SIZE, Allocation.ALLOCATION_UNSPECIFIED, LvType.LINEAR, ELSEWHERE, false, 1);
+        pool.incoming().receive("pvc-thin", 12 * MIB, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, ELSEWHERE, false, 1);
         assertFalse(lvm.find("pvc-linear").orElseThrow().thin());
         for (String name : List.of("pvc-linear", "pvc-thin")) {
             assertTrue(pool.records().read(name).orElseThrow().getReceiveZeroesGaps(), name);
@@ -177,7 +178,7 @@ class LvmCopiesTest {
     @Test
     void aThinPoolThatStopsZeroingMidCopyHasTheRestOfTheGapsWritten() throws Exception {
         LvmPool pool = pool();
-        pool.incoming().receive("pvc-copy", SIZE, Allocation.SPARSE, ELSEWHERE, false, 1);
+        pool.incoming().receive("pvc-copy", SIZE, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, ELSEWHERE, false, 1);
         assertTrue(stream(pool.incoming(), "pvc-copy", 0, 3 * MIB).isEmpty(), "cut short");
         assertFalse(pool.incoming().receiving("pvc-copy").getReceiveZeroesGaps());
         lvm.zeroing(false); // lvchange --zero n on the thin pool before the retry
@@ -192,7 +193,7 @@ class LvmCopiesTest {
     @Test
     void otherContentStartsAThinVolumeOverEmpty() throws Exception {
         LvmPool pool = pool();
-        pool.incoming().receive("pvc-copy", SIZE, Allocation.SPARSE, ELSEWHERE, false, 1);
+        pool.incoming().receive("pvc-copy", SIZE, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, ELSEWHERE, false, 1);
         pool.incoming().restart("pvc-copy", "old content");
         try (IncomingContent target = pool.incoming().open("pvc-copy")) {
             byte[] junk = new byte[(int) MIB];
@@ -209,18 +210,18 @@ class LvmCopiesTest {
     void refusalsCarryTheirCodesAndLeaveNothing() throws Exception {
         LvmPool pool = pool();
         CsiException full = assertThrows(CsiException.class,
-                () -> pool.incoming().receive("pvc-copy", 3 * GIB, Allocation.SPARSE, ELSEWHERE, false, 1));
+                () -> pool.incoming().receive("pvc-copy", 3 * GIB, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, ELSEWHERE, false, 1));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, full.code(), full.getMessage());
         assertEquals(List.of(), lvm.list());
         assertEquals(List.of(), pool.records().all());
 
-        pool.incoming().receive("pvc-copy", SIZE, Allocation.SPARSE, ELSEWHERE, false, 1);
+        pool.incoming().receive("pvc-copy", SIZE, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, ELSEWHERE, false, 1);
         CsiException other = assertThrows(CsiException.class,
-                () -> pool.incoming().receive("pvc-copy", 2 * SIZE, Allocation.SPARSE, ELSEWHERE, false, 1));
+                () -> pool.incoming().receive("pvc-copy", 2 * SIZE, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, ELSEWHERE, false, 1));
         assertEquals(Status.Code.ALREADY_EXISTS, other.code(), other.getMessage());
-        CsiException create = assertThrows(CsiException.class, () -> pool.create("pvc-copy", SIZE, Allocation.SPARSE, Optional.empty(), false, 1));
+        CsiException create = assertThrows(CsiException.class, () -> pool.create("pvc-copy", SIZE, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, Optional.empty(), false, 1));
         assertEquals(Status.Code.ALREADY_EXISTS, create.code(), "a create of a name being received: " + create.getMessage());
-        pool.create("pvc-ready", SIZE, Allocation.SPARSE, Optional.empty(), false, 1);
+        pool.create("pvc-ready", SIZE, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, Optional.empty(), false, 1);
         CsiException notReceiving = assertThrows(CsiException.class, () -> pool.incoming().open("pvc-ready"));
         assertEquals(Status.Code.FAILED_PRECONDITION, notReceiving.code(), notReceiving.getMessage());
         assertFalse(lvm.find("pvc-ready").orElseThrow().active());
@@ -229,7 +230,7 @@ class LvmCopiesTest {
     @Test
     void anAbandonedCopyIsRemovedWithItsLogicalVolume() throws Exception {
         LvmPool pool = pool();
-        pool.incoming().receive("pvc-copy", SIZE, Allocation.SPARSE, ELSEWHERE, false, 1);
+        pool.incoming().receive("pvc-copy", SIZE, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, ELSEWHERE, false, 1);
         clock.advance(Duration.ofMinutes(59));
         assertFalse(pool.incoming().removeIfAbandoned("pvc-copy", Duration.ofHours(1)));
         clock.advance(Duration.ofMinutes(1));
@@ -241,7 +242,7 @@ class LvmCopiesTest {
     @Test
     void aDetachedVolumeAndASnapshotAreReadFromTheirDevicesActivatedForTheRead() throws Exception {
         LvmPool pool = pool();
-        pool.create("pvc-source", SIZE, Allocation.SPARSE, Optional.empty(), false, 1);
+        pool.create("pvc-source", SIZE, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, Optional.empty(), false, 1);
         Files.copy(source, lvm.find("pvc-source").orElseThrow().device(), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
         pool.snapshots().take("snap-a", "pvc-source", false);
         byte[] expected = ImageContent.digestDevice(source, SIZE);

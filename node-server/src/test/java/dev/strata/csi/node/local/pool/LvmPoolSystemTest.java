@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
@@ -74,7 +74,7 @@ class LvmPoolSystemTest {
     @Test
     void aThinVolumeLivesThroughCreateAttachMountDetachAndDelete() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-thin", 64 * MIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-thin", 64 * MIB, LvType.THIN, Optional.empty());
         assertTrue(volumes.find("pvc-thin").orElseThrow().thin());
         assertFalse(volumes.find("pvc-thin").orElseThrow().active(), "made inactive");
 
@@ -124,7 +124,7 @@ class LvmPoolSystemTest {
     void aLinearVolumeTakesTheGroupsExtentsAndCapacityComesFromLvm() throws Exception {
         LvmPool pool = pool();
         long free = volumes.groupSpace().freeBytes();
-        PlainVolumes.create(pool, "pvc-linear", 32 * MIB, Allocation.FULL, Optional.empty());
+        PlainVolumes.create(pool, "pvc-linear", 32 * MIB, LvType.LINEAR, Optional.empty());
         assertFalse(volumes.find("pvc-linear").orElseThrow().thin());
         assertEquals(free - 32 * MIB, volumes.groupSpace().freeBytes());
         assertEquals(volumes.groupSpace(), volumes.space().group(), "lvs's rows carry what vgs says of the group");
@@ -137,7 +137,7 @@ class LvmPoolSystemTest {
         assertFalse(Files.exists(device));
         pool.delete("pvc-linear");
         assertEquals(free, volumes.groupSpace().freeBytes());
-        CsiException tooLarge = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-huge", 600 * MIB, Allocation.SPARSE, Optional.empty()));
+        CsiException tooLarge = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-huge", 600 * MIB, LvType.THIN, Optional.empty()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, tooLarge.code());
         assertTrue(volumes.find("pvc-huge").isEmpty());
     }
@@ -146,7 +146,7 @@ class LvmPoolSystemTest {
     @Test
     void aMountedThinVolumeGrowsOnline() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-grow", 64 * MIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-grow", 64 * MIB, LvType.THIN, Optional.empty());
         Path device = Path.of(pool.attach("pvc-grow", "node-1").getDevicePath());
         Path mountPoint = Files.createDirectory(dir.resolve("grown"));
         Programs.run("mkfs.ext4", "-q", device.toString());
@@ -173,7 +173,7 @@ class LvmPoolSystemTest {
     @Test
     void aSnapshotIsInstantIndependentAndRestoredAsAThinSnapshot() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-source", 64 * MIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-source", 64 * MIB, LvType.THIN, Optional.empty());
         Path device = Path.of(pool.attach("pvc-source", "node-1").getDevicePath());
         Path mountPoint = Files.createDirectory(dir.resolve("source"));
         Programs.run("mkfs.ext4", "-q", device.toString());
@@ -193,7 +193,7 @@ class LvmPoolSystemTest {
         assertTrue(volumes.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isPresent(), "kept after its source is deleted");
 
         var fromSnapshot = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-1").build();
-        PlainVolumes.create(pool, "pvc-restored", 96 * MIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot));
+        PlainVolumes.create(pool, "pvc-restored", 96 * MIB, LvType.THIN, java.util.Optional.of(fromSnapshot));
         Path restored = Path.of(pool.attach("pvc-restored", "node-1").getDevicePath());
         assertEquals(96 * MIB, Long.parseLong(Programs.run("blockdev", "--getsize64", restored.toString()).strip()));
         Path restoredMount = Files.createDirectory(dir.resolve("restored"));

@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.log.Log;
@@ -54,14 +54,14 @@ class LvmPoolTest {
     @Test
     void aThinVolumeIsMadeInactiveAndACreateIsIdempotent() throws Exception {
         LvmPool pool = pool();
-        Volume made = PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        Volume made = PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty());
         assertEquals("", made.getDevicePath(), "not active before attach");
         var volume = lvm.find("pvc-a").orElseThrow();
         assertTrue(volume.thin(), "thin by default");
         assertFalse(volume.active());
         assertEquals(GIB, volume.sizeBytes());
-        assertEquals(made, PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty()), "the same create again: the same volume");
-        CsiException other = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-a", 2 * GIB, Allocation.SPARSE, Optional.empty()));
+        assertEquals(made, PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty()), "the same create again: the same volume");
+        CsiException other = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-a", 2 * GIB, LvType.THIN, Optional.empty()));
         assertEquals(Status.Code.ALREADY_EXISTS, other.code());
         assertEquals(GIB, lvm.find("pvc-a").orElseThrow().sizeBytes(), "the volume is not touched by a refused create");
         assertEquals(List.of("pvc-a"), pool.list().stream().map(Volume::getName).toList());
@@ -71,10 +71,10 @@ class LvmPoolTest {
     void allocationFullMakesALinearVolumeFromTheGroupsFreeExtents() throws Exception {
         LvmPool pool = pool();
         long free = lvm.groupSpace().freeBytes();
-        PlainVolumes.create(pool, "pvc-linear", 3 * GIB, Allocation.FULL, Optional.empty());
+        PlainVolumes.create(pool, "pvc-linear", 3 * GIB, LvType.LINEAR, Optional.empty());
         assertFalse(lvm.find("pvc-linear").orElseThrow().thin());
         assertEquals(free - 3 * GIB, lvm.groupSpace().freeBytes());
-        CsiException full = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-big", free, Allocation.FULL, Optional.empty()));
+        CsiException full = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-big", free, LvType.LINEAR, Optional.empty()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, full.code());
         assertTrue(lvm.find("pvc-big").isEmpty());
         assertTrue(pool.get("pvc-big").isEmpty(), "nothing recorded for a refused volume");
@@ -83,7 +83,7 @@ class LvmPoolTest {
     @Test
     void attachActivatesAndDetachDeactivates() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty());
         Volume attached = pool.attach("pvc-a", "node-1");
         assertEquals("/dev/mapper/vg--strata-pvc--a", attached.getDevicePath(), "the device-mapper name, dashes doubled");
         assertTrue(lvm.find("pvc-a").orElseThrow().active());
@@ -102,7 +102,7 @@ class LvmPoolTest {
     @Test
     void aMountedVolumeIsNeitherDeactivatedNorDeleted() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty());
         String device = pool.attach("pvc-a", "node-1").getDevicePath();
         Path mountPoint = Files.createDirectory(dir.resolve("staged"));
         // The stand-in makes no device node: the mount table learns its number as the kernel's /dev would have it.
@@ -124,7 +124,7 @@ class LvmPoolTest {
     @Test
     void deleteRemovesTheVolumeAndItsRecordAndIsIdempotent() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty());
         pool.attach("pvc-a", "node-1");
         pool.detach("pvc-a", "node-1");
         pool.delete("pvc-a");
@@ -138,20 +138,20 @@ class LvmPoolTest {
     @Test
     void thinVolumesAreAdmittedWithoutOvercommit() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-a", 6 * GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", 6 * GIB, LvType.THIN, Optional.empty());
         assertEquals(4 * GIB, pool.status().getAvailableBytes());
         assertEquals(10 * GIB, pool.status().getTotalBytes());
-        CsiException over = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-b", 5 * GIB, Allocation.SPARSE, Optional.empty()));
+        CsiException over = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-b", 5 * GIB, LvType.THIN, Optional.empty()));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, over.code());
         assertTrue(lvm.find("pvc-b").isEmpty());
-        PlainVolumes.create(pool, "pvc-b", 4 * GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-b", 4 * GIB, LvType.THIN, Optional.empty());
         assertEquals(0, pool.status().getAvailableBytes());
         pool.delete("pvc-a");
         assertEquals(6 * GIB, pool.status().getAvailableBytes(), "a deleted volume's reservation comes back");
         lvm.metadataPercent(96);
         assertEquals(0, pool.status().getAvailableBytes(), "a thin pool short of metadata takes nothing more");
         assertEquals(Status.Code.RESOURCE_EXHAUSTED,
-                assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-c", MIB, Allocation.SPARSE, Optional.empty())).code());
+                assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-c", MIB, LvType.THIN, Optional.empty())).code());
     }
 
     /** The thin pool's data written by someone else's volumes (or snapshots) is not there to give: it bounds what is admitted. */
@@ -163,7 +163,7 @@ class LvmPoolTest {
         assertEquals(3 * GIB, pool.status().getAvailableBytes());
         assertTrue(logged.toString(StandardCharsets.UTF_8).contains("has no record; left as it is"), logged.toString(StandardCharsets.UTF_8));
         assertTrue(lvm.find("pvc-elsewhere").isPresent(), "a tagged volume without a record is left alone");
-        CsiException stray = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-elsewhere", GIB, Allocation.SPARSE, Optional.empty()));
+        CsiException stray = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-elsewhere", GIB, LvType.THIN, Optional.empty()));
         assertEquals(Status.Code.FAILED_PRECONDITION, stray.code());
         assertTrue(lvm.find("pvc-elsewhere").isPresent());
     }
@@ -172,7 +172,7 @@ class LvmPoolTest {
     void aNameThatCannotBeALogicalVolumeIsRefused() throws Exception {
         LvmPool pool = pool();
         for (String name : List.of("../etc", "-x", "a".repeat(129), "a b")) {
-            CsiException bad = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, name, GIB, Allocation.SPARSE, Optional.empty()), name);
+            CsiException bad = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, name, GIB, LvType.THIN, Optional.empty()), name);
             assertEquals(Status.Code.INVALID_ARGUMENT, bad.code(), name);
         }
         assertEquals(List.of(), lvm.list());
@@ -189,11 +189,11 @@ class LvmPoolTest {
         LvmPool pool = pool();
         String longest = "pvc-" + "a".repeat(124);
         for (String name : List.of(longest, "pvc_tdata", "snapshot-1")) {
-            Volume made = PlainVolumes.create(pool, name, GIB, Allocation.SPARSE, Optional.empty());
+            Volume made = PlainVolumes.create(pool, name, GIB, LvType.THIN, Optional.empty());
             String lv = pool.lv(name);
             assertTrue(lv.startsWith(LvmPool.HASHED_PREFIX) && !lv.contains("_tdata"), lv);
             assertTrue(lvm.find(lv).isPresent(), name);
-            assertEquals(made, PlainVolumes.create(pool, name, GIB, Allocation.SPARSE, Optional.empty()), "the same create again: the same volume");
+            assertEquals(made, PlainVolumes.create(pool, name, GIB, LvType.THIN, Optional.empty()), "the same create again: the same volume");
             assertTrue(pool.attach(name, "node-1").getDevicePath().endsWith(lv.replace("-", "--")), "activated");
             assertTrue(pool.attachedDevice(name).isPresent());
             pool.detach(name, "node-1");
@@ -206,7 +206,7 @@ class LvmPoolTest {
         String snapshot = "snapshot-" + "b".repeat(119); // 128: with the prefix snap. too long even for a volume name
         pool.snapshots().take(snapshot, longest, false);
         assertTrue(lvm.find(pool.lv(LvmPool.SNAPSHOT_PREFIX + snapshot)).isPresent(), "the thin snapshot");
-        PlainVolumes.create(pool, "pvc-restored", GIB, Allocation.SPARSE, Optional.of(ContentSource.newBuilder().setSnapshot(snapshot).build()));
+        PlainVolumes.create(pool, "pvc-restored", GIB, LvType.THIN, Optional.of(ContentSource.newBuilder().setSnapshot(snapshot).build()));
         assertTrue(lvm.find("pvc-restored").isPresent());
 
         LvmPool restarted = pool(); // reconcile knows them all: nothing reported as without a record
@@ -223,9 +223,9 @@ class LvmPoolTest {
         InMemoryLogicalVolumes longGroup = new InMemoryLogicalVolumes("g".repeat(100), 20 * GIB, "thinpool", 10 * GIB);
         LvmPool pool = new LvmPool(dir, longGroup, mounter, Crashes.none(), java.time.Clock.systemUTC(),
                 new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
-        PlainVolumes.create(pool, "pvc-1", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-1", GIB, LvType.THIN, Optional.empty());
         assertTrue(longGroup.find("pvc-1").isPresent());
-        CsiException tooLong = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-" + "a".repeat(30), GIB, Allocation.SPARSE,
+        CsiException tooLong = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-" + "a".repeat(30), GIB, LvType.THIN,
                 Optional.empty()));
         assertEquals(Status.Code.INVALID_ARGUMENT, tooLong.code(), tooLong.getMessage());
         assertEquals(List.of("pvc-1"), longGroup.list().stream().map(LogicalVolumes.LogicalVolume::name).toList());
@@ -237,13 +237,13 @@ class LvmPoolTest {
     void aCreateCutShortBeforeLvcreateIsUndoneAtTheNextStartAndCanBeMadeAgain() throws Exception {
         LvmPool pool = pool();
         lvm.failNext("lvcreate");
-        assertThrows(DeviceException.class, () -> PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty()));
+        assertThrows(DeviceException.class, () -> PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty()));
         assertTrue(Files.exists(dir.resolve("pvc-a" + RecordStore.SUFFIX)), "the intent was recorded first");
         LvmPool restarted = pool();
         assertTrue(restarted.get("pvc-a").isEmpty());
         assertFalse(Files.exists(dir.resolve("pvc-a" + RecordStore.SUFFIX)), "the interrupted create's record is gone");
         assertEquals(10 * GIB, restarted.status().getAvailableBytes(), "its reservation is free again");
-        PlainVolumes.create(restarted, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(restarted, "pvc-a", GIB, LvType.THIN, Optional.empty());
         assertTrue(lvm.find("pvc-a").isPresent());
     }
 
@@ -254,10 +254,10 @@ class LvmPoolTest {
         lvm.createThin("pvc-a", GIB);
         new RecordStore(dir, new Log(new PrintStream(PrintStream.nullOutputStream()), 0)).write(
                 dev.strata.csi.backend.local.records.ImageRecord.newBuilder().setName("pvc-a").setCapacityBytes(GIB)
-                        .setAllocation(dev.strata.csi.backend.local.records.ImageRecord.Allocation.SPARSE)
+                        .setLvType(dev.strata.csi.backend.local.records.ImageRecord.LvType.THIN)
                         .setState(dev.strata.csi.backend.local.records.ImageRecord.State.CREATING).build());
         LvmPool restarted = new LvmPool(dir, lvm, mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
-        Volume made = PlainVolumes.create(restarted, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        Volume made = PlainVolumes.create(restarted, "pvc-a", GIB, LvType.THIN, Optional.empty());
         assertEquals(GIB, made.getCapacityBytes());
         assertTrue(lvm.find("pvc-a").isPresent());
         assertTrue(restarted.get("pvc-a").isPresent(), "READY now");
@@ -266,7 +266,7 @@ class LvmPoolTest {
     @Test
     void anAttachCutShortBeforeActivationIsActivatedAtTheNextStart() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty());
         lvm.failNext("lvchange-activate");
         assertThrows(DeviceException.class, () -> pool.attach("pvc-a", "node-1"));
         assertFalse(lvm.find("pvc-a").orElseThrow().active());
@@ -277,8 +277,8 @@ class LvmPoolTest {
     @Test
     void aDetachCutShortBeforeDeactivationAndAVolumeActiveAfterARebootAreMadeAsTheRecordsSay() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
-        PlainVolumes.create(pool, "pvc-b", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty());
+        PlainVolumes.create(pool, "pvc-b", GIB, LvType.THIN, Optional.empty());
         pool.attach("pvc-a", "node-1");
         pool.attach("pvc-b", "node-1");
         lvm.failNext("lvchange-deactivate");
@@ -294,7 +294,7 @@ class LvmPoolTest {
     @Test
     void aDeleteCutShortIsFinishedAtTheNextStart() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty());
         pool.attach("pvc-a", "node-1");
         lvm.failNext("lvremove");
         assertThrows(DeviceException.class, () -> pool.delete("pvc-a"));
@@ -309,7 +309,7 @@ class LvmPoolTest {
     @Test
     void expansionExtendsTheVolumeActiveOrNotAndNeverShrinksIt() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty());
         pool.attach("pvc-a", "node-1");
         assertEquals(2 * GIB, pool.expand("pvc-a", 2 * GIB).getCapacityBytes());
         assertEquals(2 * GIB, lvm.find("pvc-a").orElseThrow().sizeBytes());
@@ -322,7 +322,7 @@ class LvmPoolTest {
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, over.code());
         assertEquals(2 * GIB, lvm.find("pvc-a").orElseThrow().sizeBytes(), "unchanged when refused");
         assertEquals(8 * GIB, pool.status().getAvailableBytes(), "nor is more reserved");
-        PlainVolumes.create(pool, "pvc-linear", GIB, Allocation.FULL, Optional.empty());
+        PlainVolumes.create(pool, "pvc-linear", GIB, LvType.LINEAR, Optional.empty());
         long free = lvm.groupSpace().freeBytes();
         pool.expand("pvc-linear", 2 * GIB);
         assertEquals(free - GIB, lvm.groupSpace().freeBytes(), "a linear volume's new extents come from the group");
@@ -332,7 +332,7 @@ class LvmPoolTest {
     @Test
     void anExpansionCutShortBeforeLvextendIsFinishedAtTheNextStart() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty());
         lvm.failNext("lvextend");
         assertThrows(DeviceException.class, () -> pool.expand("pvc-a", 3 * GIB));
         assertEquals(GIB, lvm.find("pvc-a").orElseThrow().sizeBytes());
@@ -344,7 +344,7 @@ class LvmPoolTest {
     @Test
     void aSnapshotIsAThinSnapshotKeptAfterItsSourceIsDeletedAndRestoresAreThinSnapshotsOfIt() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty());
         var taken = pool.snapshots().take("snapshot-1", "pvc-a", false);
         assertEquals("pvc-a", taken.getSourceVolume());
         assertEquals(GIB, taken.getCapacityBytes());
@@ -352,7 +352,7 @@ class LvmPoolTest {
         assertTrue(volume.thin());
         assertFalse(volume.active(), "a snapshot is never active");
         assertEquals(taken, pool.snapshots().take("snapshot-1", "pvc-a", false), "the same snapshot again");
-        PlainVolumes.create(pool, "pvc-b", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-b", GIB, LvType.THIN, Optional.empty());
         assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class, () -> pool.snapshots().take("snapshot-1", "pvc-b", false)).code());
         assertEquals(List.of("snapshot-1"), pool.snapshots().list().stream().map(s -> s.getName()).toList());
         assertEquals(7 * GIB, pool.status().getAvailableBytes(), "a snapshot reserves its size in the thin pool: no overcommit");
@@ -360,22 +360,22 @@ class LvmPoolTest {
         pool.delete("pvc-a");
         assertTrue(lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isPresent(), "kept after its source is deleted");
         var fromSnapshot = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-1").build();
-        Volume restored = PlainVolumes.create(pool, "pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot));
+        Volume restored = PlainVolumes.create(pool, "pvc-restored", 2 * GIB, LvType.THIN, java.util.Optional.of(fromSnapshot));
         assertEquals(2 * GIB, lvm.find("pvc-restored").orElseThrow().sizeBytes(), "extended to the size asked for");
-        assertEquals(restored, PlainVolumes.create(pool, "pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot)));
+        assertEquals(restored, PlainVolumes.create(pool, "pvc-restored", 2 * GIB, LvType.THIN, java.util.Optional.of(fromSnapshot)));
         assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class,
-                () -> PlainVolumes.create(pool, "pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.empty())).code());
+                () -> PlainVolumes.create(pool, "pvc-restored", 2 * GIB, LvType.THIN, java.util.Optional.empty())).code());
         assertEquals(Status.Code.OUT_OF_RANGE, assertThrows(CsiException.class,
-                () -> PlainVolumes.create(pool, "pvc-small", GIB / 2, Allocation.SPARSE, java.util.Optional.of(fromSnapshot))).code());
+                () -> PlainVolumes.create(pool, "pvc-small", GIB / 2, LvType.THIN, java.util.Optional.of(fromSnapshot))).code());
         assertEquals(Status.Code.INVALID_ARGUMENT, assertThrows(CsiException.class,
-                () -> PlainVolumes.create(pool, "pvc-linear", GIB, Allocation.FULL, java.util.Optional.of(fromSnapshot))).code());
+                () -> PlainVolumes.create(pool, "pvc-linear", GIB, LvType.LINEAR, java.util.Optional.of(fromSnapshot))).code());
         var missing = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-none").build();
         assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class,
-                () -> PlainVolumes.create(pool, "pvc-c", GIB, Allocation.SPARSE, java.util.Optional.of(missing))).code());
+                () -> PlainVolumes.create(pool, "pvc-c", GIB, LvType.THIN, java.util.Optional.of(missing))).code());
         assertTrue(lvm.find("pvc-small").isEmpty() && lvm.find("pvc-linear").isEmpty() && lvm.find("pvc-c").isEmpty());
 
         var fromVolume = dev.strata.csi.agent.api.ContentSource.newBuilder().setVolume("pvc-restored").build();
-        PlainVolumes.create(pool, "pvc-clone", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromVolume));
+        PlainVolumes.create(pool, "pvc-clone", 2 * GIB, LvType.THIN, java.util.Optional.of(fromVolume));
         assertTrue(lvm.find("pvc-clone").orElseThrow().thin());
         pool.snapshots().delete("snapshot-1");
         pool.snapshots().delete("snapshot-1");
@@ -387,20 +387,20 @@ class LvmPoolTest {
     @Test
     void anEncryptedVolumeIsRecordedSoAndItsSnapshotsRestoresClonesAndCopiesCarryIt() throws Exception {
         LvmPool pool = pool();
-        Volume thin = pool.create("pvc-enc", GIB, Allocation.SPARSE, Optional.empty(), true, 1);
+        Volume thin = pool.create("pvc-enc", GIB, dev.strata.csi.agent.api.Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, Optional.empty(), true, 1);
         assertTrue(thin.getEncrypted() && pool.content("pvc-enc").getEncrypted());
-        assertTrue(pool.create("pvc-enc-linear", GIB, Allocation.FULL, Optional.empty(), true, 1).getEncrypted());
+        assertTrue(pool.create("pvc-enc-linear", GIB, dev.strata.csi.agent.api.Allocation.ALLOCATION_UNSPECIFIED, LvType.LINEAR, Optional.empty(), true, 1).getEncrypted());
         assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class,
-                () -> pool.create("pvc-enc", GIB, Allocation.SPARSE, Optional.empty(), false, 1)).code(), "the same name, plain");
+                () -> pool.create("pvc-enc", GIB, dev.strata.csi.agent.api.Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, Optional.empty(), false, 1)).code(), "the same name, plain");
         pool.snapshots().take("snapshot-enc", "pvc-enc", false);
         var fromSnapshot = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-enc").build();
         CsiException plain = assertThrows(CsiException.class,
-                () -> pool.create("pvc-plain", GIB, Allocation.SPARSE, Optional.of(fromSnapshot), false, 1));
+                () -> pool.create("pvc-plain", GIB, dev.strata.csi.agent.api.Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, Optional.of(fromSnapshot), false, 1));
         assertEquals(Status.Code.INVALID_ARGUMENT, plain.code(), "a plain restore of an encrypted snapshot");
         assertTrue(lvm.find("pvc-plain").isEmpty());
-        assertTrue(pool.create("pvc-restored", GIB, Allocation.SPARSE, Optional.of(fromSnapshot), true, 1).getEncrypted());
+        assertTrue(pool.create("pvc-restored", GIB, dev.strata.csi.agent.api.Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, Optional.of(fromSnapshot), true, 1).getEncrypted());
         var fromVolume = dev.strata.csi.agent.api.ContentSource.newBuilder().setVolume("pvc-enc").build();
-        assertTrue(pool.create("pvc-clone", GIB, Allocation.SPARSE, Optional.of(fromVolume), true, 1).getEncrypted());
+        assertTrue(pool.create("pvc-clone", GIB, dev.strata.csi.agent.api.Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, Optional.of(fromVolume), true, 1).getEncrypted());
         try (OutgoingContent snapshot = pool.outgoing().snapshot("snapshot-enc"); OutgoingContent volume = pool.outgoing().volume("pvc-enc-linear")) {
             assertTrue(snapshot.encrypted() && volume.encrypted(), "a copy to another node says it is encrypted");
         }
@@ -409,11 +409,11 @@ class LvmPoolTest {
     @Test
     void aLinearVolumeHasNoSnapshotsAndASnapshotCutShortIsRemovedAtTheNextStart() throws Exception {
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-linear", GIB, Allocation.FULL, Optional.empty());
+        PlainVolumes.create(pool, "pvc-linear", GIB, LvType.LINEAR, Optional.empty());
         assertEquals(Status.Code.FAILED_PRECONDITION,
                 assertThrows(CsiException.class, () -> pool.snapshots().take("snapshot-1", "pvc-linear", false)).code());
         assertEquals(List.of(), pool.snapshots().list());
-        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty());
         lvm.failNext("lvcreate-snapshot");
         assertThrows(DeviceException.class, () -> pool.snapshots().take("snapshot-1", "pvc-a", false));
         assertEquals(List.of(), pool.snapshots().list(), "CREATING: not listed");
@@ -432,7 +432,7 @@ class LvmPoolTest {
     void theAdminsOwnVolumesAreNeitherListedNorTouched() throws Exception {
         lvm.addForeign("root", 4 * GIB);
         LvmPool pool = pool();
-        PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        PlainVolumes.create(pool, "pvc-a", GIB, LvType.THIN, Optional.empty());
         assertEquals(List.of("pvc-a"), pool.list().stream().map(Volume::getName).toList());
         assertEquals(List.of("pvc-a"), lvm.list().stream().map(LogicalVolumes.LogicalVolume::name).toList());
     }

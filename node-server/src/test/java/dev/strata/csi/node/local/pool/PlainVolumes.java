@@ -1,6 +1,7 @@
 package dev.strata.csi.node.local.pool;
 
 import dev.strata.csi.agent.api.Allocation;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.mount.MountException;
@@ -13,9 +14,15 @@ public final class PlainVolumes {
 
     private PlainVolumes() {}
 
-    /** {@link VolumePool#create} of a plain volume, as the node agent calls it for a StorageClass without those keys. */
+    /** {@link VolumePool#create} of a plain image, as the node agent calls it for a StorageClass without those keys. */
     public static Volume create(VolumePool pool, String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source)
             throws IOException, DeviceException, MountException {
-        return pool.create(name, capacityBytes, allocation, source, false, 1);
+        return pool.create(name, capacityBytes, allocation, LvType.LV_TYPE_UNSPECIFIED, source, false, 1);
+    }
+
+    /** {@link VolumePool#create} of a plain logical volume of that type. */
+    public static Volume create(VolumePool pool, String name, long capacityBytes, LvType lvType, Optional<ContentSource> source)
+            throws IOException, DeviceException, MountException {
+        return pool.create(name, capacityBytes, Allocation.ALLOCATION_UNSPECIFIED, lvType, source, false, 1);
     }
 }
