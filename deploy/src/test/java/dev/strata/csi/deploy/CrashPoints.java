@@ -16,7 +16,7 @@ public final class CrashPoints {
         return point.name().startsWith("TRANSFER_");
     }
 
-    /** Reached only with an encrypted volume, where the kernel has dm-crypt (EncryptionTest's; hack/luks-vm.sh runs them). */
+    /** Reached only with an encrypted volume, where the kernel has dm-crypt (EncryptionTest's and EncryptedLvmTest's; hack/luks-vm.sh runs them). */
     public static boolean encryption(CrashPoint point) {
         return point.name().contains("_ENCRYPTION_");
     }
@@ -24,6 +24,11 @@ public final class CrashPoints {
     /** Reached only in a group snapshot's cut (GroupSnapshotCrashTest's). */
     public static boolean group(CrashPoint point) {
         return point.name().startsWith("GROUP_");
+    }
+
+    /** Of encryption, reached only in a passphrase rotation (EncryptedLvmTest's), not by every encrypted volume's stage and unstage. */
+    public static boolean rotation(CrashPoint point) {
+        return point.name().startsWith("ROTATE_");
     }
 
     /** A point of one node: not of a copy between nodes, of encryption or of a group's cut (CrashRecoveryTest's). */
@@ -37,7 +42,7 @@ public final class CrashPoints {
      * of a snapshot itself (LvmCrashRecoveryTest's).
      */
     public static boolean lvmPool(CrashPoint point) {
-        return !transfer(point) && !group(point) && !point.name().startsWith("STAGE") && !point.name().startsWith("UNSTAGE")
+        return !transfer(point) && !encryption(point) && !group(point) && !point.name().startsWith("STAGE") && !point.name().startsWith("UNSTAGE")
                 && !point.name().contains("PUBLISH") && point != CrashPoint.NODE_EXPAND_GROWN && point != CrashPoint.FROZEN;
     }
 }

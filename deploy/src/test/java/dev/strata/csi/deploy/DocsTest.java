@@ -211,7 +211,7 @@ class DocsTest {
                 Stream.of(CrashPoint.values()).filter(CrashPoints::group).count(),
                 "node-server's crash points of copies between nodes (CrashPoints.transfer, TransferCrashTest)",
                 Stream.of(CrashPoint.values()).filter(CrashPoints::transfer).count(),
-                "node-server's crash points of encryption (CrashPoints.encryption, EncryptionTest)",
+                "node-server's crash points of encryption (CrashPoints.encryption, EncryptionTest and EncryptedLvmTest)",
                 Stream.of(CrashPoint.values()).filter(CrashPoints::encryption).count(),
                 "node-server's crash points of the LVM pool (CrashPoints.lvmPool, LvmCrashRecoveryTest)",
                 Stream.of(CrashPoint.values()).filter(CrashPoints::lvmPool).count(),

@@ -101,7 +101,8 @@ public final class NodeService extends NodeGrpc.NodeImplBase {
             volume.capabilities().require(List.of(request.getVolumeCapability()), "volume_capability");
             boolean readOnly = request.getReadonly() || volume.capabilities().readOnly(request.getVolumeCapability());
             try (var held = locks.acquire(volume.lockKey())) {
-                volume.publish(staging, target, request.getVolumeCapability(), request.getVolumeContextMap(), readOnly);
+                volume.publish(staging, target, request.getVolumeCapability(), request.getVolumeContextMap(), readOnly,
+                        request.getSecretsMap());
                 return NodePublishVolumeResponse.getDefaultInstance();
             }
         });

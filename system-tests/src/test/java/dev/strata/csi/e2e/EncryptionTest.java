@@ -1,31 +1,26 @@
 package dev.strata.csi.e2e;
 
+import static dev.strata.csi.e2e.EncryptedVolumes.code;
+import static dev.strata.csi.e2e.EncryptedVolumes.mappings;
 import static dev.strata.csi.e2e.PipelineTest.MIB;
 import static dev.strata.csi.e2e.PipelineTest.mount;
 import static dev.strata.csi.e2e.PipelineTest.on;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.ControllerExpandVolumeRequest;
-import csi.v1.Csi.ControllerPublishVolumeRequest;
-import csi.v1.Csi.ControllerUnpublishVolumeRequest;
 import csi.v1.Csi.CreateSnapshotRequest;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.DeleteSnapshotRequest;
-import csi.v1.Csi.DeleteVolumeRequest;
 import csi.v1.Csi.NodeExpandVolumeRequest;
-import csi.v1.Csi.NodePublishVolumeRequest;
-import csi.v1.Csi.NodeStageVolumeRequest;
-import csi.v1.Csi.NodeUnpublishVolumeRequest;
-import csi.v1.Csi.NodeUnstageVolumeRequest;
 import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.deploy.CrashPoints;
+import dev.strata.csi.e2e.EncryptedVolumes.Staged;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Programs;
@@ -42,7 +37,6 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -71,12 +65,7 @@ class EncryptionTest {
 
     @BeforeAll
     static void start() throws Exception {
-        boolean deviceMapper = Files.readString(Path.of("/proc/misc")).lines().anyMatch(line -> line.endsWith(" device-mapper"));
-        boolean cryptsetup = Programs.execute("cryptsetup", "--version").status() == 0;
-        if ("required".equals(System.getenv("STRATA_TEST_LUKS"))) {
-            assertTrue(deviceMapper && cryptsetup, "STRATA_TEST_LUKS=required, but device-mapper or cryptsetup is missing");
-        }
-        Assumptions.assumeTrue(deviceMapper && cryptsetup, "no device-mapper or cryptsetup here (hack/luks-vm.sh runs this test in a VM)");
+        EncryptedVolumes.requireDmCrypt();
         // The first calls of a JVM just started take more than the controller's 5 s deadline for an agent's answer under emulation.
         cluster = Cluster.start(dir, List.of("--agent-plaintext", "true"), List.of("--agent-call-timeout", "300s"), Map.of(),
                 "node-a", "node-b");
@@ -90,8 +79,6 @@ class EncryptionTest {
         }
     }
 
-    private record Staged(String node, Volume volume, Path staging, Path target) { }
-
     private static Volume create(String name, long bytes, String node, Map<String, String> parameters, VolumeContentSource source) {
         var request = CreateVolumeRequest.newBuilder().setName(name).putAllParameters(parameters).addVolumeCapabilities(XFS)
                 .setAccessibilityRequirements(TopologyRequirement.newBuilder().addPreferred(on(node)).addRequisite(on(node)));
@@ -102,53 +89,6 @@ class EncryptionTest {
             request.setVolumeContentSource(source);
         }
         return cluster.controller().createVolume(request.build()).getVolume();
-    }
-
-    private static Staged attach(String node, Volume volume) throws Exception {
-        cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
-                .setVolumeId(volume.getVolumeId()).setNodeId(node).setVolumeCapability(XFS).build());
-        String name = volume.getVolumeId().substring(volume.getVolumeId().lastIndexOf('/') + 1);
-        return new Staged(node, volume, cluster.stagingPath(node, name), cluster.mountTarget(node, name));
-    }
-
-    private static void stage(Staged s, Map<String, String> secrets) {
-        cluster.node(s.node()).node().nodeStageVolume(NodeStageVolumeRequest.newBuilder().setVolumeId(s.volume().getVolumeId())
-                .setStagingTargetPath(s.staging().toString()).setVolumeCapability(XFS).putAllSecrets(secrets).build());
-    }
-
-    private static void publish(Staged s) {
-        cluster.node(s.node()).node().nodePublishVolume(NodePublishVolumeRequest.newBuilder().setVolumeId(s.volume().getVolumeId())
-                .setStagingTargetPath(s.staging().toString()).setTargetPath(s.target().toString()).setVolumeCapability(XFS).build());
-    }
-
-    private static void unstage(Staged s) {
-        cluster.node(s.node()).node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder()
-                .setVolumeId(s.volume().getVolumeId()).setTargetPath(s.target().toString()).build());
-        cluster.node(s.node()).node().nodeUnstageVolume(NodeUnstageVolumeRequest.newBuilder()
-                .setVolumeId(s.volume().getVolumeId()).setStagingTargetPath(s.staging().toString()).build());
-    }
-
-    private static void detachDelete(Staged s) {
-        cluster.controller().controllerUnpublishVolume(ControllerUnpublishVolumeRequest.newBuilder()
-                .setVolumeId(s.volume().getVolumeId()).setNodeId(s.node()).build());
-        cluster.controller().deleteVolume(DeleteVolumeRequest.newBuilder().setVolumeId(s.volume().getVolumeId()).build());
-    }
-
-    /** The open mappings whose name is the volume's (/sys/block/dm-N/dm/name). */
-    private static List<String> mappings(String volume) throws Exception {
-        try (Stream<Path> devices = Files.list(Path.of("/sys/block"))) {
-            return devices.filter(d -> d.getFileName().toString().startsWith("dm-"))
-                    .map(d -> d.resolve("dm/name"))
-                    .map(file -> {
-                        try {
-                            return Files.readString(file).strip();
-                        } catch (java.io.IOException e) {
-                            return "";
-                        }
-                    })
-                    .filter(name -> name.equals("strata-" + volume))
-                    .toList();
-        }
     }
 
     private static boolean contains(Path file, byte[] marker) throws Exception {
@@ -165,24 +105,20 @@ class EncryptionTest {
         return false;
     }
 
-    private static Status.Code code(Runnable call) {
-        return assertThrows(StatusRuntimeException.class, call::run).getStatus().getCode();
-    }
-
     @Test
     void anEncryptedVolumeThroughEveryPhaseHoldsNoPlaintextOnDisk() throws Exception {
         long started = System.nanoTime();
         Volume volume = create("pvc-enc", 320 * MIB, "node-a", ENCRYPTED, null);
-        Staged a = attach("node-a", volume);
-        assertEquals(Status.Code.INVALID_ARGUMENT, code(() -> stage(a, Map.of())), "no key: refused, nothing formatted");
+        Staged a = Staged.attach(cluster, "node-a", volume, XFS);
+        assertEquals(Status.Code.INVALID_ARGUMENT, code(() -> a.stage(Map.of())), "no key: refused, nothing formatted");
         assertEquals("", Programs.execute("blkid", "-p", "-o", "value", "-s", "TYPE", SystemState.loopDevicesHolding(
                 cluster.node("node-a").pool().resolve("pvc-enc.img")).getFirst()).output().strip(), "still blank");
-        stage(a, SECRETS);
-        stage(a, SECRETS); // idempotent
+        a.stage(SECRETS);
+        a.stage(SECRETS); // idempotent
         var staged = SystemState.mountAt(a.staging()).orElseThrow();
         assertTrue(staged.source().startsWith("/dev/dm-"), "staged from the mapping: " + staged.source());
         assertEquals(List.of("strata-pvc-enc"), mappings("pvc-enc"));
-        publish(a);
+        a.publish();
 
         String marker = "STRATA-PLAINTEXT-MARKER-" + Long.toHexString(new Random().nextLong());
         byte[] markerBytes = marker.getBytes(StandardCharsets.US_ASCII);
@@ -211,11 +147,11 @@ class EncryptionTest {
 
         Volume restored = create("pvc-enc-restored", 0, "node-b", ENCRYPTED, fromSnapshot);
         assertEquals("local/node-b/pvc-enc-restored", restored.getVolumeId());
-        Staged b = attach("node-b", restored);
-        assertEquals(Status.Code.PERMISSION_DENIED, code(() -> stage(b, Map.of("passphrase", "not-the-key"))), "a wrong key");
+        Staged b = Staged.attach(cluster, "node-b", restored, XFS);
+        assertEquals(Status.Code.PERMISSION_DENIED, code(() -> b.stage(Map.of("passphrase", "not-the-key"))), "a wrong key");
         assertEquals(List.of(), mappings("pvc-enc-restored"));
-        stage(b, SECRETS);
-        publish(b);
+        b.stage(SECRETS);
+        b.publish();
         assertEquals(checksum, VolumeData.read(b.target().resolve("data")), "the data at snapshot time, read back on node-b");
         assertTrue(Files.readString(b.target().resolve("marker.txt")).startsWith(marker));
 
@@ -228,12 +164,12 @@ class EncryptionTest {
         String logs = cluster.logs();
         assertFalse(logs.contains(KEY), "the passphrase reached a log");
 
-        unstage(a);
-        unstage(b);
+        a.unstage();
+        b.unstage();
         assertEquals(List.of(), mappings("pvc-enc"), "unstage closed the mapping");
         assertEquals(List.of(), mappings("pvc-enc-restored"));
-        detachDelete(a);
-        detachDelete(b);
+        a.detachDelete();
+        b.detachDelete();
         cluster.controller().deleteSnapshot(DeleteSnapshotRequest.newBuilder().setSnapshotId(snapshot.getSnapshotId()).build());
         System.out.printf("EncryptionTest: every phase of an encrypted volume, restored on a second node, no plaintext in 3 images, %.0f s%n",
                 (System.nanoTime() - started) / 1e9);
@@ -242,23 +178,23 @@ class EncryptionTest {
     /** node-server killed (as a container: its mount namespace dies with it) at each encryption step; kubelet's retry completes. */
     @Test
     void aCrashAtEachEncryptionStepIsRecoveredByTheRetry() throws Exception {
-        for (CrashPoint point : Stream.of(CrashPoint.values()).filter(CrashPoints::encryption).toList()) {
+        for (CrashPoint point : Stream.of(CrashPoint.values()).filter(p -> CrashPoints.encryption(p) && !CrashPoints.rotation(p)).toList()) {
             String name = "pvc-" + point.name().toLowerCase().replace('_', '-');
             cluster.restartNode("node-a", Cluster.Launch.CONTAINER.with(Crashes.ENVIRONMENT, point.name()));
             Volume volume = create(name, 320 * MIB, "node-a", ENCRYPTED, null);
-            Staged s = attach("node-a", volume);
-            boolean crashed = retryAfterCrash(point, () -> stage(s, SECRETS));
-            publish(s);
+            Staged s = Staged.attach(cluster, "node-a", volume, XFS);
+            boolean crashed = retryAfterCrash(point, () -> s.stage(SECRETS));
+            s.publish();
             String checksum = VolumeData.write(s.target().resolve("data"), MIB);
             SystemState.run("sync", "-f", s.target().toString());
-            crashed |= retryAfterCrash(point, () -> unstage(s));
+            crashed |= retryAfterCrash(point, () -> s.unstage());
             assertEquals(List.of(), mappings(name), point + ": closed");
             assertTrue(crashed, "node-server never reached " + point + ":\n" + cluster.logs());
-            stage(s, SECRETS);
-            publish(s);
+            s.stage(SECRETS);
+            s.publish();
             assertEquals(checksum, VolumeData.read(s.target().resolve("data")), point + ": the data after the crash");
-            unstage(s);
-            detachDelete(s);
+            s.unstage();
+            s.detachDelete();
             System.out.println("EncryptionTest: crash at " + point + " recovered");
         }
         cluster.restartNode("node-a", Cluster.Launch.CONTAINER);
@@ -302,17 +238,17 @@ class EncryptionTest {
     void fioInAnEncryptedAndAPlainVolume() throws Exception {
         for (boolean encrypted : List.of(false, true)) {
             String name = encrypted ? "pvc-fio-luks" : "pvc-fio-plain";
-            Staged s = attach("node-a", create(name, 320 * MIB, "node-a", encrypted ? ENCRYPTED : Map.of(), null));
-            stage(s, SECRETS);
-            publish(s);
+            Staged s = Staged.attach(cluster, "node-a", create(name, 320 * MIB, "node-a", encrypted ? ENCRYPTED : Map.of(), null), XFS);
+            s.stage(SECRETS);
+            s.publish();
             String file = s.target().resolve("fio.dat").toString();
             String write = fio("--name=seqwrite", "--filename=" + file, "--rw=write", "--bs=1M", "--size=64M");
             String read = fio("--name=randread", "--filename=" + file, "--rw=randread", "--bs=4k", "--size=64M", "--runtime=10",
                     "--time_based");
             System.out.printf("EncryptionTest: fio %s: sequential write 1 MiB blocks %s KiB/s, random read 4 KiB %s IOPS%n",
                     encrypted ? "LUKS2 (aes-xts-plain64)" : "plain", bandwidth(write, "write"), iops(read));
-            unstage(s);
-            detachDelete(s);
+            s.unstage();
+            s.detachDelete();
         }
     }
 

@@ -36,6 +36,12 @@ public final class LocalParameters {
      */
     public static final String PASSPHRASE_SECRET_KEY = "passphrase";
 
+    /**
+     * The key of the same Secret that holds the passphrase being rotated away from: the node adds
+     * {@link #PASSPHRASE_SECRET_KEY}'s to the volume's header with it, then removes it (docs/attributes.md).
+     */
+    public static final String PREVIOUS_PASSPHRASE_SECRET_KEY = "previousPassphrase";
+
     /** IO limits, a VolumeAttributesClass's (docs/attributes.md): operations or bytes per second, or {@code max}. */
     public static final String READ_IOPS = "readIOPS";
     public static final String WRITE_IOPS = "writeIOPS";

@@ -1,14 +1,13 @@
 package dev.strata.csi.controller.local;
 
 import dev.strata.csi.agent.api.IoLimits;
-import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.backend.local.LocalParameters;
 import dev.strata.csi.rpc.CsiException;
 import java.util.Map;
 
 /**
  * A local volume request's keys, parsed once: the StorageClass parameters (the pool and its
- * attribute, {@link PoolRequest}; {@code encryption} = {@code none} (default) or {@code luks2})
+ * attribute, {@link PoolRequest}; {@code encryption} = {@code none} (default) or {@code luks2}, in either pool)
  * and the mutable parameters (IO limits, {@link IoLimitParameters}). CreateVolume,
  * ValidateVolumeCapabilities and ControllerModifyVolume all take their keys from here, so what one
  * accepts the others accept too. INVALID_ARGUMENT for a key or value any of them would refuse.
@@ -16,13 +15,7 @@ import java.util.Map;
 record RequestKeys(PoolRequest pool, boolean encrypted, IoLimits ioLimits) {
 
     static RequestKeys of(Map<String, String> parameters, Map<String, String> mutableParameters) {
-        PoolRequest pool = PoolRequest.of(parameters);
-        boolean encrypted = encrypted(parameters);
-        if (encrypted && pool.kind() == PoolKind.POOL_LVM) {
-            throw CsiException.invalidArgument("parameter " + LocalParameters.ENCRYPTION + ": the LVM pool does not encrypt volumes yet;"
-                    + " encrypted volumes are the image pool's (pool: image)");
-        }
-        return new RequestKeys(pool, encrypted, IoLimitParameters.parse(mutableParameters));
+        return new RequestKeys(PoolRequest.of(parameters), encrypted(parameters), IoLimitParameters.parse(mutableParameters));
     }
 
     /** The mutable parameters alone (ControllerModifyVolume's). */

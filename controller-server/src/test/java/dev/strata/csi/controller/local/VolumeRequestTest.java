@@ -114,7 +114,7 @@ class VolumeRequestTest {
 
     /** ValidateVolumeCapabilities (parameterProblem) refuses what CreateVolume refuses, with the same words: one parse. */
     @ParameterizedTest
-    @CsvSource({"encryption=aes", "encryption=LUKS2", "pool=lvm;encryption=luks2", "alocation=full"})
+    @CsvSource({"encryption=aes", "encryption=LUKS2", "pool=lvm;encryption=LUKS2", "alocation=full"})
     void validateRefusesTheParametersCreateVolumeRefuses(String pairs) {
         Map<String, String> parameters = new java.util.TreeMap<>();
         for (String pair : pairs.split(";")) {
@@ -124,6 +124,7 @@ class VolumeRequestTest {
         assertEquals(Status.Code.INVALID_ARGUMENT, refused.code());
         assertEquals(Optional.of(refused.getMessage()), VolumeRequest.parameterProblem(parameters));
         assertEquals(Optional.empty(), VolumeRequest.parameterProblem(Map.of("encryption", "luks2")));
+        assertEquals(Optional.empty(), VolumeRequest.parameterProblem(Map.of("pool", "lvm", "encryption", "luks2")), "either pool encrypts");
     }
 
     /** ControllerModifyVolume refuses the mutable parameters CreateVolume refuses, with the same words, and takes what it takes. */

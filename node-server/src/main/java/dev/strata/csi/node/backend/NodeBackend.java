@@ -44,6 +44,12 @@ public interface NodeBackend<V> extends VolumeScheme<V> {
     void publish(V volume, Path staging, Path target, VolumeCapability capability, Map<String, String> context,
             boolean readOnly) throws Exception;
 
+    /** NodePublishVolume with the request's secrets (the node-publish secret); a backend that takes none ignores them. */
+    default void publish(V volume, Path staging, Path target, VolumeCapability capability, Map<String, String> context,
+            boolean readOnly, Map<String, String> secrets) throws Exception {
+        publish(volume, staging, target, capability, context, readOnly);
+    }
+
     void unpublish(V volume, Path target) throws Exception;
 
     /**

@@ -101,8 +101,8 @@ public final class NodeBackends {
         }
 
         public void publish(Path staging, Path target, VolumeCapability capability, Map<String, String> context,
-                boolean readOnly) throws Exception {
-            backend.publish(volume, staging, target, capability, context, readOnly);
+                boolean readOnly, Map<String, String> secrets) throws Exception {
+            backend.publish(volume, staging, target, capability, context, readOnly, secrets);
         }
 
         public void unpublish(Path target) throws Exception {

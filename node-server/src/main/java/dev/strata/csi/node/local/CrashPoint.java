@@ -39,6 +39,12 @@ public enum CrashPoint {
     STAGE_MOUNTED,
     UNSTAGE_UNMOUNTED,
     UNSTAGE_ENCRYPTION_CLOSED,
+    /**
+     * A passphrase rotation (at a stage, expansion or publish whose secret has a previousPassphrase):
+     * the new passphrase added to the header, the previous one's slot not yet removed; then removed.
+     */
+    ROTATE_ENCRYPTION_KEY_ADDED,
+    ROTATE_ENCRYPTION_OLD_KEY_REMOVED,
     PUBLISH_TARGET_MADE,
     PUBLISH_MOUNTED,
     UNPUBLISH_UNMOUNTED,

@@ -213,6 +213,21 @@ public final class LocalNodeBackend implements NodeBackend<LocalVolumeId>, Local
         ioLimits.applyAt(id.name(), target);
     }
 
+    /**
+     * Publish, then a passphrase rotation of an encrypted volume when the node-publish secret has
+     * a previous passphrase: kubelet calls NodePublishVolume again every sync period for a driver
+     * whose CSIDriver says {@code requiresRepublish: true}, with the Secret as it is then, which
+     * makes it the node's periodic pass over staged volumes (docs/attributes.md).
+     */
+    @Override
+    public void publish(LocalVolumeId id, Path staging, Path target, VolumeCapability capability, Map<String, String> context,
+            boolean readOnly, Map<String, String> secrets) throws Exception {
+        publish(id, staging, target, capability, context, readOnly);
+        if (pools.holding(id.name()).content(id.name()).getEncrypted()) {
+            encryption.rotate(id, secrets, "node-publish");
+        }
+    }
+
     @Override
     public void unpublish(LocalVolumeId id, Path target) throws Exception {
         requireHere(id);

@@ -13,6 +13,7 @@ import dev.strata.csi.node.agent.NodeAgentService;
 import dev.strata.csi.node.agent.PoolOwnership;
 import dev.strata.csi.node.agent.Registration;
 import dev.strata.csi.node.cgroup.SystemPodCgroups;
+import dev.strata.csi.node.local.crypt.AcceptedPassphrases;
 import dev.strata.csi.node.local.crypt.SystemEncryptedDevices;
 import dev.strata.csi.node.local.crypt.VolumeEncryption;
 import dev.strata.csi.node.local.fs.Filesystems;
@@ -163,7 +164,8 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
                 security, log);
         Filesystems filesystems = new MeteredFilesystems(SystemFilesystems.preferringLibblkid(node.commands()), steps);
         LocalNodeBackend backend = new LocalNodeBackend(node.nodeId(), pools, filesystems, node.mounter(), stats, ioLimits,
-                new VolumeEncryption(new SystemEncryptedDevices(node.commands()), filesystems, crashes, log), crashes, log);
+                new VolumeEncryption(new SystemEncryptedDevices(node.commands()), filesystems,
+                        new AcceptedPassphrases(context.metrics(), log), crashes, log), crashes, log);
         return new LocalNodeWiring(backend, List.of(ownership, abandoned, ioLimitsResync, agent, registration), ownership, poolDir);
     }
 

@@ -14,6 +14,7 @@ import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.node.cgroup.InMemoryPodCgroups;
+import dev.strata.csi.node.local.crypt.AcceptedPassphrases;
 import dev.strata.csi.node.local.crypt.InMemoryEncryptedDevices;
 import dev.strata.csi.node.local.crypt.VolumeEncryption;
 import dev.strata.csi.node.local.fs.InMemoryFilesystems;
@@ -76,7 +77,8 @@ class LocalNodeBackendTest {
         VolumeIoLimits ioLimits = new VolumeIoLimits(pools, mounter, kubelet, new InMemoryPodCgroups(), new PrometheusRegistry(), log);
         backend = new LocalNodeBackend("node-1", pools, filesystems, mounter,
                 path -> new FilesystemUsage(GIB, GIB / 2, GIB / 2, 1000, 900, 100), ioLimits,
-                new VolumeEncryption(new InMemoryEncryptedDevices(), filesystems, Crashes.none(), log), Crashes.none(), log);
+                new VolumeEncryption(new InMemoryEncryptedDevices(), filesystems,
+                        new AcceptedPassphrases(new PrometheusRegistry(), log), Crashes.none(), log), Crashes.none(), log);
         PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         pool.attach("pvc-a", "node-1");
     }

@@ -3,6 +3,7 @@ package dev.strata.csi.node.local.crypt;
 import dev.strata.csi.node.local.DeviceException;
 import java.nio.file.Path;
 import java.util.Optional;
+import java.util.OptionalInt;
 
 /**
  * LUKS2 encryption of block devices, as dm-crypt mappings: the system calls of encryption at rest
@@ -32,6 +33,28 @@ public interface EncryptedDevices {
      * @throws WrongPassphraseException when no key slot opens with {@code passphrase}
      */
     void resize(String name, Passphrase passphrase) throws DeviceException;
+
+    /**
+     * The key slot of {@code device}'s LUKS2 header that {@code passphrase} opens (the header is
+     * read, nothing is mapped; the device may be open and in use): empty when it opens none.
+     */
+    OptionalInt slotOf(Path device, Passphrase passphrase) throws DeviceException;
+
+    /**
+     * Adds {@code added} to a free key slot of {@code device}'s header, the volume key unwrapped
+     * with {@code existing}; the volume stays open and in use, no data is rewritten.
+     *
+     * @throws WrongPassphraseException when no key slot opens with {@code existing}
+     */
+    void addKey(Path device, Passphrase existing, Passphrase added) throws DeviceException;
+
+    /**
+     * Wipes key slot {@code slot} of {@code device}'s header. {@code remaining} must open another
+     * slot, which the tools check first: a header is never left that no passphrase opens.
+     *
+     * @throws WrongPassphraseException when {@code remaining} opens no other slot
+     */
+    void killSlot(Path device, int slot, Passphrase remaining) throws DeviceException;
 
     /** The open mapping {@code name}, if it is open: also one a previous process of node-server opened. */
     Optional<MappedDevice> find(String name) throws DeviceException;

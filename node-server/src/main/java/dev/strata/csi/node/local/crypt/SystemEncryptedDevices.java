@@ -11,6 +11,9 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
+import java.util.OptionalInt;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 /**
@@ -26,6 +29,10 @@ public final class SystemEncryptedDevices implements EncryptedDevices {
     private static final Duration TIMEOUT = Duration.ofMinutes(3);
     /** cryptsetup's exit status for a passphrase that opens no key slot. */
     private static final int NO_PERMISSION = 2;
+    /** What {@code cryptsetup --verbose open --test-passphrase} prints on its standard output. */
+    private static final Pattern UNLOCKED = Pattern.compile("Key slot (\\d+) unlocked");
+    /** The key derivation of every key slot, as {@link #format} explains. */
+    private static final String PBKDF_MEMORY_KIB = "65536";
 
     private final Commands commands;
     private final Path sysBlock;
@@ -47,14 +54,14 @@ public final class SystemEncryptedDevices implements EncryptedDevices {
     @Override
     public void format(Path device, Passphrase passphrase) throws DeviceException {
         String path = absolute(device);
-        DeviceException.check(run(passphrase, "cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--pbkdf", "argon2id",
-                "--pbkdf-memory", "65536", "--key-file=-", path), "cryptsetup luksFormat " + path);
+        DeviceException.check(run(passphrase.bytes(), "cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--pbkdf", "argon2id",
+                "--pbkdf-memory", PBKDF_MEMORY_KIB, "--key-file=-", path), "cryptsetup luksFormat " + path);
     }
 
     @Override
     public MappedDevice open(Path device, String name, Passphrase passphrase) throws DeviceException {
         String path = absolute(device);
-        CommandResult result = run(passphrase, "cryptsetup", "open", "--type", "luks2", "--key-file=-", path, name);
+        CommandResult result = run(passphrase.bytes(), "cryptsetup", "open", "--type", "luks2", "--key-file=-", path, name);
         if (result.exitCode() == NO_PERMISSION) {
             throw new WrongPassphraseException("the passphrase opens no key slot of " + path);
         }
@@ -76,11 +83,53 @@ public final class SystemEncryptedDevices implements EncryptedDevices {
 
     @Override
     public void resize(String name, Passphrase passphrase) throws DeviceException {
-        CommandResult result = run(passphrase, "cryptsetup", "resize", "--key-file=-", name);
+        CommandResult result = run(passphrase.bytes(), "cryptsetup", "resize", "--key-file=-", name);
         if (result.exitCode() == NO_PERMISSION) {
             throw new WrongPassphraseException("the passphrase opens no key slot of the device under " + name);
         }
         DeviceException.check(result, "cryptsetup resize " + name);
+    }
+
+    @Override
+    public OptionalInt slotOf(Path device, Passphrase passphrase) throws DeviceException {
+        String path = absolute(device);
+        CommandResult result = run(passphrase.bytes(), "cryptsetup", "--verbose", "open", "--test-passphrase", "--type", "luks2",
+                "--key-file=-", path);
+        if (result.exitCode() == NO_PERMISSION) {
+            return OptionalInt.empty();
+        }
+        DeviceException.check(result, "cryptsetup open --test-passphrase " + path);
+        Matcher slot = UNLOCKED.matcher(result.stdout());
+        if (!slot.find()) {
+            throw new DeviceException("cryptsetup open --test-passphrase " + path + " named no key slot: " + result.stdout().strip());
+        }
+        return OptionalInt.of(Integer.parseInt(slot.group(1)));
+    }
+
+    /** Both passphrases on standard input, one after the other, each read by its length: neither reaches an argument or a file. */
+    @Override
+    public void addKey(Path device, Passphrase existing, Passphrase added) throws DeviceException {
+        String path = absolute(device);
+        byte[] input = new byte[existing.length() + added.length()];
+        System.arraycopy(existing.bytes(), 0, input, 0, existing.length());
+        System.arraycopy(added.bytes(), 0, input, existing.length(), added.length());
+        CommandResult result = run(input, "cryptsetup", "luksAddKey", "--batch-mode", "--pbkdf", "argon2id", "--pbkdf-memory", PBKDF_MEMORY_KIB,
+                "--key-file=-", "--keyfile-size=" + existing.length(), "--new-keyfile-size=" + added.length(), path, "-");
+        if (result.exitCode() == NO_PERMISSION) {
+            throw new WrongPassphraseException("the existing passphrase opens no key slot of " + path);
+        }
+        DeviceException.check(result, "cryptsetup luksAddKey " + path);
+    }
+
+    @Override
+    public void killSlot(Path device, int slot, Passphrase remaining) throws DeviceException {
+        String path = absolute(device);
+        CommandResult result = run(remaining.bytes(), "cryptsetup", "luksKillSlot", "--batch-mode", "--key-file=-", path,
+                Integer.toString(slot));
+        if (result.exitCode() == NO_PERMISSION) {
+            throw new WrongPassphraseException("the passphrase to keep opens no key slot of " + path + " but " + slot);
+        }
+        DeviceException.check(result, "cryptsetup luksKillSlot " + path + " " + slot);
     }
 
     @Override
@@ -107,7 +156,8 @@ public final class SystemEncryptedDevices implements EncryptedDevices {
         }
         try {
             return new MappedDevice(name, Path.of("/dev").resolve(dir.getFileName().toString()), DeviceNumber.parse(read(dir.resolve("dev"))),
-                    Path.of("/dev").resolve(slaves.getFirst().getFileName().toString()), Long.parseLong(read(dir.resolve("size"))) * SECTOR_BYTES);
+                    Path.of("/dev").resolve(slaves.getFirst().getFileName().toString()), DeviceNumber.parse(read(slaves.getFirst().resolve("dev"))),
+                    Long.parseLong(read(dir.resolve("size"))) * SECTOR_BYTES);
         } catch (IllegalArgumentException e) {
             throw new DeviceException("unexpected sysfs entries for mapping " + name + " in " + dir + ": " + e.getMessage(), e);
         }
@@ -117,9 +167,9 @@ public final class SystemEncryptedDevices implements EncryptedDevices {
         return Files.exists(file) ? Files.readString(file).strip() : "";
     }
 
-    private CommandResult run(Passphrase passphrase, String... argv) throws DeviceException {
+    private CommandResult run(byte[] input, String... argv) throws DeviceException {
         try {
-            return commands.run(TIMEOUT, passphrase.bytes(), argv);
+            return commands.run(TIMEOUT, input, argv);
         } catch (CommandException e) {
             throw new DeviceException(e.getMessage(), e);
         }

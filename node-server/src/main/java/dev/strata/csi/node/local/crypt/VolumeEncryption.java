@@ -10,6 +10,7 @@ import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.node.local.fs.Filesystems;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Crashes;
+import java.nio.file.Path;
 import java.util.Map;
 import java.util.Optional;
 
@@ -24,6 +25,11 @@ import java.util.Optional;
  * blankness the filesystem's format needs. A missing or wrong passphrase is an error, never a
  * format. The mapping's name comes from the volume's name, so a restarted node-server finds the
  * mappings its previous process opened.
+ *
+ * <p>A secret with a {@code previousPassphrase} besides its {@code passphrase} rotates the volume's
+ * passphrase ({@link PassphraseRotation}) at each stage, expansion and publish that carries it:
+ * the node keeps no passphrase, so these calls are when it has both. A volume that opens with
+ * neither the passphrase nor the previous one is PERMISSION_DENIED.
  */
 public final class VolumeEncryption {
 
@@ -32,12 +38,17 @@ public final class VolumeEncryption {
 
     private final EncryptedDevices devices;
     private final Filesystems filesystems;
+    private final AcceptedPassphrases accepted;
+    private final PassphraseRotation rotation;
     private final Crashes<CrashPoint> crashes;
     private final Log log;
 
-    public VolumeEncryption(EncryptedDevices devices, Filesystems filesystems, Crashes<CrashPoint> crashes, Log log) {
+    public VolumeEncryption(EncryptedDevices devices, Filesystems filesystems, AcceptedPassphrases accepted, Crashes<CrashPoint> crashes,
+            Log log) {
         this.devices = devices;
         this.filesystems = filesystems;
+        this.accepted = accepted;
+        this.rotation = new PassphraseRotation(devices, accepted, crashes, log);
         this.crashes = crashes;
         this.log = log;
     }
@@ -56,10 +67,11 @@ public final class VolumeEncryption {
         String name = mappingName(id.name());
         Optional<MappedDevice> open = devices.find(name);
         if (open.isPresent()) {
-            if (!open.get().backing().equals(volumeDevice.device())) {
+            if (!open.get().backing().equals(volumeDevice.device()) && !open.get().backingNumber().equals(volumeDevice.deviceNumber())) {
                 throw CsiException.failedPrecondition("volume " + id + ": mapping " + name + " is open over " + open.get().backing()
                         + ", not over the volume's device " + volumeDevice.device() + "; close it first (cryptsetup close " + name + ")");
             }
+            rotateIfAsked(id, open.get().backing(), secrets, "node-stage");
             return open.get();
         }
         Passphrase passphrase = passphrase(id, secrets, "NodeStageVolume", "node-stage");
@@ -77,15 +89,68 @@ public final class VolumeEncryption {
             throw CsiException.failedPrecondition("volume " + id + " is to be encrypted but holds " + holds.get()
                     + " without encryption; the driver never formats a volume with data");
         }
-        MappedDevice mapped;
-        try {
-            mapped = devices.open(volumeDevice.device(), name, passphrase);
-        } catch (WrongPassphraseException e) {
-            throw wrongPassphrase(id, "node-stage");
-        }
+        MappedDevice mapped = openWithEither(id, volumeDevice, name, passphrase, Passphrase.previousFrom(secrets));
         log.info("encrypted volume opened", "volume", id, "mapping", name, "device", mapped.device());
         crashes.reach(CrashPoint.STAGE_ENCRYPTION_OPENED);
+        rotateIfAsked(id, mapped.backing(), secrets, "node-stage");
         return mapped;
+    }
+
+    /**
+     * Opened with the passphrase, else with the previous one: a volume restored from a snapshot, or
+     * cloned, has its source's header as it was then, which a rotation since has not changed.
+     */
+    private MappedDevice openWithEither(LocalVolumeId id, BlockDevice volumeDevice, String name, Passphrase passphrase,
+            Optional<Passphrase> previous) throws Exception {
+        try {
+            MappedDevice mapped = devices.open(volumeDevice.device(), name, passphrase);
+            if (previous.isEmpty()) {
+                accepted.report(id, AcceptedPassphrases.Accepts.CURRENT);
+            }
+            return mapped;
+        } catch (WrongPassphraseException e) {
+            if (previous.isEmpty()) {
+                throw wrongPassphrase(id, "node-stage");
+            }
+        }
+        try {
+            MappedDevice mapped = devices.open(volumeDevice.device(), name, previous.get());
+            log.info("encrypted volume opened with the previous passphrase", "volume", id, "mapping", name);
+            return mapped;
+        } catch (WrongPassphraseException e) {
+            throw CsiException.permissionDenied("volume " + id + ": neither the passphrase nor the previousPassphrase in the node-stage"
+                    + " secret opens a key slot of its LUKS2 header");
+        }
+    }
+
+    /** The rotation of the open volume, when {@code secrets} (the node-publish secret's) has a previous passphrase too. */
+    public void rotate(LocalVolumeId id, Map<String, String> secrets, String secret) throws Exception {
+        Optional<MappedDevice> open = devices.find(mappingName(id.name()));
+        if (open.isPresent()) {
+            rotateIfAsked(id, open.get().backing(), secrets, secret);
+        }
+    }
+
+    /**
+     * The rotation, when the secret has a previous passphrase besides the current one. It fails the
+     * call only when neither opens the volume; any other failure leaves the volume open with the
+     * passphrases it accepted, is logged, and the next call with the secret tries again.
+     */
+    private void rotateIfAsked(LocalVolumeId id, Path device, Map<String, String> secrets, String secret) throws Exception {
+        Optional<Passphrase> current = Passphrase.from(secrets);
+        Optional<Passphrase> previous = Passphrase.previousFrom(secrets);
+        if (current.isEmpty() || previous.isEmpty()) {
+            return;
+        }
+        try {
+            rotation.rotate(id, device, current.get(), previous.get());
+        } catch (WrongPassphraseException e) {
+            throw CsiException.permissionDenied("volume " + id + ": neither the passphrase nor the previousPassphrase in the " + secret
+                    + " secret opens a key slot of its LUKS2 header");
+        } catch (DeviceException e) {
+            log.warn("passphrase rotation failed; the volume stays open and is rotated at the next call with the secret",
+                    "volume", id, "error", e.getMessage());
+        }
     }
 
     /** The volume's mapping, when it is open. */
@@ -100,6 +165,7 @@ public final class VolumeEncryption {
             return;
         }
         devices.close(name);
+        accepted.forget(id);
         log.info("encrypted volume closed", "volume", id, "mapping", name);
         crashes.reach(CrashPoint.UNSTAGE_ENCRYPTION_CLOSED);
     }
@@ -107,14 +173,24 @@ public final class VolumeEncryption {
     /** The expansion step, once the loop device has grown: the open mapping grows to fill it, with the node-expand secret's passphrase. */
     public MappedDevice resize(LocalVolumeId id, Map<String, String> secrets) throws Exception {
         String name = mappingName(id.name());
-        devices.find(name).orElseThrow(() -> CsiException.failedPrecondition("volume " + id + " is encrypted and not staged: "
-                + "its mapping " + name + " is not open"));
+        MappedDevice open = devices.find(name).orElseThrow(() -> CsiException.failedPrecondition("volume " + id
+                + " is encrypted and not staged: its mapping " + name + " is not open"));
         Passphrase passphrase = passphrase(id, secrets, "NodeExpandVolume", "node-expand");
+        Optional<Passphrase> previous = Passphrase.previousFrom(secrets);
         try {
             devices.resize(name, passphrase);
         } catch (WrongPassphraseException e) {
-            throw wrongPassphrase(id, "node-expand");
+            if (previous.isEmpty()) {
+                throw wrongPassphrase(id, "node-expand");
+            }
+            try {
+                devices.resize(name, previous.get());
+            } catch (WrongPassphraseException again) {
+                throw CsiException.permissionDenied("volume " + id + ": neither the passphrase nor the previousPassphrase in the"
+                        + " node-expand secret opens a key slot of its LUKS2 header");
+            }
         }
+        rotateIfAsked(id, open.backing(), secrets, "node-expand");
         return devices.find(name).orElseThrow(() -> CsiException.internal("mapping " + name + " closed while it was resized"));
     }
 
@@ -126,6 +202,8 @@ public final class VolumeEncryption {
 
     private static CsiException wrongPassphrase(LocalVolumeId id, String secret) {
         return CsiException.permissionDenied("volume " + id + ": the passphrase in the " + secret
-                + " secret opens no key slot of its LUKS2 header");
+                + " secret opens no key slot of its LUKS2 header; a volume restored from a snapshot or cloned keeps its source's"
+                + " header as it was then: if the passphrase was rotated since, give the one it had then under '"
+                + LocalParameters.PREVIOUS_PASSPHRASE_SECRET_KEY + "' too");
     }
 }

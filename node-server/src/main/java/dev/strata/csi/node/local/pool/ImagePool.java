@@ -156,10 +156,7 @@ public final class ImagePool implements VolumePool {
             switch (record.getState()) {
                 case READY -> {
                     requireSame(record, capacityBytes, allocation, wantedSource);
-                    if (record.getEncrypted() != encrypted) {
-                        throw CsiException.alreadyExists("volume " + name + " exists " + (record.getEncrypted() ? "encrypted" : "not encrypted")
-                                + "; asked for " + (encrypted ? "an encrypted" : "a plain") + " volume");
-                    }
+                    requireSameEncryption(record, encrypted);
                     return image(record);
                 }
                 case DELETING -> finishDelete(record);
@@ -182,11 +179,7 @@ public final class ImagePool implements VolumePool {
         Optional<ConsistentCopy.Content> content = Optional.empty();
         if (wantedSource.isPresent()) {
             content = Optional.of(content(wantedSource.get()));
-            if (content.get().encrypted() != encrypted) {
-                throw CsiException.invalidArgument("volume " + name + " is to be " + (encrypted ? "encrypted" : "plain") + " but "
-                        + describe(wantedSource) + " is " + (content.get().encrypted() ? "encrypted" : "plain")
-                        + "; a copy holds its source's bytes, so its StorageClass must have the same encryption");
-            }
+            requireSourceEncryption(name, encrypted, wantedSource, content.get().encrypted());
             if (content.get().capacityBytes() > capacityBytes) {
                 throw CsiException.outOfRange("volume " + name + " of " + capacityBytes + " bytes cannot hold " + describe(wantedSource)
                         + " of " + content.get().capacityBytes() + " bytes");
@@ -214,6 +207,23 @@ public final class ImagePool implements VolumePool {
         records.write(record);
         log.info("image created", "volume", name, "bytes", capacityBytes, "allocation", allocation);
         return image(record, null); // a file made just now has no loop device
+    }
+
+    /** ALREADY_EXISTS when the volume exists encrypted and a plain one is asked for, or the other way round. */
+    static void requireSameEncryption(ImageRecord record, boolean encrypted) {
+        if (record.getEncrypted() != encrypted) {
+            throw CsiException.alreadyExists("volume " + record.getName() + " exists " + (record.getEncrypted() ? "encrypted" : "not encrypted")
+                    + "; asked for " + (encrypted ? "an encrypted" : "a plain") + " volume");
+        }
+    }
+
+    /** INVALID_ARGUMENT when a restore or clone is to be encrypted and its source is not, or the other way round. */
+    static void requireSourceEncryption(String name, boolean encrypted, Optional<Source> source, boolean sourceEncrypted) {
+        if (sourceEncrypted != encrypted) {
+            throw CsiException.invalidArgument("volume " + name + " is to be " + (encrypted ? "encrypted" : "plain") + " but "
+                    + describe(source) + " is " + (sourceEncrypted ? "encrypted" : "plain")
+                    + "; a copy holds its source's bytes, so its StorageClass must have the same encryption");
+        }
     }
 
     /** ALREADY_EXISTS unless the READY volume's record has the size, allocation and source a repeated create asks for. */

@@ -40,7 +40,7 @@ final class LvmOutgoingCopies implements OutgoingCopies {
             throw CsiException.failedPrecondition("volume " + name + " is attached; a copy of a volume in use is read from a snapshot of it");
         }
         return read("lv/" + name + "/" + record.getCapacityBytes(), pool.lv(name), false, record.getCapacityBytes(), record.getFilesystem(),
-                record.getUsedAsBlock());
+                record.getUsedAsBlock(), record.getEncrypted());
     }
 
     @Override
@@ -49,13 +49,13 @@ final class LvmOutgoingCopies implements OutgoingCopies {
         String volume = pool.lv(LvmPool.SNAPSHOT_PREFIX + name);
         boolean active = volumes.find(volume).orElseThrow(() -> pool.missing(LvmPool.SNAPSHOT_PREFIX + name)).active();
         return read(PoolSnapshots.contentTag(record), volume, active, record.getCapacityBytes(), record.getFilesystem(),
-                record.getUsedAsBlock());
+                record.getUsedAsBlock(), record.getEncrypted());
     }
 
-    private OutgoingContent read(String tag, String volume, boolean active, long sizeBytes, String filesystem, boolean usedAsBlock)
-            throws DeviceException {
+    private OutgoingContent read(String tag, String volume, boolean active, long sizeBytes, String filesystem, boolean usedAsBlock,
+            boolean encrypted) throws DeviceException {
         var device = volumes.activate(volume).device();
-        return new OutgoingContent(tag, sizeBytes, filesystem, usedAsBlock, false,
+        return new OutgoingContent(tag, sizeBytes, filesystem, usedAsBlock, encrypted,
                 (from, chunks) -> ImageContent.readDevice(device, sizeBytes, from, chunks), () -> {
                     if (!active) {
                         volumes.deactivate(volume);

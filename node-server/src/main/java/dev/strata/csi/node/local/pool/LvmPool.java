@@ -132,13 +132,12 @@ public final class LvmPool implements VolumePool {
      * or of a linear volume: INVALID_ARGUMENT, as only thin volumes
      * have thin snapshots. A thin volume is admitted, and later grown, while the sizes of every
      * thin volume and snapshot stay within the thin pool's size times {@code overcommitRatio}; at
-     * 1 (no overcommit) also within its unwritten data, so that each can always be filled. An
-     * encrypted volume: INVALID_ARGUMENT, as the LVM pool does not encrypt yet.
+     * 1 (no overcommit) also within its unwritten data, so that each can always be filled.
+     * Encrypted or not: recorded, as in the image pool; a copy's source must be the same.
      */
     @Override
     public Volume create(String name, long capacityBytes, Allocation allocation, LvType lvType, Optional<ContentSource> source,
             boolean encrypted, double overcommitRatio) throws IOException, DeviceException, MountException {
-        requirePlain(name, encrypted);
         checkName(name);
         Optional<Source> wantedSource = source.map(ImagePool::recorded);
         Optional<ImageRecord> existing = records.read(name);
@@ -147,6 +146,7 @@ public final class LvmPool implements VolumePool {
             switch (record.getState()) {
                 case READY -> {
                     requireSame(record, capacityBytes, lvType, wantedSource);
+                    ImagePool.requireSameEncryption(record, encrypted);
                     return image(record, volumes.find(lv(name)));
                 }
                 case RECEIVING -> throw CsiException.alreadyExists("volume " + name
@@ -161,6 +161,7 @@ public final class LvmPool implements VolumePool {
                 .setCapacityBytes(capacityBytes)
                 .setLvType(recorded(lvType))
                 .setThinOvercommitRatio(lvType == LvType.LINEAR || overcommitRatio <= 1 ? 0 : overcommitRatio)
+                .setEncrypted(encrypted)
                 .setState(ImageRecord.State.CREATING);
         Optional<String> origin = Optional.empty();
         if (wantedSource.isPresent()) {
@@ -169,6 +170,7 @@ public final class LvmPool implements VolumePool {
                         + " it cannot be linear (lvType: linear)");
             }
             Content content = content(wantedSource.get());
+            ImagePool.requireSourceEncryption(name, encrypted, wantedSource, content.encrypted());
             if (content.capacityBytes() > capacityBytes) {
                 throw CsiException.outOfRange("volume " + name + " of " + capacityBytes + " bytes cannot hold "
                         + ImagePool.describe(wantedSource) + " of " + content.capacityBytes() + " bytes");
@@ -203,13 +205,6 @@ public final class LvmPool implements VolumePool {
         log.info("logical volume created", "volume", name, "group", volumes.volumeGroup(), "kind", kind(lvType),
                 "bytes", capacityBytes, "from", ImagePool.describe(wantedSource));
         return image(record, Optional.empty());
-    }
-
-    /** INVALID_ARGUMENT for an encrypted volume: the LVM pool does not encrypt. */
-    static void requirePlain(String name, boolean encrypted) {
-        if (encrypted) {
-            throw CsiException.invalidArgument("volume " + name + ": the LVM pool does not encrypt volumes yet (encryption: luks2 is the image pool's)");
-        }
     }
 
     /** FAILED_PRECONDITION when the group holds a logical volume of that name, tagged as the driver's, without a record. */
@@ -539,6 +534,7 @@ public final class LvmPool implements VolumePool {
                     .setCapacityBytes(source.getCapacityBytes())
                     .setFilesystem(source.getFilesystem())
                     .setUsedAsBlock(source.getUsedAsBlock())
+                    .setEncrypted(source.getEncrypted())
                     .setTemporary(temporary)
                     .setCreationTime(member.map(Membership::cut).orElseGet(() -> ImagePool.timestamp(clock.instant())))
                     .setState(SnapshotRecord.State.CREATING)
@@ -620,7 +616,7 @@ public final class LvmPool implements VolumePool {
     }
 
     /** What a restore or clone starts from: the logical volume to snapshot, and what its record says of it. */
-    private record Content(String volume, long capacityBytes, String filesystem, boolean usedAsBlock) { }
+    private record Content(String volume, long capacityBytes, String filesystem, boolean usedAsBlock, boolean encrypted) { }
 
     /** NOT_FOUND unless the source is there, complete; INVALID_ARGUMENT for a linear source volume. */
     private Content content(Source source) throws IOException {
@@ -628,7 +624,7 @@ public final class LvmPool implements VolumePool {
             case SNAPSHOT -> {
                 SnapshotRecord snapshot = snapshots.ready(source.getSnapshot());
                 yield new Content(SNAPSHOT_PREFIX + snapshot.getName(), snapshot.getCapacityBytes(), snapshot.getFilesystem(),
-                        snapshot.getUsedAsBlock());
+                        snapshot.getUsedAsBlock(), snapshot.getEncrypted());
             }
             case VOLUME -> {
                 ImageRecord image = records.read(source.getVolume())
@@ -638,7 +634,8 @@ public final class LvmPool implements VolumePool {
                     throw CsiException.invalidArgument("source volume " + source.getVolume()
                             + " is a linear logical volume; only thin volumes are cloned in an LVM pool");
                 }
-                yield new Content(image.getName(), image.getCapacityBytes(), image.getFilesystem(), image.getUsedAsBlock());
+                yield new Content(image.getName(), image.getCapacityBytes(), image.getFilesystem(), image.getUsedAsBlock(),
+                        image.getEncrypted());
             }
             case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor a volume");
         };

@@ -43,7 +43,6 @@ final class LvmReceiving implements ReceivingStorage {
     @Override
     public ImageRecord plan(ImageRecord.Builder record, double overcommitRatio) throws DeviceException {
         pool.checkName(record.getName());
-        LvmPool.requirePlain(record.getName(), record.getEncrypted());
         boolean linear = record.getLvType() == ImageRecord.LvType.LINEAR;
         return record
                 .setThinOvercommitRatio(linear || overcommitRatio <= 1 ? 0 : overcommitRatio)

@@ -44,8 +44,7 @@ public interface VolumePool {
      * {@code overcommitRatio}: a thin logical volume admitted while the sizes of every thin volume
      * and snapshot stay within that many times the thin pool's size (LVM; 1: no overcommit; the
      * image pool never overcommits, INVALID_ARGUMENT above 1). {@code encrypted}: recorded, so that
-     * the node stages it only through its dm-crypt mapping (the image pool; the LVM pool does not
-     * encrypt yet, INVALID_ARGUMENT).
+     * the node stages it only through its dm-crypt mapping; a copy's source must be the same.
      */
     Volume create(String name, long capacityBytes, Allocation allocation, LvType lvType, Optional<ContentSource> source,
             boolean encrypted, double overcommitRatio)

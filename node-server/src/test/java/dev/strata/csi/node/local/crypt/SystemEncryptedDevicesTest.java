@@ -34,13 +34,14 @@ class SystemEncryptedDevicesTest {
     private final List<String> argvs = new ArrayList<>();
     private final List<String> inputs = new ArrayList<>();
     private int exitCode;
+    private String stdout = "";
 
     private final Commands commands = new Commands() {
         @Override
         public CommandResult run(Duration timeout, String... argv) {
             argvs.add(String.join(" ", argv));
             inputs.add("");
-            return new CommandResult(exitCode, "", exitCode == 0 ? "" : "No key available with this passphrase.\n");
+            return new CommandResult(exitCode, stdout, exitCode == 0 ? "" : "No key available with this passphrase.\n");
         }
 
         @Override
@@ -62,6 +63,7 @@ class SystemEncryptedDevicesTest {
         Files.writeString(dir.resolve("dev"), "254:3\n");
         Files.writeString(dir.resolve("size"), "622592\n");
         Files.createDirectories(dir.resolve("slaves/" + slave));
+        Files.writeString(dir.resolve("slaves/" + slave + "/dev"), "7:7\n");
     }
 
     private Passphrase key() {
@@ -104,7 +106,7 @@ class SystemEncryptedDevicesTest {
         mapping("dm-0", "other", "sda");
         mapping("dm-3", "strata-pvc-1", "loop7");
         assertEquals(Optional.of(new MappedDevice("strata-pvc-1", Path.of("/dev/dm-3"), new DeviceNumber(254, 3), Path.of("/dev/loop7"),
-                622592L * 512)), devices().find("strata-pvc-1"));
+                new DeviceNumber(7, 7), 622592L * 512)), devices().find("strata-pvc-1"));
         assertEquals(Optional.empty(), devices().find("strata-pvc-2"));
     }
 
@@ -115,5 +117,29 @@ class SystemEncryptedDevicesTest {
         mapping("dm-3", "strata-pvc-1", "loop7");
         devices().close("strata-pvc-1");
         assertEquals(List.of("cryptsetup close strata-pvc-1"), argvs);
+    }
+
+    @Test
+    void aRotationsStepsTakeBothPassphrasesOnStdinEachByItsLength() throws Exception {
+        Passphrase previous = Passphrase.from(Map.of("passphrase", "old-one")).orElseThrow();
+        stdout = "No usable token is available.\nKey slot 3 unlocked.\nCommand successful.\n";
+        assertEquals(java.util.OptionalInt.of(3), devices().slotOf(Path.of("/dev/dm-4"), key()));
+        devices().addKey(Path.of("/dev/dm-4"), previous, key());
+        devices().killSlot(Path.of("/dev/dm-4"), 0, key());
+        assertEquals(List.of(
+                "cryptsetup --verbose open --test-passphrase --type luks2 --key-file=- /dev/dm-4",
+                "cryptsetup luksAddKey --batch-mode --pbkdf argon2id --pbkdf-memory 65536 --key-file=- --keyfile-size=7 --new-keyfile-size="
+                        + KEY.length() + " /dev/dm-4 -",
+                "cryptsetup luksKillSlot --batch-mode --key-file=- /dev/dm-4 0"), argvs);
+        assertEquals(List.of(KEY, "old-one" + KEY, KEY), inputs);
+        argvs.forEach(argv -> assertFalse(argv.contains(KEY) || argv.contains("old-one"), argv));
+    }
+
+    @Test
+    void exitStatus2OfARotationStepIsAWrongPassphraseOrNoSlot() throws Exception {
+        exitCode = 2;
+        assertEquals(java.util.OptionalInt.empty(), devices().slotOf(Path.of("/dev/dm-4"), key()));
+        assertThrows(WrongPassphraseException.class, () -> devices().addKey(Path.of("/dev/dm-4"), key(), key()));
+        assertThrows(WrongPassphraseException.class, () -> devices().killSlot(Path.of("/dev/dm-4"), 0, key()));
     }
 }

@@ -15,10 +15,12 @@ import dev.strata.csi.node.local.image.LoopDevice;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Crashes;
 import io.grpc.Status;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -39,6 +41,8 @@ class VolumeEncryptionTest {
     /** What blkid finds on each device; none: blank. */
     private final Map<Path, String> signatures = new HashMap<>();
     private final ByteArrayOutputStream logged = new ByteArrayOutputStream();
+    private final AcceptedPassphrases accepted = new AcceptedPassphrases(new PrometheusRegistry(), new Log(new PrintStream(logged, true,
+            StandardCharsets.UTF_8), 5));
     private final VolumeEncryption encryption = new VolumeEncryption(devices, new Filesystems() {
         @Override
         public Optional<String> probe(Path device) {
@@ -54,7 +58,7 @@ class VolumeEncryptionTest {
         public void grow(Path device, Path mountPoint, String fsType) {
             throw new AssertionError("no filesystem grows here");
         }
-    }, Crashes.none(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 5));
+    }, accepted, Crashes.none(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 5));
 
     private static Map<String, String> secrets(String passphrase) {
         return Map.of("passphrase", passphrase);
@@ -100,7 +104,7 @@ class VolumeEncryptionTest {
     void aMappingOpenOverAnotherDeviceIsRefused() throws Exception {
         formatted(KEY);
         LoopDevice other = new LoopDevice(Path.of("/dev/loop9"), LOOP.backingFile(), LOOP.backing(), false, new DeviceNumber(7, 9), true);
-        devices.headers.put(other.device(), KEY);
+        devices.format(other.device(), Passphrase.from(secrets(KEY)).orElseThrow());
         encryption.open(ID, NEW, other, secrets(KEY));
         var e = assertThrows(CsiException.class, () -> encryption.open(ID, NEW, LOOP, secrets(KEY)));
         assertEquals(Status.Code.FAILED_PRECONDITION, e.code());
@@ -172,5 +176,103 @@ class VolumeEncryptionTest {
         Passphrase passphrase = Passphrase.from(secrets(KEY)).orElseThrow();
         assertEquals("[redacted]", passphrase.toString());
         assertEquals(KEY, new String(passphrase.bytes(), StandardCharsets.UTF_8));
+    }
+
+    private static Map<String, String> rotating(String passphrase, String previous) {
+        return Map.of("passphrase", passphrase, "previousPassphrase", previous);
+    }
+
+    @Test
+    void aStageWithAPreviousPassphraseRotatesAnOpenVolumeInPlace() throws Exception {
+        MappedDevice first = encryption.open(ID, NEW, LOOP, secrets(KEY));
+        signatures.put(LOOP.device(), VolumeEncryption.LUKS_SIGNATURE);
+        assertEquals(Optional.of(AcceptedPassphrases.Accepts.CURRENT), accepted.of(ID));
+        devices.calls.clear();
+        assertEquals(first, encryption.open(ID, NEW, LOOP, rotating("new-key", KEY)), "the mapping stays as it is, in use");
+        assertEquals(Arrays.asList(null, "new-key"), devices.slots(LOOP.device()).subList(0, 2), "slot 0 (the previous key) wiped");
+        assertFalse(devices.calls.stream().anyMatch(call -> call.startsWith("format") || call.startsWith("open") || call.startsWith("close")),
+                "no data rewritten, nothing closed: " + devices.calls);
+        assertEquals(Optional.of(AcceptedPassphrases.Accepts.CURRENT), accepted.of(ID));
+        assertTrue(logged.toString(StandardCharsets.UTF_8).contains("accepts=current"), logged.toString(StandardCharsets.UTF_8));
+
+        devices.calls.clear();
+        encryption.open(ID, NEW, LOOP, rotating("new-key", KEY));
+        assertEquals(List.of("test /dev/loop7", "test /dev/loop7"), devices.calls, "a rotated volume: two tests, no change");
+        encryption.close(ID);
+        assertEquals(Optional.empty(), accepted.of(ID), "a closed volume is not reported");
+        var old = assertThrows(CsiException.class, () -> encryption.open(ID, NEW, LOOP, secrets(KEY)));
+        assertEquals(Status.Code.PERMISSION_DENIED, old.code(), "the previous passphrase no longer opens it");
+        encryption.open(ID, NEW, LOOP, secrets("new-key"));
+    }
+
+    @Test
+    void aVolumeThatOpensOnlyWithThePreviousPassphraseIsOpenedWithItThenRotated() throws Exception {
+        formatted(KEY); // as a snapshot cut before the rotation, restored
+        encryption.open(ID, NEW, LOOP, rotating("new-key", KEY));
+        assertEquals(List.of("open /dev/loop7 strata-pvc-1", "open /dev/loop7 strata-pvc-1", "test /dev/loop7", "test /dev/loop7",
+                "addKey /dev/loop7", "test /dev/loop7", "killSlot /dev/loop7 0", "test /dev/loop7"), devices.calls);
+        assertEquals(Arrays.asList(null, "new-key"), devices.slots(LOOP.device()).subList(0, 2));
+    }
+
+    @Test
+    void withOnlyTheNewPassphraseARestoredVolumeIsRefusedNamingThePreviousOne() throws Exception {
+        formatted(KEY);
+        var e = assertThrows(CsiException.class, () -> encryption.open(ID, NEW, LOOP, secrets("new-key")));
+        assertEquals(Status.Code.PERMISSION_DENIED, e.code());
+        assertTrue(e.getMessage().contains("'previousPassphrase'"), e.getMessage());
+        var neither = assertThrows(CsiException.class, () -> encryption.open(ID, NEW, LOOP, rotating("new-key", "wrong-key")));
+        assertEquals(Status.Code.PERMISSION_DENIED, neither.code());
+        assertEquals(KEY, devices.slots(LOOP.device()).get(0), "nothing changed");
+        assertEquals(Optional.empty(), encryption.find("pvc-1"));
+    }
+
+    @Test
+    void aRotationCutBetweenTheAddAndTheRemovalLeavesBothOpeningAndTheNextPassFinishes() throws Exception {
+        encryption.open(ID, NEW, LOOP, secrets(KEY));
+        devices.failKillSlot = true;
+        encryption.open(ID, NEW, LOOP, rotating("new-key", KEY)); // the stage itself succeeds: the volume is open
+        assertEquals(Arrays.asList(KEY, "new-key"), devices.slots(LOOP.device()).subList(0, 2), "both open it");
+        assertEquals(Optional.of(AcceptedPassphrases.Accepts.BOTH), accepted.of(ID));
+        assertTrue(logged.toString(StandardCharsets.UTF_8).contains("passphrase rotation failed"));
+        devices.failKillSlot = false;
+        devices.calls.clear();
+        encryption.resize(ID, rotating("new-key", KEY)); // the next call with the secret: an expansion
+        assertEquals(List.of("resize strata-pvc-1", "test /dev/loop7", "test /dev/loop7", "killSlot /dev/loop7 0", "test /dev/loop7"),
+                devices.calls, "no second add: the header says the new key is in already");
+        assertEquals(Arrays.asList(null, "new-key"), devices.slots(LOOP.device()).subList(0, 2));
+        assertEquals(Optional.of(AcceptedPassphrases.Accepts.CURRENT), accepted.of(ID));
+    }
+
+    @Test
+    void anExpansionWithOnlyThePreviousPassphraseValidResizesThenRotates() throws Exception {
+        encryption.open(ID, NEW, LOOP, secrets(KEY));
+        var wrong = assertThrows(CsiException.class, () -> encryption.resize(ID, rotating("new-key", "wrong-key")));
+        assertEquals(Status.Code.PERMISSION_DENIED, wrong.code());
+        encryption.resize(ID, rotating("new-key", KEY));
+        assertEquals(Arrays.asList(null, "new-key"), devices.slots(LOOP.device()).subList(0, 2));
+    }
+
+    @Test
+    void aPreviousPassphraseEqualToTheCurrentOneIsNoRotation() throws Exception {
+        encryption.open(ID, NEW, LOOP, secrets(KEY));
+        devices.calls.clear();
+        encryption.open(ID, NEW, LOOP, rotating(KEY, KEY));
+        assertEquals(List.of(), devices.calls);
+    }
+
+    @Test
+    void aPublishWithThePreviousPassphraseRotatesTheOpenVolumeAndNothingElse() throws Exception {
+        encryption.rotate(ID, rotating("new-key", KEY), "node-publish");
+        assertEquals(List.of(), devices.calls, "not open: nothing to rotate");
+        encryption.open(ID, NEW, LOOP, secrets(KEY));
+        devices.calls.clear();
+        encryption.rotate(ID, secrets(KEY), "node-publish");
+        encryption.rotate(ID, Map.of(), "node-publish");
+        assertEquals(List.of(), devices.calls, "no previous passphrase: no cryptsetup call at all");
+        encryption.rotate(ID, rotating("new-key", KEY), "node-publish");
+        assertEquals(Arrays.asList(null, "new-key"), devices.slots(LOOP.device()).subList(0, 2));
+        var neither = assertThrows(CsiException.class, () -> encryption.rotate(ID, rotating("wrong-key", "wrong-too"), "node-publish"));
+        assertEquals(Status.Code.PERMISSION_DENIED, neither.code());
+        assertTrue(neither.getMessage().contains("node-publish"), neither.getMessage());
     }
 }

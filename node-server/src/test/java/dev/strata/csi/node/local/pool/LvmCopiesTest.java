@@ -211,9 +211,6 @@ class LvmCopiesTest {
     @Test
     void refusalsCarryTheirCodesAndLeaveNothing() throws Exception {
         LvmPool pool = pool();
-        CsiException encrypted = assertThrows(CsiException.class,
-                () -> pool.incoming().receive("pvc-copy", SIZE, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, ELSEWHERE, true, 1));
-        assertEquals(Status.Code.INVALID_ARGUMENT, encrypted.code(), encrypted.getMessage());
         CsiException full = assertThrows(CsiException.class,
                 () -> pool.incoming().receive("pvc-copy", 3 * GIB, Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, ELSEWHERE, false, 1));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, full.code(), full.getMessage());

@@ -456,6 +456,28 @@ class LvmPoolTest {
     }
 
     @Test
+    void anEncryptedVolumeIsRecordedSoAndItsSnapshotsRestoresClonesAndCopiesCarryIt() throws Exception {
+        LvmPool pool = pool();
+        Volume thin = pool.create("pvc-enc", GIB, dev.strata.csi.agent.api.Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, Optional.empty(), true, 1);
+        assertTrue(thin.getEncrypted() && pool.content("pvc-enc").getEncrypted());
+        assertTrue(pool.create("pvc-enc-linear", GIB, dev.strata.csi.agent.api.Allocation.ALLOCATION_UNSPECIFIED, LvType.LINEAR, Optional.empty(), true, 1).getEncrypted());
+        assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class,
+                () -> pool.create("pvc-enc", GIB, dev.strata.csi.agent.api.Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, Optional.empty(), false, 1)).code(), "the same name, plain");
+        pool.snapshots().take("snapshot-enc", "pvc-enc", false);
+        var fromSnapshot = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-enc").build();
+        CsiException plain = assertThrows(CsiException.class,
+                () -> pool.create("pvc-plain", GIB, dev.strata.csi.agent.api.Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, Optional.of(fromSnapshot), false, 1));
+        assertEquals(Status.Code.INVALID_ARGUMENT, plain.code(), "a plain restore of an encrypted snapshot");
+        assertTrue(lvm.find("pvc-plain").isEmpty());
+        assertTrue(pool.create("pvc-restored", GIB, dev.strata.csi.agent.api.Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, Optional.of(fromSnapshot), true, 1).getEncrypted());
+        var fromVolume = dev.strata.csi.agent.api.ContentSource.newBuilder().setVolume("pvc-enc").build();
+        assertTrue(pool.create("pvc-clone", GIB, dev.strata.csi.agent.api.Allocation.ALLOCATION_UNSPECIFIED, LvType.THIN, Optional.of(fromVolume), true, 1).getEncrypted());
+        try (OutgoingContent snapshot = pool.outgoing().snapshot("snapshot-enc"); OutgoingContent volume = pool.outgoing().volume("pvc-enc-linear")) {
+            assertTrue(snapshot.encrypted() && volume.encrypted(), "a copy to another node says it is encrypted");
+        }
+    }
+
+    @Test
     void aLinearVolumeHasNoSnapshotsAndASnapshotCutShortIsRemovedAtTheNextStart() throws Exception {
         LvmPool pool = pool();
         PlainVolumes.create(pool, "pvc-linear", GIB, LvType.LINEAR, Optional.empty());
