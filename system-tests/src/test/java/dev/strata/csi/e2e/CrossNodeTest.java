@@ -241,17 +241,10 @@ class CrossNodeTest {
 
     /** The call repeated as external-provisioner repeats it while the answer is ABORTED or UNAVAILABLE. */
     private static Volume retried(java.util.function.Supplier<Volume> call) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-        while (true) {
-            try {
-                return call.get();
-            } catch (StatusRuntimeException e) {
-                Status.Code code = e.getStatus().getCode();
-                if (code != Status.Code.ABORTED && code != Status.Code.UNAVAILABLE || System.nanoTime() > deadline) {
-                    throw new AssertionError(e.getStatus() + "\n" + cluster.logs(), e);
-                }
-                Thread.sleep(200);
-            }
+        try {
+            return SidecarRetry.untilDone(java.time.Duration.ofSeconds(120), call);
+        } catch (StatusRuntimeException e) {
+            throw new AssertionError(e.getStatus() + "\n" + cluster.logs(), e);
         }
     }
 

@@ -64,8 +64,10 @@ final class EncryptedVolumes {
     record Staged(Cluster cluster, String node, Volume volume, VolumeCapability capability, Path device, Path staging, Path target) {
 
         static Staged attach(Cluster cluster, String node, Volume volume, VolumeCapability capability) throws Exception {
-            String device = cluster.controller().controllerPublishVolume(ControllerPublishVolumeRequest.newBuilder()
-                    .setVolumeId(volume.getVolumeId()).setNodeId(node).setVolumeCapability(capability).build())
+            // Asked again while ABORTED, as external-attacher does: a restored volume's copy may still be finishing.
+            String device = SidecarRetry.untilDone(java.time.Duration.ofMinutes(5), () -> cluster.controller().controllerPublishVolume(
+                    ControllerPublishVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId()).setNodeId(node)
+                            .setVolumeCapability(capability).build()))
                     .getPublishContextMap().getOrDefault("devicePath", "");
             String name = volume.getVolumeId().substring(volume.getVolumeId().lastIndexOf('/') + 1);
             return new Staged(cluster, node, volume, capability, Path.of(device), cluster.stagingPath(node, name),

@@ -427,18 +427,7 @@ class LvmPipelineTest {
                 .setVolumeContentSource(VolumeContentSource.newBuilder().setVolume(
                         VolumeContentSource.VolumeSource.newBuilder().setVolumeId(source.getVolumeId())))
                 .build();
-        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MINUTES.toNanos(5);
-        while (true) {
-            try {
-                return cluster.controller().createVolume(clone).getVolume();
-            } catch (StatusRuntimeException e) {
-                if (e.getStatus().getCode() != Status.Code.ABORTED || System.nanoTime() > deadline) {
-                    throw e;
-                }
-                System.out.println("lvm: copies: " + name + " asked again after " + e.getStatus().getDescription());
-                Thread.sleep(1000);
-            }
-        }
+        return SidecarRetry.untilDone(java.time.Duration.ofMinutes(5), () -> cluster.controller().createVolume(clone).getVolume());
     }
 
     static void writeAt(Path device, long offset, byte[] data) throws Exception {
