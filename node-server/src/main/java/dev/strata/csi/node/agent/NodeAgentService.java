@@ -3,6 +3,7 @@ package dev.strata.csi.node.agent;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.AttachImageRequest;
 import dev.strata.csi.agent.api.AttachImageResponse;
+import dev.strata.csi.agent.api.BlockRangeBatch;
 import dev.strata.csi.agent.api.ContentChunk;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateImageRequest;
@@ -17,6 +18,8 @@ import dev.strata.csi.agent.api.DetachImageRequest;
 import dev.strata.csi.agent.api.DetachImageResponse;
 import dev.strata.csi.agent.api.ExpandImageRequest;
 import dev.strata.csi.agent.api.ExpandImageResponse;
+import dev.strata.csi.agent.api.GetAllocatedRangesRequest;
+import dev.strata.csi.agent.api.GetChangedRangesRequest;
 import dev.strata.csi.agent.api.GetImageRequest;
 import dev.strata.csi.agent.api.GetImageResponse;
 import dev.strata.csi.agent.api.ListImagesRequest;
@@ -63,6 +66,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     private final VolumeLocks locks;
     private final ContentSender sender;
     private final ContentReceiver receiver;
+    private final RangeSender ranges;
     private final Inventory inventory;
     private final VolumeIoLimits ioLimits;
 
@@ -80,6 +84,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         TransferMetrics transfers = new TransferMetrics(metrics);
         this.sender = new ContentSender(pools, locks, transfers, crashes, log);
         this.receiver = new ContentReceiver(pools, locks, inventory, transfers, crashes, log);
+        this.ranges = new RangeSender(pools, locks, log);
     }
 
     @Override
@@ -251,6 +256,16 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     @Override
     public StreamObserver<WriteContentRequest> writeContent(StreamObserver<WriteContentResponse> response) {
         return receiver.receive((ServerCallStreamObserver<WriteContentResponse>) response);
+    }
+
+    @Override
+    public void getAllocatedRanges(GetAllocatedRangesRequest request, StreamObserver<BlockRangeBatch> response) {
+        ranges.allocated(request, (ServerCallStreamObserver<BlockRangeBatch>) response);
+    }
+
+    @Override
+    public void getChangedRanges(GetChangedRangesRequest request, StreamObserver<BlockRangeBatch> response) {
+        ranges.changed(request, (ServerCallStreamObserver<BlockRangeBatch>) response);
     }
 
     /** Answers without touching the pool or its locks: it tells a live agent that is busy from one that is stopped. */

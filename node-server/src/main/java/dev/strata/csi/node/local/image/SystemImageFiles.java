@@ -3,6 +3,7 @@ package dev.strata.csi.node.local.image;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.linux.FileDescriptor;
 import dev.strata.csi.linux.Kernel.DataRange;
+import dev.strata.csi.linux.Kernel.Extent;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.linux.SyscallException;
 import dev.strata.csi.node.mount.FilesystemStats;
@@ -101,6 +102,15 @@ public final class SystemImageFiles implements ImageFiles {
             return kernel.dataRanges(file, Files.size(image));
         } catch (SyscallException e) {
             throw new IOException("cannot read the data ranges of " + image + ": " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public List<Extent> extents(Path image) throws IOException {
+        try (FileDescriptor file = kernel.open(image.toString(), Kernel.O_RDONLY | Kernel.O_CLOEXEC)) {
+            return kernel.extents(file, Files.size(image));
+        } catch (SyscallException e) {
+            throw new IOException("cannot read the extents of " + image + ": " + e.getMessage(), e);
         }
     }
 

@@ -9,6 +9,7 @@ import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.node.local.BlockDevice;
 import dev.strata.csi.node.local.DeviceException;
+import dev.strata.csi.node.local.blocks.ChangedBlocks;
 import java.io.IOException;
 import java.util.List;
 import java.util.Optional;
@@ -82,6 +83,9 @@ public interface VolumePool {
 
     /** The copies of the pool's volumes and snapshots that other nodes receive (ReadContent). */
     OutgoingCopies outgoing();
+
+    /** The pool's changed-block engine, on its snapshots (the SnapshotMetadata service, incremental copies). */
+    ChangedBlocks changedBlocks();
 
     /** The device that stage and publish use: the one holding the volume's storage now, if attached. */
     Optional<? extends BlockDevice> attachedDevice(String name) throws IOException, DeviceException;

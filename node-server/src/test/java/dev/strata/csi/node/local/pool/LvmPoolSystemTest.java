@@ -10,6 +10,7 @@ import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.lvm.SystemLogicalVolumes;
+import dev.strata.csi.node.local.lvm.SystemThinMappings;
 import dev.strata.csi.node.mount.MountHelpers;
 import dev.strata.csi.node.mount.SystemMounter;
 import dev.strata.csi.rpc.CsiException;
@@ -65,7 +66,7 @@ class LvmPoolSystemTest {
     }
 
     private LvmPool pool() throws Exception {
-        LvmPool pool = new LvmPool(Files.createDirectories(dir.resolve("records")), volumes, mounter, Crashes.none(), java.time.Clock.systemUTC(),
+        LvmPool pool = new LvmPool(Files.createDirectories(dir.resolve("records")), volumes, new SystemThinMappings(new Command(), group, TestVolumeGroup.THIN_POOL, log), mounter, Crashes.none(), java.time.Clock.systemUTC(),
                 log);
         pool.reconcile();
         return pool;

@@ -11,6 +11,7 @@ import dev.strata.csi.agent.api.Image;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.node.local.lvm.InMemoryLogicalVolumes;
+import dev.strata.csi.node.local.lvm.InMemoryThinMappings;
 import dev.strata.csi.node.local.lvm.LogicalVolumes;
 import dev.strata.csi.node.mount.InMemoryMounter;
 import dev.strata.csi.rpc.CsiException;
@@ -46,7 +47,7 @@ class LvmPoolTest {
     private final ByteArrayOutputStream logged = new ByteArrayOutputStream();
 
     private LvmPool pool() throws Exception {
-        LvmPool pool = new LvmPool(dir, lvm, mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
+        LvmPool pool = new LvmPool(dir, lvm, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
         pool.reconcile();
         return pool;
     }
@@ -221,7 +222,7 @@ class LvmPoolTest {
     @Test
     void aGroupWhoseNameLeavesNoRoomForAHashRefusesTheNamesThatNeedOne() throws Exception {
         InMemoryLogicalVolumes longGroup = new InMemoryLogicalVolumes("g".repeat(100), 20 * GIB, "thinpool", 10 * GIB);
-        LvmPool pool = new LvmPool(dir, longGroup, mounter, Crashes.none(), java.time.Clock.systemUTC(),
+        LvmPool pool = new LvmPool(dir, longGroup, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(),
                 new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
         PlainVolumes.create(pool, "pvc-1", GIB, Allocation.SPARSE, Optional.empty());
         assertTrue(longGroup.find("pvc-1").isPresent());
@@ -256,7 +257,7 @@ class LvmPoolTest {
                 dev.strata.csi.backend.local.records.ImageRecord.newBuilder().setName("pvc-a").setCapacityBytes(GIB)
                         .setAllocation(dev.strata.csi.backend.local.records.ImageRecord.Allocation.SPARSE)
                         .setState(dev.strata.csi.backend.local.records.ImageRecord.State.CREATING).build());
-        LvmPool restarted = new LvmPool(dir, lvm, mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
+        LvmPool restarted = new LvmPool(dir, lvm, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
         Image made = PlainVolumes.create(restarted, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         assertEquals(GIB, made.getCapacityBytes());
         assertTrue(lvm.find("pvc-a").isPresent());
