@@ -108,7 +108,17 @@ public final class SystemImageFiles implements ImageFiles {
     @Override
     public List<Extent> extents(Path image) throws IOException {
         try (FileDescriptor file = kernel.open(image.toString(), Kernel.O_RDONLY | Kernel.O_CLOEXEC)) {
-            return kernel.extents(file, Files.size(image));
+            long size = Files.size(image);
+            try {
+                return kernel.extents(file, size);
+            } catch (SyscallException e) {
+                if (e.errno() != Errno.EOPNOTSUPP.intValue()) {
+                    throw e;
+                }
+                // No FIEMAP (tmpfs): the data ranges, at no known place, so that only those are read and compared.
+                return kernel.dataRanges(file, size).stream()
+                        .map(range -> new Extent(range.offset(), 0, range.length(), Extent.UNKNOWN)).toList();
+            }
         } catch (SyscallException e) {
             throw new IOException("cannot read the extents of " + image + ": " + e.getMessage(), e);
         }

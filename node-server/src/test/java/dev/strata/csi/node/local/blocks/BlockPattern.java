@@ -42,7 +42,7 @@ public final class BlockPattern {
             for (BlockRange range : ranges) {
                 ByteBuffer data = ByteBuffer.allocate((int) range.length());
                 for (int i = 0; i < data.capacity(); i++) {
-                    data.put(i, (byte) (value + i % 7));
+                    data.put(i, (byte) (value + (range.offset() + i) % 7)); // by offset: the same value over a block writes the same bytes
                 }
                 while (data.hasRemaining()) {
                     channel.write(data, range.offset() + data.position());
