@@ -197,7 +197,7 @@ class SnapshotMetadataTest {
     }
 
     private static String snapshotId(String node, String name) {
-        return "local/" + node + "/" + name;
+        return "local-snapshot/" + node + "/" + name;
     }
 
     private static String name(Snapshot snapshot) {
