@@ -6,6 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import csi.v1.Csi.BlockMetadata;
+import csi.v1.Csi.CapacityRange;
+import csi.v1.Csi.CreateVolumeRequest;
+import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.BlockMetadataType;
 import csi.v1.Csi.GetMetadataAllocatedRequest;
 import csi.v1.Csi.GetMetadataAllocatedResponse;
@@ -28,6 +31,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
+import java.util.Optional;
 
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
@@ -50,8 +55,8 @@ import org.junit.jupiter.params.provider.ValueSource;
 @Tag("root")
 class SnapshotMetadataTest {
 
-    private static final int BLOCK = 4096;
-    private static final long SIZE = 32 * MIB;
+    static final int BLOCK = 4096;
+    static final long SIZE = 32 * MIB;
 
     @org.junit.jupiter.api.io.TempDir
     static Path dir;
@@ -96,7 +101,27 @@ class SnapshotMetadataTest {
     @ParameterizedTest
     @ValueSource(strings = {SnapshotTest.REFLINK_NODE, SnapshotTest.COPY_NODE})
     void theDeltaHoldsEveryChangedBlockAndPagingGivesTheSameUnion(String node) throws Exception {
-        Volume volume = SnapshotTest.create("pvc-cbt-" + node, SIZE, PipelineTest.block(), node, null);
+        List<Range> changed = knownBlocksBetweenTwoSnapshots(cluster, node, Map.of(), BLOCK,
+                (base, target) -> Optional.of(differingBlocks(cluster.node(node).pool().resolve("snapshots"), base, target)));
+        System.out.printf("cbt: %s: delta %d ranges, %d bytes%n", node, changed.size(), changed.stream().mapToLong(Range::length).sum());
+    }
+
+    /** Where the two snapshots' bytes differ, when the test can read them. */
+    interface Truth {
+        Optional<List<Range>> differing(Snapshot base, Snapshot target) throws Exception;
+    }
+
+    /**
+     * The pattern on {@code node} with a StorageClass of {@code parameters}, two snapshots and
+     * another volume's: the delta covers every block written (and every block where the snapshots'
+     * bytes differ, where {@code truth} can tell), nothing farther than {@code granularity} from
+     * one; the allocated ranges cover both patterns; paging gives the same union; the errors; a
+     * cancel. Everything is deleted after. Returns the delta.
+     */
+    static List<Range> knownBlocksBetweenTwoSnapshots(Cluster cluster, String node, Map<String, String> parameters, long granularity,
+            Truth truth) throws Exception {
+        SnapshotTest.cluster = cluster;
+        Volume volume = create(cluster, "pvc-cbt-" + node, node, parameters);
         SnapshotTest.Published published = SnapshotTest.publish(node, volume, PipelineTest.block());
         List<Range> before = List.of(new Range(0, BLOCK), new Range(64 * 1024 - BLOCK, 3 * BLOCK), new Range(SIZE / 2, BLOCK),
                 new Range(SIZE - BLOCK, BLOCK));
@@ -106,7 +131,7 @@ class SnapshotMetadataTest {
         Snapshot base = SnapshotTest.snapshot("snapshot-cbt-1-" + node, volume);
         write(published.target(), after, (byte) 2);
         Snapshot target = SnapshotTest.snapshot("snapshot-cbt-2-" + node, volume);
-        Volume other = SnapshotTest.create("pvc-cbt-other-" + node, SIZE, PipelineTest.block(), node, null);
+        Volume other = create(cluster, "pvc-cbt-other-" + node, node, parameters);
         Snapshot elsewhere = SnapshotTest.snapshot("snapshot-cbt-other-" + node, other);
         try {
             var service = cluster.snapshotMetadata();
@@ -116,17 +141,17 @@ class SnapshotMetadataTest {
             assertTrue(responses.stream().allMatch(r -> r.getBlockMetadataType() == BlockMetadataType.VARIABLE_LENGTH
                     && r.getVolumeCapacityBytes() == SIZE), "VARIABLE_LENGTH, the volume's size, in every message: " + responses);
             List<Range> changed = ranges(responses.stream().flatMap(r -> r.getBlockMetadataList().stream()).toList());
+            assertCovers(changed, after);
+            assertNear(changed, after, granularity);
+            Optional<List<Range>> differing = truth.differing(base, target);
+            if (differing.isPresent()) { // against the bytes: every 4 KiB block where the two snapshots differ is in the delta
+                assertEquals(after.stream().mapToLong(Range::length).sum(), differing.get().stream().mapToLong(Range::length).sum(),
+                        "the snapshots differ where the second pattern was written");
+                assertCovers(changed, differing.get());
+            }
 
-            // Against the bytes: every 4 KiB block where the two snapshots' files differ is in the delta.
-            Path pool = cluster.node(node).pool().resolve("snapshots");
-            List<Range> differing = differingBlocks(pool.resolve(name(base) + ".img"), pool.resolve(name(target) + ".img"));
-            assertEquals(after.stream().mapToLong(Range::length).sum(), differing.stream().mapToLong(Range::length).sum(),
-                    "the snapshots differ where the second pattern was written");
-            assertCovers(changed, differing);
-            assertTrue(changed.stream().mapToLong(Range::length).sum() <= differing.stream().mapToLong(Range::length).sum(),
-                    "an image pool's delta is exact to the 4 KiB block: " + changed);
-
-            List<Range> allocated = ranges(allocatedResponses(target, 0, 0).stream().flatMap(r -> r.getBlockMetadataList().stream()).toList());
+            List<Range> allocated = ranges(allocatedResponses(cluster, target.getSnapshotId(), 0, 0).stream()
+                    .flatMap(r -> r.getBlockMetadataList().stream()).toList());
             assertCovers(allocated, before);
             assertCovers(allocated, after);
 
@@ -140,21 +165,22 @@ class SnapshotMetadataTest {
             service.getMetadataDelta(delta(base, target, resume, 2).build()).forEachRemaining(r -> rest.addAll(ranges(r.getBlockMetadataList())));
             assertEquals(changed, rest);
             List<Range> allocatedPaged = new ArrayList<>();
-            allocatedResponses(target, 0, 1).forEach(r -> allocatedPaged.addAll(ranges(r.getBlockMetadataList())));
+            allocatedResponses(cluster, target.getSnapshotId(), 0, 1).forEach(r -> allocatedPaged.addAll(ranges(r.getBlockMetadataList())));
             assertEquals(allocated, allocatedPaged);
 
             // The errors.
-            assertCode(Status.Code.NOT_FOUND, () -> allocatedResponses(snapshotId(node, "snapshot-never-taken"), 0, 0));
-            assertCode(Status.Code.NOT_FOUND, () -> allocatedResponses("not-an-id-of-this-driver", 0, 0));
-            assertCode(Status.Code.INVALID_ARGUMENT, () -> allocatedResponses("", 0, 0));
-            assertCode(Status.Code.INVALID_ARGUMENT, () -> allocatedResponses("nfs-snapshot/nfs.example/%2Fsrv%2Fshare/snap-1", 0, 0));
-            assertCode(Status.Code.OUT_OF_RANGE, () -> allocatedResponses(target.getSnapshotId(), SIZE, 0));
-            assertCode(Status.Code.INVALID_ARGUMENT, () -> allocatedResponses(target.getSnapshotId(), -1, 0));
-            assertCode(Status.Code.INVALID_ARGUMENT, () -> allocatedResponses(target.getSnapshotId(), 0, -1));
-            assertCode(Status.Code.INVALID_ARGUMENT, () -> deltaResponses(delta(target, base, 0, 0)), "base taken after the target");
-            assertCode(Status.Code.INVALID_ARGUMENT, () -> deltaResponses(delta(elsewhere, target, 0, 0)), "snapshots of different volumes");
-            assertCode(Status.Code.OUT_OF_RANGE, () -> deltaResponses(delta(base, target, SIZE + BLOCK, 0)));
-            assertCode(Status.Code.NOT_FOUND, () -> deltaResponses(GetMetadataDeltaRequest.newBuilder()
+            assertCode(Status.Code.NOT_FOUND, () -> allocatedResponses(cluster, snapshotId(node, "snapshot-never-taken"), 0, 0));
+            assertCode(Status.Code.NOT_FOUND, () -> allocatedResponses(cluster, "not-an-id-of-this-driver", 0, 0));
+            assertCode(Status.Code.INVALID_ARGUMENT, () -> allocatedResponses(cluster, "", 0, 0));
+            assertCode(Status.Code.INVALID_ARGUMENT, () -> allocatedResponses(cluster, "nfs-snapshot/nfs.example/%2Fsrv%2Fshare/snap-1", 0, 0));
+            assertCode(Status.Code.OUT_OF_RANGE, () -> allocatedResponses(cluster, target.getSnapshotId(), SIZE, 0));
+            assertCode(Status.Code.INVALID_ARGUMENT, () -> allocatedResponses(cluster, target.getSnapshotId(), -1, 0));
+            assertCode(Status.Code.INVALID_ARGUMENT, () -> allocatedResponses(cluster, target.getSnapshotId(), 0, -1));
+            assertCode(Status.Code.INVALID_ARGUMENT, () -> deltaResponses(cluster, delta(target, base, 0, 0)), "base taken after the target");
+            assertCode(Status.Code.INVALID_ARGUMENT, () -> deltaResponses(cluster, delta(elsewhere, target, 0, 0)),
+                    "snapshots of different volumes");
+            assertCode(Status.Code.OUT_OF_RANGE, () -> deltaResponses(cluster, delta(base, target, SIZE + BLOCK, 0)));
+            assertCode(Status.Code.NOT_FOUND, () -> deltaResponses(cluster, GetMetadataDeltaRequest.newBuilder()
                     .setBaseSnapshotId(snapshotId(node, "snapshot-gone")).setTargetSnapshotId(target.getSnapshotId())));
 
             // A backup tool that goes away: its cancel reaches the node, which lets the snapshot go.
@@ -163,8 +189,7 @@ class SnapshotMetadataTest {
                     GetMetadataAllocatedRequest.newBuilder().setSnapshotId(target.getSnapshotId()).setMaxResults(1).build()));
             stream.next();
             call.cancel(null);
-            System.out.printf("cbt: %s: delta %d ranges, %d bytes for %d written; allocated %d ranges%n", node, changed.size(),
-                    changed.stream().mapToLong(Range::length).sum(), after.stream().mapToLong(Range::length).sum(), allocated.size());
+            return changed;
         } finally {
             SnapshotTest.delete(published);
             SnapshotTest.deleteVolume(other);
@@ -174,23 +199,26 @@ class SnapshotMetadataTest {
         }
     }
 
+    private static Volume create(Cluster cluster, String name, String node, Map<String, String> parameters) {
+        return cluster.controller().createVolume(CreateVolumeRequest.newBuilder().setName(name)
+                .setCapacityRange(CapacityRange.newBuilder().setRequiredBytes(SIZE)).addVolumeCapabilities(PipelineTest.block())
+                .putAllParameters(parameters).setAccessibilityRequirements(TopologyRequirement.newBuilder()
+                        .addPreferred(PipelineTest.on(node)).addRequisite(PipelineTest.on(node))).build()).getVolume();
+    }
+
     private static GetMetadataDeltaRequest.Builder delta(Snapshot base, Snapshot target, long from, int max) {
         return GetMetadataDeltaRequest.newBuilder().setBaseSnapshotId(base.getSnapshotId()).setTargetSnapshotId(target.getSnapshotId())
                 .setStartingOffset(from).setMaxResults(max);
     }
 
-    private static List<GetMetadataAllocatedResponse> allocatedResponses(Snapshot snapshot, long from, int max) {
-        return allocatedResponses(snapshot.getSnapshotId(), from, max);
-    }
-
-    private static List<GetMetadataAllocatedResponse> allocatedResponses(String id, long from, int max) {
+    private static List<GetMetadataAllocatedResponse> allocatedResponses(Cluster cluster, String id, long from, int max) {
         List<GetMetadataAllocatedResponse> responses = new ArrayList<>();
         cluster.snapshotMetadata().withDeadlineAfter(60, TimeUnit.SECONDS).getMetadataAllocated(GetMetadataAllocatedRequest.newBuilder()
                 .setSnapshotId(id).setStartingOffset(from).setMaxResults(max).build()).forEachRemaining(responses::add);
         return responses;
     }
 
-    private static List<GetMetadataDeltaResponse> deltaResponses(GetMetadataDeltaRequest.Builder request) {
+    private static List<GetMetadataDeltaResponse> deltaResponses(Cluster cluster, GetMetadataDeltaRequest.Builder request) {
         List<GetMetadataDeltaResponse> responses = new ArrayList<>();
         cluster.snapshotMetadata().withDeadlineAfter(60, TimeUnit.SECONDS).getMetadataDelta(request.build()).forEachRemaining(responses::add);
         return responses;
@@ -244,8 +272,22 @@ class SnapshotMetadataTest {
         }
     }
 
-    /** The 4 KiB blocks where two files differ, joined into ranges. */
-    private static List<Range> differingBlocks(Path a, Path b) throws Exception {
+    /** Every reported block within {@code granularity}-aligned bounds of a written range. */
+    private static void assertNear(List<Range> reported, List<Range> written, long granularity) {
+        for (Range range : reported) {
+            for (long at = range.offset(); at < range.end(); at += BLOCK) {
+                long byteAt = at;
+                assertTrue(written.stream().anyMatch(w -> w.offset() / granularity * granularity <= byteAt
+                        && byteAt < (w.end() + granularity - 1) / granularity * granularity),
+                        "reported block at " + at + " is farther than " + granularity + " bytes from what was written: " + reported);
+            }
+        }
+    }
+
+    /** The 4 KiB blocks where two snapshots' files in {@code dir} differ, joined into ranges. */
+    private static List<Range> differingBlocks(Path dir, Snapshot base, Snapshot target) throws Exception {
+        Path a = dir.resolve(name(base) + ".img");
+        Path b = dir.resolve(name(target) + ".img");
         List<Range> ranges = new ArrayList<>();
         try (FileChannel left = FileChannel.open(a); FileChannel right = FileChannel.open(b)) {
             ByteBuffer x = ByteBuffer.allocate(BLOCK);
