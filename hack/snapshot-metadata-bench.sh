@@ -2,7 +2,7 @@
 # Benchmark: GetMetadataDelta of a volume full of data with 1% of its 4 KiB blocks rewritten between
 # two snapshots, on an image pool that reflinks (xfs) and on one that copies (ext4): the time and the
 # bytes node-server read, beside reading both snapshots whole. Pools are loop-mounted filesystems
-# that take about 2.5 times the volume each, below the system's temporary directory. The LVM pool's
+# of four times the volume each (sparse files: an ext4 pool writes three times the volume, xfs once), below the system's temporary directory. The LVM pool's
 # figure comes from the VM (hack/lvm-vm.sh LvmPoolSystemTest): thin_delta reads metadata only.
 # Usage (as root): hack/snapshot-metadata-bench.sh [VOLUME_MIB=10240]
 set -euo pipefail

@@ -38,7 +38,7 @@ public final class SnapshotMetadataBench {
         LocalCluster.PoolSetup pools = (node, pool) -> {
             Path image = pool.resolveSibling("pool-filesystem.img");
             try (RandomAccessFile file = new RandomAccessFile(image.toFile(), "rw")) {
-                file.setLength(2 * size + size / 4 + 1024 * MIB); // the volume, a copy of it, the rewritten blocks, metadata
+                file.setLength(4 * size + 1024 * MIB); // the volume and two snapshots as the pool reserves them (a reflink too), metadata
             }
             run(node.equals(REFLINK) ? List.of("mkfs.xfs", "-q", "-m", "reflink=1", image.toString())
                     : List.of("mkfs.ext4", "-q", "-F", image.toString()));
