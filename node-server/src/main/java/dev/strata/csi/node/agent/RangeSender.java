@@ -21,6 +21,7 @@ import io.grpc.StatusRuntimeException;
 import io.grpc.stub.ServerCallStreamObserver;
 import java.io.IOException;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.TreeSet;
@@ -54,7 +55,7 @@ final class RangeSender {
     }
 
     void allocated(GetAllocatedRangesRequest request, ServerCallStreamObserver<BlockRangeBatch> out) {
-        start(List.of(request.getSnapshot()), request.getStartingOffset(), request.getMaxResults(), out, () -> {
+        start(List.of("snapshot"), List.of(request.getSnapshot()), request.getStartingOffset(), request.getMaxResults(), out, () -> {
             SnapshotRecord snapshot = pools.holdingSnapshot(request.getSnapshot()).snapshots().ready(request.getSnapshot());
             long from = inRange(request.getStartingOffset(), snapshot);
             return new Prepared(snapshot.getCapacityBytes(), (engine, sink) -> engine.allocated(snapshot, from, sink));
@@ -62,7 +63,8 @@ final class RangeSender {
     }
 
     void changed(GetChangedRangesRequest request, ServerCallStreamObserver<BlockRangeBatch> out) {
-        start(List.of(request.getBaseSnapshot(), request.getTargetSnapshot()), request.getStartingOffset(), request.getMaxResults(), out,
+        start(List.of("base_snapshot", "target_snapshot"), List.of(request.getBaseSnapshot(), request.getTargetSnapshot()),
+                request.getStartingOffset(), request.getMaxResults(), out,
                 () -> {
                     SnapshotRecord target = pools.holdingSnapshot(request.getTargetSnapshot()).snapshots().ready(request.getTargetSnapshot());
                     SnapshotRecord base = pools.holdingSnapshot(request.getBaseSnapshot()).snapshots().ready(request.getBaseSnapshot());
@@ -85,8 +87,8 @@ final class RangeSender {
         Prepared prepare() throws IOException, DeviceException;
     }
 
-    private static java.time.Instant taken(SnapshotRecord snapshot) {
-        return java.time.Instant.ofEpochSecond(snapshot.getCreationTime().getSeconds(), snapshot.getCreationTime().getNanos());
+    private static Instant taken(SnapshotRecord snapshot) {
+        return Instant.ofEpochSecond(snapshot.getCreationTime().getSeconds(), snapshot.getCreationTime().getNanos());
     }
 
     private static long inRange(long from, SnapshotRecord snapshot) {
@@ -97,17 +99,18 @@ final class RangeSender {
         return from;
     }
 
-    private void start(List<String> names, long from, int maxResults, ServerCallStreamObserver<BlockRangeBatch> out,
+    /** {@code names}: the snapshots, in the request's {@code fields}; the last is the one whose ranges are sent. */
+    private void start(List<String> fields, List<String> names, long from, int maxResults, ServerCallStreamObserver<BlockRangeBatch> out,
             Preparation preparation) {
         List<VolumeLocks.Held> held = new ArrayList<>();
         Prepared prepared;
         VolumePool pool;
         try {
-            for (String name : names) {
-                if (name.isEmpty()) {
-                    throw CsiException.missing(names.size() == 1 ? "snapshot" : name == names.getFirst() ? "base_snapshot" : "target_snapshot");
+            for (int i = 0; i < names.size(); i++) {
+                if (names.get(i).isEmpty()) {
+                    throw CsiException.missing(fields.get(i));
                 }
-                SnapshotId.checkName(name);
+                SnapshotId.checkName(names.get(i));
             }
             if (from < 0) {
                 throw CsiException.invalidArgument("starting_offset must not be negative, got " + from);
@@ -124,10 +127,13 @@ final class RangeSender {
             release(held);
             out.onError(e.toStatus().asRuntimeException());
             return;
-        } catch (IOException | DeviceException | RuntimeException e) {
+        } catch (IOException | DeviceException e) {
             release(held);
             out.onError(CsiException.internal(CsiException.describe(e)).toStatus().asRuntimeException());
             return;
+        } catch (RuntimeException e) { // a bug: the call log records it
+            release(held);
+            throw e;
         }
         StreamReadiness ready = new StreamReadiness(out, STALL);
         out.setOnCancelHandler(() -> ready.fail(Status.CANCELLED.withDescription("the reader went away")));
