@@ -90,8 +90,24 @@ public final class SnapshotMetadataBench {
                     + " both snapshot files read whole by this benchmark)%nthe servers' logs: %s%n", cluster.work);
         } finally {
             for (Path pool : mounted) {
-                run(List.of("umount", pool.toString()));
+                unmount(pool); // the loop device goes with it (autoclear)
                 Files.delete(pool.resolveSibling("pool-filesystem.img"));
+            }
+        }
+    }
+
+    /** Unmounts the pool once the killed node-server has let go of it (a few seconds at most). */
+    private static void unmount(Path pool) throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                run(List.of("umount", pool.toString()));
+                return;
+            } catch (IllegalStateException e) {
+                if (attempt == 20) {
+                    System.err.println("cannot unmount " + pool + ": " + e.getMessage());
+                    return;
+                }
+                Thread.sleep(500);
             }
         }
     }
