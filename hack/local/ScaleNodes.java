@@ -1,16 +1,16 @@
 import dev.strata.csi.agent.api.AgentRegistryGrpc;
 import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.agent.api.AttachImageRequest;
-import dev.strata.csi.agent.api.AttachImageResponse;
-import dev.strata.csi.agent.api.CreateImageRequest;
-import dev.strata.csi.agent.api.CreateImageResponse;
-import dev.strata.csi.agent.api.DeleteImageRequest;
-import dev.strata.csi.agent.api.DeleteImageResponse;
-import dev.strata.csi.agent.api.DetachImageRequest;
-import dev.strata.csi.agent.api.DetachImageResponse;
-import dev.strata.csi.agent.api.GetImageRequest;
-import dev.strata.csi.agent.api.GetImageResponse;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.AttachVolumeRequest;
+import dev.strata.csi.agent.api.AttachVolumeResponse;
+import dev.strata.csi.agent.api.CreateVolumeRequest;
+import dev.strata.csi.agent.api.CreateVolumeResponse;
+import dev.strata.csi.agent.api.DeleteVolumeRequest;
+import dev.strata.csi.agent.api.DeleteVolumeResponse;
+import dev.strata.csi.agent.api.DetachVolumeRequest;
+import dev.strata.csi.agent.api.DetachVolumeResponse;
+import dev.strata.csi.agent.api.GetVolumeRequest;
+import dev.strata.csi.agent.api.GetVolumeResponse;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.Inventory;
 import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
@@ -79,14 +79,14 @@ final class ScaleNodes implements AutoCloseable {
         for (int i = 0; i < volumes; i++) {
             String name = "pvc-" + UUID.randomUUID();
             first = first == null ? name : first;
-            Image.Builder image = Image.newBuilder().setName(name).setCapacityBytes(1L << 30).setAllocation(Allocation.SPARSE);
+            Volume.Builder image = Volume.newBuilder().setName(name).setCapacityBytes(1L << 30).setAllocation(Allocation.SPARSE);
             if (i % 2 == 0) {
                 image.setDevicePath("/dev/loop" + i).addPublishedNodeIds(nodeId);
             }
             node.images.put(name, image.build());
         }
         String snapshot = "snapshot-" + UUID.randomUUID();
-        node.snapshots.put(snapshot, Snapshot.newBuilder().setName(snapshot).setSourceImage(first == null ? "" : first)
+        node.snapshots.put(snapshot, Snapshot.newBuilder().setName(snapshot).setSourceVolume(first == null ? "" : first)
                 .setCapacityBytes(1L << 30).build());
         node.server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
                 .bossEventLoopGroup(boss).workerEventLoopGroup(workers).channelType(NioServerSocketChannel.class)
@@ -106,7 +106,7 @@ final class ScaleNodes implements AutoCloseable {
     final class Node {
         final String id;
         final boolean hung;
-        final Map<String, Image> images = new ConcurrentHashMap<>();
+        final Map<String, Volume> images = new ConcurrentHashMap<>();
         final Map<String, Snapshot> snapshots = new ConcurrentHashMap<>();
         private final Map<String, Long> changed = new ConcurrentHashMap<>();
         private final AtomicLong generation = new AtomicLong();
@@ -148,16 +148,16 @@ final class ScaleNodes implements AutoCloseable {
                     .setAddress("127.0.0.1:" + server.getPort()).setInstance(instance).setGeneration(now)
                     .setPool(pool()).putTopology("topology.strata.csi.dev/node", id);
             if (from < 0) {
-                request.setInventory(Inventory.newBuilder().addAllImages(images.values()).addAllSnapshots(snapshots.values()));
+                request.setInventory(Inventory.newBuilder().addAllVolumes(images.values()).addAllSnapshots(snapshots.values()));
             } else if (from < now) {
                 InventoryChanges.Builder changes = InventoryChanges.newBuilder().setBaseGeneration(from);
                 changed.forEach((name, at) -> {
                     if (at > from) {
-                        Image image = images.get(name);
+                        Volume image = images.get(name);
                         if (image != null) {
-                            changes.addImages(image);
+                            changes.addVolumes(image);
                         } else {
-                            changes.addRemovedImages(name);
+                            changes.addRemovedVolumes(name);
                         }
                     }
                 });
@@ -194,8 +194,8 @@ final class ScaleNodes implements AutoCloseable {
         }
 
         private PoolStatus pool() {
-            long used = images.values().stream().mapToLong(Image::getCapacityBytes).sum();
-            return PoolStatus.newBuilder().setTotalBytes(poolBytes).setAvailableBytes(poolBytes - used).setImageCount(images.size()).build();
+            long used = images.values().stream().mapToLong(Volume::getCapacityBytes).sum();
+            return PoolStatus.newBuilder().setTotalBytes(poolBytes).setAvailableBytes(poolBytes - used).setVolumeCount(images.size()).build();
         }
 
         /** Answers after the pool's delay; a hung node never answers. */
@@ -216,45 +216,45 @@ final class ScaleNodes implements AutoCloseable {
         NodeAgentGrpc.NodeAgentImplBase agent() {
             return new NodeAgentGrpc.NodeAgentImplBase() {
                 @Override
-                public void createImage(CreateImageRequest request, StreamObserver<CreateImageResponse> out) {
+                public void createVolume(CreateVolumeRequest request, StreamObserver<CreateVolumeResponse> out) {
                     answer(out, () -> {
-                        Image image = images.computeIfAbsent(request.getName(), name -> Image.newBuilder().setName(name)
+                        Volume image = images.computeIfAbsent(request.getName(), name -> Volume.newBuilder().setName(name)
                                 .setCapacityBytes(request.getCapacityBytes()).setAllocation(request.getAllocation()).build());
                         if (image.getCapacityBytes() != request.getCapacityBytes()) {
                             throw Status.ALREADY_EXISTS.withDescription("another size").asRuntimeException();
                         }
-                        return CreateImageResponse.newBuilder().setImage(image).setGeneration(change(request.getName())).build();
+                        return CreateVolumeResponse.newBuilder().setVolume(image).setGeneration(change(request.getName())).build();
                     });
                 }
 
                 @Override
-                public void deleteImage(DeleteImageRequest request, StreamObserver<DeleteImageResponse> out) {
+                public void deleteVolume(DeleteVolumeRequest request, StreamObserver<DeleteVolumeResponse> out) {
                     answer(out, () -> {
                         images.remove(request.getName());
-                        return DeleteImageResponse.newBuilder().setGeneration(change(request.getName())).build();
+                        return DeleteVolumeResponse.newBuilder().setGeneration(change(request.getName())).build();
                     });
                 }
 
                 @Override
-                public void getImage(GetImageRequest request, StreamObserver<GetImageResponse> out) {
+                public void getVolume(GetVolumeRequest request, StreamObserver<GetVolumeResponse> out) {
                     answer(out, () -> {
-                        Image image = images.get(request.getName());
+                        Volume image = images.get(request.getName());
                         if (image == null) {
                             throw Status.NOT_FOUND.withDescription("no such volume").asRuntimeException();
                         }
-                        return GetImageResponse.newBuilder().setImage(image).build();
+                        return GetVolumeResponse.newBuilder().setVolume(image).build();
                     });
                 }
 
                 @Override
-                public void attachImage(AttachImageRequest request, StreamObserver<AttachImageResponse> out) {
-                    answer(out, () -> AttachImageResponse.newBuilder().setImage(images.get(request.getName()).toBuilder()
+                public void attachVolume(AttachVolumeRequest request, StreamObserver<AttachVolumeResponse> out) {
+                    answer(out, () -> AttachVolumeResponse.newBuilder().setVolume(images.get(request.getName()).toBuilder()
                             .setDevicePath("/dev/loop0")).build());
                 }
 
                 @Override
-                public void detachImage(DetachImageRequest request, StreamObserver<DetachImageResponse> out) {
-                    answer(out, DetachImageResponse::getDefaultInstance);
+                public void detachVolume(DetachVolumeRequest request, StreamObserver<DetachVolumeResponse> out) {
+                    answer(out, DetachVolumeResponse::getDefaultInstance);
                 }
 
                 @Override

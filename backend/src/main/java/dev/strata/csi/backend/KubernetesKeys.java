@@ -6,8 +6,6 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.SortedSet;
-import java.util.TreeSet;
 
 /**
  * The keys Kubernetes itself puts into the maps an administrator's StorageClass or
@@ -80,18 +78,6 @@ public final class KubernetesKeys {
         /** What a key of this map is called in a message: "StorageClass parameter", "volume_context key"... */
         public String described() {
             return described;
-        }
-
-        /**
-         * The keys the sidecars and kubelet put into this map on their own (the deprecated
-         * {@link #DEPRECATED_FS_TYPE} in any case besides), in order.
-         */
-        public SortedSet<String> sent() {
-            SortedSet<String> keys = new TreeSet<>(sent);
-            if (this == CREATE_VOLUME) {
-                keys.add(DEPRECATED_FS_TYPE);
-            }
-            return keys;
         }
 
         /** Whether the key is Kubernetes' own in this map, not an administrator's. */

@@ -11,7 +11,7 @@ import dev.strata.csi.agent.api.BlockRange;
 import dev.strata.csi.agent.api.BlockRangeBatch;
 import dev.strata.csi.agent.api.GetAllocatedRangesRequest;
 import dev.strata.csi.agent.api.GetChangedRangesRequest;
-import dev.strata.csi.backend.local.SnapshotId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
 import dev.strata.csi.backend.nfs.NfsSnapshotId;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.rpc.CsiException;
@@ -53,7 +53,7 @@ public final class SnapshotMetadataService extends SnapshotMetadataGrpc.Snapshot
         Iterator<BlockRangeBatch> batches;
         try {
             checkPaging(request.getStartingOffset(), request.getMaxResults());
-            SnapshotId snapshot = located("snapshot_id", request.getSnapshotId());
+            LocalSnapshotId snapshot = located("snapshot_id", request.getSnapshotId());
             batches = agents.stub(snapshot.nodeId()).withDeadline(null).getAllocatedRanges(GetAllocatedRangesRequest.newBuilder()
                     .setSnapshot(snapshot.name()).setStartingOffset(request.getStartingOffset()).setMaxResults(request.getMaxResults())
                     .build());
@@ -71,8 +71,8 @@ public final class SnapshotMetadataService extends SnapshotMetadataGrpc.Snapshot
         Iterator<BlockRangeBatch> batches;
         try {
             checkPaging(request.getStartingOffset(), request.getMaxResults());
-            SnapshotId base = located("base_snapshot_id", request.getBaseSnapshotId());
-            SnapshotId target = located("target_snapshot_id", request.getTargetSnapshotId());
+            LocalSnapshotId base = located("base_snapshot_id", request.getBaseSnapshotId());
+            LocalSnapshotId target = located("target_snapshot_id", request.getTargetSnapshotId());
             if (!base.nodeId().equals(target.nodeId())) { // a volume's snapshots are on its node
                 throw CsiException.invalidArgument("snapshots " + base + " and " + target + " are of different volumes (on nodes "
                         + base.nodeId() + " and " + target.nodeId() + ")");
@@ -101,7 +101,7 @@ public final class SnapshotMetadataService extends SnapshotMetadataGrpc.Snapshot
      * The snapshot the id names, on a node the index says holds it: NOT_FOUND for an id this
      * driver never handed out or a snapshot that is gone; INVALID_ARGUMENT for an NFS snapshot.
      */
-    private SnapshotId located(String field, String id) {
+    private LocalSnapshotId located(String field, String id) {
         if (id.isEmpty()) {
             throw CsiException.missing(field);
         }
@@ -109,7 +109,7 @@ public final class SnapshotMetadataService extends SnapshotMetadataGrpc.Snapshot
             throw CsiException.invalidArgument(field + " " + CsiException.printable(id) + " is a snapshot of an NFS volume, a directory"
                     + " tree: snapshot metadata is served for the local backend's volumes, which are block devices");
         }
-        SnapshotId snapshot = SnapshotId.parse(id).orElseThrow(() ->
+        LocalSnapshotId snapshot = LocalSnapshotId.parse(id).orElseThrow(() ->
                 CsiException.notFound("snapshot " + CsiException.printable(id) + " does not exist"));
         boolean indexed = agents.index().snapshots(snapshot.name()).stream().anyMatch(found -> found.nodeId().equals(snapshot.nodeId()));
         if (!indexed) {

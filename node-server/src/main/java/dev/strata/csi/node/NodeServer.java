@@ -1,8 +1,8 @@
 package dev.strata.csi.node;
 
 import dev.strata.csi.auth.AgentSecurity;
-import dev.strata.csi.backend.local.Topology;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalTopology;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.identity.IdentityService;
@@ -57,7 +57,7 @@ public final class NodeServer {
                 context -> {
                     var flags = context.flags();
                     String nodeId = nodeId(flags.get(NODE_ID));
-                    Topology topology = Topology.forDriver(context.plugin().name());
+                    LocalTopology topology = LocalTopology.forDriver(context.plugin().name());
                     Path kubeletDir = kubeletDir(flags.get(KUBELET_DIR));
                     Command commands = new Command();
                     Kernel kernel = new Kernel();
@@ -81,7 +81,7 @@ public final class NodeServer {
 
     /** Volume ids carry the node id, so it must be a node name: this also keeps it within CSI's 256 bytes. */
     static String nodeId(String value) throws UsageException {
-        if (!VolumeId.nodeIdAllowed(value)) {
+        if (!LocalVolumeId.nodeIdAllowed(value)) {
             throw new UsageException("node id must be a Kubernetes node name: at most 253 letters, digits, '.', '-' and '_'");
         }
         return value;

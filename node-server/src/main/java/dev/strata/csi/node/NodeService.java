@@ -18,7 +18,7 @@ import csi.v1.Csi.NodeUnstageVolumeRequest;
 import csi.v1.Csi.NodeUnstageVolumeResponse;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.NodeGrpc;
-import dev.strata.csi.backend.local.Topology;
+import dev.strata.csi.backend.local.LocalTopology;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.mount.MountOptions;
 import dev.strata.csi.node.backend.NodeBackends;
@@ -39,13 +39,13 @@ import java.util.Optional;
 public final class NodeService extends NodeGrpc.NodeImplBase {
 
     private final String nodeId;
-    private final Topology topology;
+    private final LocalTopology topology;
     private final long maxVolumes;
     private final NodeBackends backends;
     private final VolumeLocks locks;
     private final RequestPaths paths;
 
-    public NodeService(String nodeId, Topology topology, long maxVolumes, NodeBackends backends, VolumeLocks locks,
+    public NodeService(String nodeId, LocalTopology topology, long maxVolumes, NodeBackends backends, VolumeLocks locks,
             Path kubeletDir, Path poolDir) {
         this.paths = new RequestPaths(kubeletDir, poolDir);
         this.nodeId = nodeId;

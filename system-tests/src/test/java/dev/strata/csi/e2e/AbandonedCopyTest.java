@@ -12,9 +12,9 @@ import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentChunk;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.ContentStart;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
-import dev.strata.csi.agent.api.ReceiveImageRequest;
+import dev.strata.csi.agent.api.ReceiveVolumeRequest;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
 import dev.strata.csi.testing.Exposition;
@@ -125,7 +125,7 @@ class AbandonedCopyTest {
         delete(name);
     }
 
-    /** The retried CreateVolume asks ReceiveImage again within the expiry, over and over: the image is kept, and resumes. */
+    /** The retried CreateVolume asks ReceiveVolume again within the expiry, over and over: the image is kept, and resumes. */
     @Test
     void aCopyThatComesBackWithinTheExpiryIsKeptAndCompletes() throws Exception {
         String name = "pvc-kept";
@@ -136,7 +136,7 @@ class AbandonedCopyTest {
             ManagedChannel b = relays.channel("node-b");
             try {
                 var reply = NodeAgentGrpc.newBlockingStub(b).withCallCredentials(relays.token()).withDeadlineAfter(30, TimeUnit.SECONDS)
-                        .receiveImage(receiveRequest(name));
+                        .receiveVolume(receiveRequest(name));
                 assertEquals(received, reply.getReceivedBytes(), "still there, with its progress");
             } finally {
                 b.shutdownNow();
@@ -159,7 +159,7 @@ class AbandonedCopyTest {
         ManagedChannel b = relays.channel("node-b");
         try {
             NodeAgentGrpc.newBlockingStub(b).withCallCredentials(relays.token()).withDeadlineAfter(30, TimeUnit.SECONDS)
-                    .receiveImage(receiveRequest(name));
+                    .receiveVolume(receiveRequest(name));
             CompletableFuture<WriteContentResponse> result = new CompletableFuture<>();
             StreamObserver<WriteContentRequest> stream = writeContent(b, result);
             stream.onNext(start(name, "slow/" + name));
@@ -260,13 +260,13 @@ class AbandonedCopyTest {
         throw new AssertionError("not removed:\n" + cluster.logs());
     }
 
-    private static Image copy(String name, AtomicLong progress) throws Exception {
+    private static Volume copy(String name, AtomicLong progress) throws Exception {
         return relays.copy("node-a", "pvc-source", "node-b", name, SIZE, progress);
     }
 
-    private static ReceiveImageRequest receiveRequest(String name) {
-        return ReceiveImageRequest.newBuilder().setName(name).setCapacityBytes(SIZE).setAllocation(Allocation.SPARSE)
-                .setSource(ContentSource.newBuilder().setImage("pvc-source")).build();
+    private static ReceiveVolumeRequest receiveRequest(String name) {
+        return ReceiveVolumeRequest.newBuilder().setName(name).setCapacityBytes(SIZE).setAllocation(Allocation.SPARSE)
+                .setSource(ContentSource.newBuilder().setVolume("pvc-source")).build();
     }
 
     /** A WriteContent stream with its start only, for an image that may be gone: its answer. */

@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import csi.v1.Csi.DeleteVolumeRequest;
 import csi.v1.Csi.Volume;
 import dev.strata.csi.agent.api.AgentRegistryGrpc;
-import dev.strata.csi.agent.api.DeleteImageRequest;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.auth.AgentToken;
@@ -173,7 +172,7 @@ class AgentIdentityTest {
             for (Path identity : new Path[] {tokenA, null}) {
                 StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> NodeAgentGrpc.newBlockingStub(agentB)
                         .withCallCredentials(holding(identity)).withDeadlineAfter(20, TimeUnit.SECONDS)
-                        .deleteImage(DeleteImageRequest.newBuilder().setName("pvc-identity").build()));
+                        .deleteVolume(dev.strata.csi.agent.api.DeleteVolumeRequest.newBuilder().setName("pvc-identity").build()));
                 assertEquals(Status.Code.UNAUTHENTICATED, e.getStatus().getCode(), String.valueOf(identity));
             }
         } finally {

@@ -18,10 +18,10 @@ import dev.strata.csi.agent.api.ContentData;
 import dev.strata.csi.agent.api.ContentEnd;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.ContentStart;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.ReadContentRequest;
-import dev.strata.csi.agent.api.ReceiveImageRequest;
+import dev.strata.csi.agent.api.ReceiveVolumeRequest;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
 import dev.strata.csi.controller.local.ContentRelay;
@@ -97,7 +97,7 @@ class ContentTransferTest {
     @Test
     void aSparseVolumeArrivesOnAnotherNodeByteForByteAndAsSparse() throws Exception {
         Path source = volumeWithData("pvc-source", 256 * MIB, "node-a");
-        Image image = relay().copy(agent("node-a", channelA), image("pvc-source"), agent("node-b", channelB),
+        Volume image = relay().copy(agent("node-a", channelA), image("pvc-source"), agent("node-b", channelB),
                 Relays.receive("pvc-copy", image("pvc-source"), 256 * MIB, Allocation.SPARSE), new AtomicLong());
         assertEquals("pvc-copy", image.getName());
         assertEquals(256 * MIB, image.getCapacityBytes());
@@ -215,7 +215,7 @@ class ContentTransferTest {
     /** A WriteContent stream into a new RECEIVING image on node-b: its start, then {@code chunks}. */
     private static WriteContentResponse write(String name, ContentChunk... chunks) throws Exception {
         NodeAgentGrpc.newBlockingStub(channelB).withCallCredentials(token).withDeadlineAfter(30, TimeUnit.SECONDS)
-                .receiveImage(ReceiveImageRequest.newBuilder().setName(name).setCapacityBytes(8 * MIB).setAllocation(Allocation.SPARSE)
+                .receiveVolume(ReceiveVolumeRequest.newBuilder().setName(name).setCapacityBytes(8 * MIB).setAllocation(Allocation.SPARSE)
                         .setSource(image("pvc-elsewhere")).build());
         CompletableFuture<WriteContentResponse> result = new CompletableFuture<>();
         StreamObserver<WriteContentRequest> stream = Relays.writeContent(NodeAgentGrpc.newStub(channelB).withCallCredentials(token)
@@ -282,7 +282,7 @@ class ContentTransferTest {
     }
 
     static ContentSource image(String name) {
-        return ContentSource.newBuilder().setImage(name).build();
+        return ContentSource.newBuilder().setVolume(name).build();
     }
 
     /** The files of the node's pool whose names start with {@code prefix}. */

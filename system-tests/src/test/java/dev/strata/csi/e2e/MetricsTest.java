@@ -112,9 +112,9 @@ class MetricsTest {
             double leaseAge = controllerMetrics.value("strata_agent_lease_age_seconds", Map.of("node", "node-a"));
             assertTrue(leaseAge >= 0 && leaseAge < 6, "renewed every 2s: " + leaseAge);
             assertEquals(1, controllerMetrics.value("strata_agent_call_seconds_count", Map.of("node", "node-a",
-                    "method_name", "/" + NodeAgentGrpc.getCreateImageMethod().getFullMethodName(), "grpc_status_code", "OK")));
+                    "method_name", "/" + NodeAgentGrpc.getCreateVolumeMethod().getFullMethodName(), "grpc_status_code", "OK")));
             assertEquals(1, controllerMetrics.value("strata_agent_call_seconds_count", Map.of("node", "node-a",
-                    "method_name", "/" + NodeAgentGrpc.getAttachImageMethod().getFullMethodName(), "grpc_status_code", "OK")));
+                    "method_name", "/" + NodeAgentGrpc.getAttachVolumeMethod().getFullMethodName(), "grpc_status_code", "OK")));
 
             node.node().nodeUnpublishVolume(NodeUnpublishVolumeRequest.newBuilder().setVolumeId(volume.getVolumeId())
                     .setTargetPath(target.toString()).build());

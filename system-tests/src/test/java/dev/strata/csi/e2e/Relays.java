@@ -2,9 +2,9 @@ package dev.strata.csi.e2e;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.ReceiveImageRequest;
-import dev.strata.csi.agent.api.Image;
-import dev.strata.csi.agent.api.ListImagesRequest;
+import dev.strata.csi.agent.api.ReceiveVolumeRequest;
+import dev.strata.csi.agent.api.Volume;
+import dev.strata.csi.agent.api.ListVolumesRequest;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
@@ -48,15 +48,15 @@ final class Relays {
         ManagedChannel channel = channel(node);
         try {
             return NodeAgentGrpc.newBlockingStub(channel).withCallCredentials(token).withDeadlineAfter(30, TimeUnit.SECONDS)
-                    .listImages(ListImagesRequest.getDefaultInstance()).getPool().getAvailableBytes();
+                    .listVolumes(ListVolumesRequest.getDefaultInstance()).getPool().getAvailableBytes();
         } finally {
             channel.shutdownNow();
         }
     }
 
     /** What controller-server asks the target node for: the image pool, no encryption. */
-    static ReceiveImageRequest receive(String name, ContentSource source, long capacityBytes, Allocation allocation) {
-        return ReceiveImageRequest.newBuilder().setName(name).setSource(source).setCapacityBytes(capacityBytes).setAllocation(allocation).build();
+    static ReceiveVolumeRequest receive(String name, ContentSource source, long capacityBytes, Allocation allocation) {
+        return ReceiveVolumeRequest.newBuilder().setName(name).setSource(source).setCapacityBytes(capacityBytes).setAllocation(allocation).build();
     }
 
     ContentRelay.Agent agent(String node, ManagedChannel channel) {
@@ -65,11 +65,11 @@ final class Relays {
     }
 
     /** Relays image {@code image} of {@code holder} into a new sparse image {@code name} on {@code target}, as controller-server would. */
-    Image copy(String holder, String image, String target, String name, long capacityBytes, AtomicLong progress) throws Exception {
+    Volume copy(String holder, String image, String target, String name, long capacityBytes, AtomicLong progress) throws Exception {
         ManagedChannel from = channel(holder);
         ManagedChannel to = channel(target);
         try {
-            ContentSource source = ContentSource.newBuilder().setImage(image).build();
+            ContentSource source = ContentSource.newBuilder().setVolume(image).build();
             return relay().copy(agent(holder, from), source, agent(target, to), receive(name, source, capacityBytes, Allocation.SPARSE), progress);
         } finally {
             from.shutdownNow();

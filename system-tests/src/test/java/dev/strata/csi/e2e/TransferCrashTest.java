@@ -10,7 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.DeleteVolumeRequest;
 import csi.v1.Csi.TopologyRequirement;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Root;
@@ -104,7 +104,7 @@ class TransferCrashTest {
         }
 
         AtomicLong second = new AtomicLong();
-        Image image = copy(name, second);
+        Volume image = copy(name, second);
         assertEquals(name, image.getName());
         assertTrue(Files.readString(record).contains("state: READY"));
         assertEquals(sha256(source), sha256(cluster.node("node-b").pool().resolve(name + ".img")), "byte for byte");
@@ -117,7 +117,7 @@ class TransferCrashTest {
         assertFalse(Files.exists(record));
     }
 
-    private static Image copy(String name, AtomicLong progress) throws Exception {
+    private static Volume copy(String name, AtomicLong progress) throws Exception {
         return relays.copy("node-a", "pvc-source", "node-b", name, SIZE, progress);
     }
 

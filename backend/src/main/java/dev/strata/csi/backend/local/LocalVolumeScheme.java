@@ -5,15 +5,15 @@ import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.backend.VolumeScheme;
 import java.util.Optional;
 
-/** Local volumes as both programs know them: by their id {@code local/<node>/<name>} ({@link VolumeId}). */
-public interface LocalVolumeScheme extends VolumeScheme<VolumeId> {
+/** Local volumes as both programs know them: by their id {@code local/<node>/<name>} ({@link LocalVolumeId}). */
+public interface LocalVolumeScheme extends VolumeScheme<LocalVolumeId> {
 
     /** Holds no state: one serves every call. */
     LocalCapabilities CAPABILITIES = new LocalCapabilities();
 
     @Override
-    default Optional<VolumeId> byId(String volumeId) {
-        return VolumeId.parse(volumeId);
+    default Optional<LocalVolumeId> byId(String volumeId) {
+        return LocalVolumeId.parse(volumeId);
     }
 
     /**
@@ -21,7 +21,7 @@ public interface LocalVolumeScheme extends VolumeScheme<VolumeId> {
      * the node agent locks the image by it too (the pool's images are one namespace).
      */
     @Override
-    default String lockKey(VolumeId id) {
+    default String lockKey(LocalVolumeId id) {
         return id.name();
     }
 

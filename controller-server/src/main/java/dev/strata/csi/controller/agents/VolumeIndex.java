@@ -2,7 +2,7 @@ package dev.strata.csi.controller.agents;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.RegisterRequest;
@@ -21,7 +21,7 @@ import java.util.function.Function;
 
 /**
  * Where every volume and snapshot is, as the node agents report it ({@code Inventory} in
- * node-server): each node's images and listable snapshots, complete once its agent process sent
+ * node-server): each node's volumes and listable snapshots, complete once its agent process sent
  * everything, current as of the generation of its last report. The controller's own calls enter
  * their results too, with the generation the agent gave in its reply: an entry newer than a report
  * (a create answered while an older report was on its way) is kept over it, so a report never
@@ -29,7 +29,7 @@ import java.util.function.Function;
  *
  * <p>Lean, since a cluster holds hundreds of thousands of volumes (docs/scale.md, "Memory"): one
  * ordered map of every entry by {@code <node>/<name>} and one map of names to the node holding
- * each; an image keeps only what lookups and lists answer with (size, allocation, source, published
+ * each; a volume keeps only what lookups and lists answer with (size, allocation, source, published
  * nodes), in primitive fields, with the node ids shared with the node's view.
  *
  * <p>Kept in memory only: after a restart each agent sends everything at its first registration.
@@ -79,30 +79,30 @@ public final class VolumeIndex {
     }
 
     /**
-     * An image without its name (the key holds it), device or IO limits, which no lookup or list
-     * answers with; {@code source} null for an empty image. Its pool and whether it is encrypted
+     * A volume without its name (the key holds it), device or IO limits, which no lookup or list
+     * answers with; {@code source} null for an empty volume. Its pool and whether it is encrypted
      * stay: a repeated CreateVolume compares them with the request's.
      */
-    private record StoredImage(long capacityBytes, long generation, Allocation allocation, ContentSource source,
-            List<String> publishedNodeIds, PoolKind pool, boolean encrypted) implements Stored<Image> {
+    private record StoredVolume(long capacityBytes, long generation, Allocation allocation, ContentSource source,
+            List<String> publishedNodeIds, PoolKind pool, boolean encrypted) implements Stored<Volume> {
 
-        static StoredImage of(Image image, long generation, View view) {
+        static StoredVolume of(Volume volume, long generation, View view) {
             // A local volume is published on its own node only: that one shared list serves nearly all.
-            List<String> published = image.getPublishedNodeIdsCount() == 0 ? List.of()
-                    : view.self.equals(image.getPublishedNodeIdsList()) ? view.self : List.copyOf(image.getPublishedNodeIdsList());
-            return new StoredImage(image.getCapacityBytes(), generation, image.getAllocation(),
-                    image.hasSource() ? image.getSource() : null, published, image.getPool(), image.getEncrypted());
+            List<String> published = volume.getPublishedNodeIdsCount() == 0 ? List.of()
+                    : view.self.equals(volume.getPublishedNodeIdsList()) ? view.self : List.copyOf(volume.getPublishedNodeIdsList());
+            return new StoredVolume(volume.getCapacityBytes(), generation, volume.getAllocation(),
+                    volume.hasSource() ? volume.getSource() : null, published, volume.getPool(), volume.getEncrypted());
         }
 
         @Override
-        public Image item(String name) {
-            Image.Builder image = Image.newBuilder().setName(name).setCapacityBytes(capacityBytes).setAllocation(allocation)
+        public Volume item(String name) {
+            Volume.Builder volume = Volume.newBuilder().setName(name).setCapacityBytes(capacityBytes).setAllocation(allocation)
                     .setPool(pool).setEncrypted(encrypted)
                     .addAllPublishedNodeIds(publishedNodeIds);
             if (source != null) {
-                image.setSource(source);
+                volume.setSource(source);
             }
-            return image.build();
+            return volume.build();
         }
     }
 
@@ -124,7 +124,7 @@ public final class VolumeIndex {
         private long generation = -1;
         private boolean complete;
         /** Names this controller's own calls deleted, with the generation of the deletion, until a report as new says so too. */
-        private final Map<String, Long> deletedImages = new HashMap<>();
+        private final Map<String, Long> deletedVolumes = new HashMap<>();
         private final Map<String, Long> deletedSnapshots = new HashMap<>();
 
         View(String nodeId) {
@@ -133,12 +133,12 @@ public final class VolumeIndex {
         }
     }
 
-    /** How the entries of one kind (images or snapshots) are kept. */
+    /** How the entries of one kind (volumes or snapshots) are kept. */
     private interface Packer<T, S extends Stored<T>> {
         S pack(T item, long generation, View view);
     }
 
-    /** Images or snapshots: every entry in id order, and which nodes hold each name. */
+    /** Volumes or snapshots: every entry in id order, and which nodes hold each name. */
     private final class Kind<T, S extends Stored<T>> {
         private final Function<T, String> name;
         private final Packer<T, S> packer;
@@ -267,7 +267,7 @@ public final class VolumeIndex {
     }
 
     private final Map<String, View> views = new ConcurrentHashMap<>();
-    private final Kind<Image, StoredImage> images = new Kind<>(Image::getName, StoredImage::of, view -> view.deletedImages);
+    private final Kind<Volume, StoredVolume> volumes = new Kind<>(Volume::getName, StoredVolume::of, view -> view.deletedVolumes);
     private final Kind<Snapshot, StoredSnapshot> snapshots = new Kind<Snapshot, StoredSnapshot>(Snapshot::getName,
             (snapshot, generation, view) -> new StoredSnapshot(snapshot, generation), view -> view.deletedSnapshots);
 
@@ -286,7 +286,7 @@ public final class VolumeIndex {
             }
             long generation = request.getGeneration();
             if (request.hasInventory()) {
-                images.replace(view, request.getInventory().getImagesList(), generation);
+                volumes.replace(view, request.getInventory().getVolumesList(), generation);
                 snapshots.replace(view, request.getInventory().getSnapshotsList(), generation);
                 view.complete = true;
             } else if (request.hasChanges()) {
@@ -294,23 +294,23 @@ public final class VolumeIndex {
                 if (!view.complete || changes.getBaseGeneration() != view.generation) {
                     return true;
                 }
-                changes.getImagesList().forEach(image -> images.put(view, image.getName(), image, generation, false));
-                changes.getRemovedImagesList().forEach(name -> images.put(view, name, null, generation, false));
+                changes.getVolumesList().forEach(volume -> volumes.put(view, volume.getName(), volume, generation, false));
+                changes.getRemovedVolumesList().forEach(name -> volumes.put(view, name, null, generation, false));
                 changes.getSnapshotsList().forEach(snapshot -> snapshots.put(view, snapshot.getName(), snapshot, generation, false));
                 changes.getRemovedSnapshotsList().forEach(name -> snapshots.put(view, name, null, generation, false));
             } else {
                 return !view.complete || generation != view.generation;
             }
             view.generation = generation;
-            images.settle(view, generation);
+            volumes.settle(view, generation);
             snapshots.settle(view, generation);
             return false;
         }
     }
 
-    /** What this controller's own call to {@code nodeId} made of image {@code name} (null: deleted), at the agent's generation. */
-    public void image(String nodeId, String name, Image image, long generation) {
-        own(nodeId, view -> images.put(view, name, image, generation, true));
+    /** What this controller's own call to {@code nodeId} made of volume {@code name} (null: deleted), at the agent's generation. */
+    public void volume(String nodeId, String name, Volume volume, long generation) {
+        own(nodeId, view -> volumes.put(view, name, volume, generation, true));
     }
 
     public void snapshot(String nodeId, String name, Snapshot snapshot, long generation) {
@@ -335,18 +335,18 @@ public final class VolumeIndex {
         }
     }
 
-    /** The nodes the index places image {@code name} on, with the image each holds (name, size, allocation, source, published nodes). */
-    public List<Located<Image>> images(String name) {
-        return images.find(name);
+    /** The nodes the index places volume {@code name} on, with the volume each holds (name, size, allocation, source, published nodes). */
+    public List<Located<Volume>> volumes(String name) {
+        return volumes.find(name);
     }
 
     public List<Located<Snapshot>> snapshots(String name) {
         return snapshots.find(name);
     }
 
-    /** At most {@code limit} images in the order of {@code <node>/<name>}, from {@code nodeAndName} on. */
-    public List<Located<Image>> imagesFrom(String nodeAndName, int limit) {
-        return images.from(nodeAndName, limit);
+    /** At most {@code limit} volumes in the order of {@code <node>/<name>}, from {@code nodeAndName} on. */
+    public List<Located<Volume>> volumesFrom(String nodeAndName, int limit) {
+        return volumes.from(nodeAndName, limit);
     }
 
     /** At most {@code limit} snapshots in the order of {@code <node>/<name>}, from {@code nodeAndName} on. */
@@ -364,7 +364,7 @@ public final class VolumeIndex {
         View view = views.remove(nodeId);
         if (view != null) {
             synchronized (view) {
-                images.forget(view);
+                volumes.forget(view);
                 snapshots.forget(view);
             }
         }

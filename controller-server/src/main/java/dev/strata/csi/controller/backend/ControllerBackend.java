@@ -56,6 +56,7 @@ public interface ControllerBackend<V, C> extends VolumeScheme<V> {
      * volume_content_source reaches a backend only when it advertises the capability it needs
      * (CREATE_DELETE_SNAPSHOT for a snapshot, CLONE_VOLUME for a volume); a source that does not
      * exist is NOT_FOUND, one this backend cannot copy from (another backend's) INVALID_ARGUMENT.
+     * The mutable parameters are checked here too, as {@link #checkMutableParameters} checks them.
      */
     C check(CreateVolumeRequest request);
 

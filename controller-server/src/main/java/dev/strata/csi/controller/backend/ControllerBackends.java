@@ -44,7 +44,6 @@ public final class ControllerBackends {
      */
     public Creation<?> forCreate(CreateVolumeRequest request) {
         ControllerBackend<?, ?> backend = forParameters(request.getParametersMap());
-        backend.checkMutableParameters(request.getMutableParamsMap());
         if (request.hasVolumeContentSource()) {
             requireOwnSource(backend, request.getVolumeContentSource());
         }

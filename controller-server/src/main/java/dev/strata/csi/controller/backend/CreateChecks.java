@@ -2,7 +2,7 @@ package dev.strata.csi.controller.backend;
 
 import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.CreateVolumeRequest;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.rpc.CsiException;
 
 /** The checks of a CreateVolume request that do not depend on the backend. */
@@ -19,7 +19,7 @@ public final class CreateChecks {
         if (request.getName().isEmpty()) {
             throw CsiException.missing("name");
         }
-        VolumeId.checkName(request.getName());
+        LocalVolumeId.checkName(request.getName());
         if (request.hasVolumeContentSource()) {
             var source = request.getVolumeContentSource();
             if (source.hasSnapshot() && source.getSnapshot().getSnapshotId().isEmpty()) {

@@ -2,11 +2,11 @@ package dev.strata.csi.controller.local;
 
 import dev.strata.csi.agent.api.ContentChunk;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.ReadContentRequest;
-import dev.strata.csi.agent.api.ReceiveImageRequest;
-import dev.strata.csi.agent.api.ReceiveImageResponse;
+import dev.strata.csi.agent.api.ReceiveVolumeRequest;
+import dev.strata.csi.agent.api.ReceiveVolumeResponse;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
 import dev.strata.csi.log.Log;
@@ -30,7 +30,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * the source for the next chunk only once the target's stream takes more, so the controller never
  * holds more than a chunk and the transports' windows, whatever the volume's size.
  *
- * <p>The target records how far it has its content on disk (ReceiveImage says where), and the
+ * <p>The target records how far it has its content on disk (ReceiveVolume says where), and the
  * source skips what is there when the content is still the same, so a copy cut short by a crash of
  * either node or of this controller resumes; the target compares digests before the new volume is
  * READY.
@@ -39,10 +39,10 @@ public final class ContentRelay {
 
     /** A side that sends or takes nothing for this long is gone: the copy ends UNAVAILABLE, to be retried. */
     static final Duration STALL = Duration.ofMinutes(2);
-    /** The slowest the target may digest its image at the end, from its disk (bytes per second). */
+    /** The slowest the target may digest its volume at the end, from its disk (bytes per second). */
     private static final long SLOWEST_DIGEST = 20L << 20;
 
-    /** A node agent as the relay calls it: streams, and the unary ReceiveImage. */
+    /** A node agent as the relay calls it: streams, and the unary ReceiveVolume. */
     public record Agent(String nodeId, NodeAgentGrpc.NodeAgentStub streams, NodeAgentGrpc.NodeAgentBlockingStub calls) {}
 
     private final RelayMetrics metrics;
@@ -55,29 +55,29 @@ public final class ContentRelay {
 
     /**
      * The volume {@code receive} names on {@code target}, with the content {@code read} names on
-     * {@code holder}: made there as ReceiveImage asks (in the pool it names: either pool reads and
+     * {@code holder}: made there as ReceiveVolume asks (in the pool it names: either pool reads and
      * writes the same stream), or resumed, or found complete, and READY on return. Its record
      * names {@code receive}'s source as where it came from (the volume, where {@code read} is a
      * temporary snapshot of it). {@code progress} counts the data bytes relayed.
      */
-    public Image copy(Agent holder, ContentSource read, Agent target, ReceiveImageRequest receive, AtomicLong progress)
+    public Volume copy(Agent holder, ContentSource read, Agent target, ReceiveVolumeRequest receive, AtomicLong progress)
             throws InterruptedException {
         String name = receive.getName();
         long capacityBytes = receive.getCapacityBytes();
-        ReceiveImageResponse receiving = target.calls().receiveImage(receive);
-        if (receiving.hasImage()) {
-            return receiving.getImage();
+        ReceiveVolumeResponse receiving = target.calls().receiveVolume(receive);
+        if (receiving.hasVolume()) {
+            return receiving.getVolume();
         }
         long started = System.nanoTime();
         Status.Code outcome = Status.Code.UNKNOWN;
         try {
-            Image image = relay(holder, ReadContentRequest.newBuilder().setSource(read)
+            Volume volume = relay(holder, ReadContentRequest.newBuilder().setSource(read)
                     .setTag(receiving.getTag()).setOffset(receiving.getReceivedBytes()).build(), target, name, capacityBytes, progress);
             outcome = Status.Code.OK;
             log.info("volume content copied across nodes", "volume", name, "from", holder.nodeId(), "to", target.nodeId(),
                     "resumed_at", receiving.getReceivedBytes(), "data_bytes", progress.get(),
                     "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
-            return image;
+            return volume;
         } catch (StatusRuntimeException e) {
             outcome = e.getStatus().getCode();
             throw e;
@@ -97,7 +97,7 @@ public final class ContentRelay {
     private record TargetDone(WriteContentResponse response) implements Event {}
     private record TargetFailed(Status status) implements Event {}
 
-    private Image relay(Agent holder, ReadContentRequest read, Agent target, String name, long capacityBytes, AtomicLong progress)
+    private Volume relay(Agent holder, ReadContentRequest read, Agent target, String name, long capacityBytes, AtomicLong progress)
             throws InterruptedException {
         BlockingQueue<Event> events = new LinkedBlockingQueue<>(); // holds a chunk at most: the holder is asked for one at a time
         Writing writing = new Writing(events);
@@ -129,7 +129,7 @@ public final class ContentRelay {
                     case HolderFailed(Status status) -> throw new StatusRuntimeException(status.augmentDescription(
                             "reading the content of volume " + name + "'s source on node " + holder.nodeId()));
                     case TargetDone(WriteContentResponse response) -> {
-                        return response.getImage();
+                        return response.getVolume();
                     }
                     case TargetFailed(Status status) -> throw new StatusRuntimeException(status.augmentDescription(
                             "writing volume " + name + " on node " + target.nodeId()));

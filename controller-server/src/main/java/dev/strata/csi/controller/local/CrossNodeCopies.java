@@ -3,9 +3,9 @@ package dev.strata.csi.controller.local;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateSnapshotRequest;
 import dev.strata.csi.agent.api.DeleteSnapshotRequest;
-import dev.strata.csi.agent.api.GetImageRequest;
-import dev.strata.csi.agent.api.Image;
-import dev.strata.csi.agent.api.ReceiveImageRequest;
+import dev.strata.csi.agent.api.GetVolumeRequest;
+import dev.strata.csi.agent.api.Volume;
+import dev.strata.csi.agent.api.ReceiveVolumeRequest;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
@@ -39,17 +39,17 @@ final class CrossNodeCopies {
         this.relay = relay;
     }
 
-    /** The image {@code wanted} on {@code target}, with the content {@code source} names on {@code holder}. */
-    Image copy(String holder, ContentSource source, String description, String target, VolumeRequest wanted) throws Exception {
+    /** The volume {@code wanted} on {@code target}, with the content {@code source} names on {@code holder}. */
+    Volume copy(String holder, ContentSource source, String description, String target, VolumeRequest wanted) throws Exception {
         return transfers.await(wanted.name(), target, "copying " + description + " from node " + holder, progress -> {
             ContentSource read = source;
-            if (source.hasImage() && attached(holder, source.getImage())) {
+            if (source.hasVolume() && attached(holder, source.getVolume())) {
                 String snapshot = temporarySnapshot(wanted.name());
                 agents.stub(holder).createSnapshot(CreateSnapshotRequest.newBuilder()
-                        .setName(snapshot).setSourceImage(source.getImage()).setTemporary(true).build());
+                        .setName(snapshot).setSourceVolume(source.getVolume()).setTemporary(true).build());
                 read = ContentSource.newBuilder().setSnapshot(snapshot).build();
             }
-            Image image = relay.copy(agent(holder), read, agent(target), ReceiveImageRequest.newBuilder()
+            Volume volume = relay.copy(agent(holder), read, agent(target), ReceiveVolumeRequest.newBuilder()
                     .setName(wanted.name())
                     .setCapacityBytes(wanted.capacityBytes())
                     .setAllocation(wanted.allocation())
@@ -59,14 +59,14 @@ final class CrossNodeCopies {
                     .setEncrypted(wanted.encrypted())
                     .build(), progress);
             cleanUp(holder, source, wanted.name());
-            return image;
+            return volume;
         });
     }
 
     /**
      * The copy this controller runs for the volume {@code name}, once complete; empty when it runs
      * none. The retried CreateVolume waits here: the nodes' agents hold the source and the new
-     * image against other calls while they stream.
+     * volume against other calls while they stream.
      */
     java.util.Optional<Transfers.Copied> running(String name) throws Exception {
         return transfers.join(name);
@@ -74,13 +74,13 @@ final class CrossNodeCopies {
 
     /** Removes the temporary snapshot a copy of {@code source} into {@code volume} may have left on {@code holder}. */
     void cleanUp(String holder, ContentSource source, String volume) {
-        if (source.hasImage()) {
+        if (source.hasVolume()) {
             agents.stub(holder).deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(temporarySnapshot(volume)).build());
         }
     }
 
-    private boolean attached(String holder, String image) {
-        return !agents.stub(holder).getImage(GetImageRequest.newBuilder().setName(image).build()).getImage().getDevicePath().isEmpty();
+    private boolean attached(String holder, String volume) {
+        return !agents.stub(holder).getVolume(GetVolumeRequest.newBuilder().setName(volume).build()).getVolume().getDevicePath().isEmpty();
     }
 
     private ContentRelay.Agent agent(String nodeId) {

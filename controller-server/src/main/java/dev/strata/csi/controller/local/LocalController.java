@@ -8,24 +8,23 @@ import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
-import dev.strata.csi.agent.api.AttachImageRequest;
+import dev.strata.csi.agent.api.AttachVolumeRequest;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateSnapshotRequest;
-import dev.strata.csi.agent.api.DeleteImageRequest;
+import dev.strata.csi.agent.api.DeleteVolumeRequest;
 import dev.strata.csi.agent.api.DeleteSnapshotRequest;
-import dev.strata.csi.agent.api.DetachImageRequest;
-import dev.strata.csi.agent.api.ExpandImageRequest;
-import dev.strata.csi.agent.api.GetImageRequest;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.DetachVolumeRequest;
+import dev.strata.csi.agent.api.ExpandVolumeRequest;
+import dev.strata.csi.agent.api.GetVolumeRequest;
 import dev.strata.csi.agent.api.IoLimits;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.SetIoLimitsRequest;
 import dev.strata.csi.backend.local.LocalCapabilities;
 import dev.strata.csi.backend.local.LocalParameters;
 import dev.strata.csi.backend.local.LocalVolumeScheme;
-import dev.strata.csi.backend.local.SnapshotId;
-import dev.strata.csi.backend.local.Topology;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
+import dev.strata.csi.backend.local.LocalTopology;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.backend.ControllerBackend;
 import dev.strata.csi.controller.backend.SnapshotFilter;
@@ -34,28 +33,31 @@ import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 
 /**
- * The local backend on the controller. It keeps no state of its own: a volume's id names the node
- * whose agent holds the volume's image, the agents' registrations say which nodes exist, and their
- * reports where every volume and snapshot is ({@link dev.strata.csi.controller.agents.VolumeIndex});
- * a call is a call to the one node it is about (two for a copy between nodes), never to every node. Any StorageClass parameters without another backend's
- * come here (it refuses the ones it does not know).
+ * The local backend on the controller. What volumes and snapshots exist it keeps nowhere: a
+ * volume's id names the node whose agent holds the volume's data, the agents' registrations say
+ * which nodes exist, and their reports where every volume and snapshot is
+ * ({@link dev.strata.csi.controller.agents.VolumeIndex}); a call is a call to the one node it is
+ * about (two for a copy between nodes), never to every node. It holds only what calls in flight
+ * need, in memory and lost at a restart without harm: the node each unanswered create went to
+ * ({@link Placement}, so that its retry goes there too) and the copies between nodes running in
+ * the background ({@link Transfers}, so that a retry joins its copy). Any StorageClass parameters
+ * without another backend's come here (it refuses the ones it does not know).
  */
-public final class LocalController implements ControllerBackend<VolumeId, VolumeRequest>, LocalVolumeScheme {
+public final class LocalController implements ControllerBackend<LocalVolumeId, VolumeRequest>, LocalVolumeScheme {
 
-    /** The publish_context key naming the loop device the image is attached to. */
+    /** The publish_context key naming the block device the volume is attached through (loop device or logical volume). */
     public static final String DEVICE_PATH = "devicePath";
 
     private final AgentDirectory agents;
-    private final Topology topology;
+    private final LocalTopology topology;
     private final Placement placement;
     private final CrossNodeCopies copies;
 
-    public LocalController(AgentDirectory agents, Topology topology, ContentRelay relay) {
+    public LocalController(AgentDirectory agents, LocalTopology topology, ContentRelay relay) {
         this.agents = agents;
         this.topology = topology;
         this.placement = new Placement(agents, topology);
@@ -97,7 +99,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     public Volume create(VolumeRequest wanted) throws Exception {
         Volume volume = wanted.source().isPresent() ? createCopy(wanted, Origin.of(wanted.source().get())) : createEmpty(wanted);
         if (IoLimitParameters.any(wanted.ioLimits())) {
-            VolumeId id = VolumeId.parse(volume.getVolumeId()).orElseThrow();
+            LocalVolumeId id = LocalVolumeId.parse(volume.getVolumeId()).orElseThrow();
             setIoLimits(id, wanted.ioLimits());
         }
         return volume;
@@ -106,17 +108,17 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     private Volume createEmpty(VolumeRequest wanted) throws Exception {
         var existing = placement.find(wanted.name());
         if (existing.isPresent()) {
-            Image image = existing.get().image();
-            if (image.getCapacityBytes() != wanted.capacityBytes() || image.getAllocation() != wanted.allocation()
-                    || !wanted.pool().holds(image) || image.getEncrypted() != wanted.encrypted()) {
+            dev.strata.csi.agent.api.Volume volume = existing.get().volume();
+            if (volume.getCapacityBytes() != wanted.capacityBytes() || volume.getAllocation() != wanted.allocation()
+                    || !wanted.pool().holds(volume) || volume.getEncrypted() != wanted.encrypted()) {
                 throw CsiException.alreadyExists("volume " + wanted.name() + " exists on node " + existing.get().nodeId()
-                        + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation() + (image.getEncrypted() ? ", encrypted" : "")
-                        + ", in its " + PoolRequest.describe(PoolRequest.kindOf(image)) + "; asked for " + wanted.capacityBytes() + " bytes, "
+                        + " with " + volume.getCapacityBytes() + " bytes, " + volume.getAllocation() + (volume.getEncrypted() ? ", encrypted" : "")
+                        + ", in its " + PoolRequest.describe(PoolRequest.kindOf(volume)) + "; asked for " + wanted.capacityBytes() + " bytes, "
                         + wanted.allocation() + (wanted.encrypted() ? ", encrypted" : "") + ", in the " + wanted.pool().describe());
             }
         }
         Placement.Placed placed = existing.isPresent() ? existing.get() : placement.create(wanted, wanted.requirements());
-        return volume(placed.nodeId(), placed.image());
+        return volume(placed.nodeId(), placed.volume());
     }
 
     /**
@@ -128,14 +130,14 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         static Origin of(VolumeContentSource source) {
             if (source.hasSnapshot()) {
                 String id = source.getSnapshot().getSnapshotId();
-                SnapshotId snapshot = SnapshotId.parse(id).orElseThrow(() ->
+                LocalSnapshotId snapshot = LocalSnapshotId.parse(id).orElseThrow(() ->
                         CsiException.notFound("snapshot " + CsiException.printable(id) + " does not exist"));
                 return new Origin(snapshot.nodeId(), ContentSource.newBuilder().setSnapshot(snapshot.name()).build(), "snapshot " + id);
             }
             String id = source.getVolume().getVolumeId();
-            VolumeId volume = VolumeId.parse(id).orElseThrow(() ->
+            LocalVolumeId volume = LocalVolumeId.parse(id).orElseThrow(() ->
                     CsiException.notFound("source volume " + CsiException.printable(id) + " does not exist"));
-            return new Origin(volume.nodeId(), ContentSource.newBuilder().setImage(volume.name()).build(), "volume " + id);
+            return new Origin(volume.nodeId(), ContentSource.newBuilder().setVolume(volume.name()).build(), "volume " + id);
         }
     }
 
@@ -146,18 +148,18 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     private Volume createCopy(VolumeRequest asked, Origin origin) throws Exception {
         var copying = copies.running(asked.name());
         if (copying.isPresent()) {
-            return volume(copying.get().nodeId(), copying.get().image());
+            return volume(copying.get().nodeId(), copying.get().volume());
         }
         // From the index: a retry finds the copy made also once its source is gone.
         var existing = placement.find(asked.name());
         if (existing.isPresent()) {
-            Image image = existing.get().image();
-            boolean sizeDiffers = asked.range().getRequiredBytes() > 0 && image.getCapacityBytes() != asked.capacityBytes();
-            if (!image.getSource().equals(origin.source()) || image.getAllocation() != asked.allocation() || sizeDiffers
-                    || !asked.pool().holds(image)) {
+            dev.strata.csi.agent.api.Volume volume = existing.get().volume();
+            boolean sizeDiffers = asked.range().getRequiredBytes() > 0 && volume.getCapacityBytes() != asked.capacityBytes();
+            if (!volume.getSource().equals(origin.source()) || volume.getAllocation() != asked.allocation() || sizeDiffers
+                    || !asked.pool().holds(volume)) {
                 throw CsiException.alreadyExists("volume " + asked.name() + " exists on node " + existing.get().nodeId()
-                        + " with " + image.getCapacityBytes() + " bytes, " + image.getAllocation() + ", in its "
-                        + PoolRequest.describe(PoolRequest.kindOf(image)) + ", other content, size or pool than "
+                        + " with " + volume.getCapacityBytes() + " bytes, " + volume.getAllocation() + ", in its "
+                        + PoolRequest.describe(PoolRequest.kindOf(volume)) + ", other content, size or pool than "
                         + origin.description() + ", " + asked.capacityBytes() + " bytes, " + asked.allocation() + ", "
                         + asked.pool().describe());
             }
@@ -168,14 +170,14 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
                     // the source's agent removes a temporary snapshot at its next start
                 }
             }
-            return volume(existing.get().nodeId(), image);
+            return volume(existing.get().nodeId(), volume);
         }
         VolumeRequest wanted = asked.copying(sourceBytes(origin));
         if (!placement.allows(wanted.requirements(), origin.nodeId())) {
             return createOnAnotherNode(wanted, origin);
         }
         Placement.Placed placed = placement.createCopy(wanted, origin.nodeId(), origin.source());
-        return volume(placed.nodeId(), placed.image());
+        return volume(placed.nodeId(), placed.volume());
     }
 
     /**
@@ -186,14 +188,14 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     private Volume createOnAnotherNode(VolumeRequest wanted, Origin origin) throws Exception {
         Placement.Placed placed = placement.place(wanted,
                 nodeId -> copies.copy(origin.nodeId(), origin.source(), origin.description(), nodeId, wanted));
-        return volume(placed.nodeId(), placed.image());
+        return volume(placed.nodeId(), placed.volume());
     }
 
     /** The size of the copy's source; NOT_FOUND when its node never registered or its agent does not have it. */
     private long sourceBytes(Origin origin) {
         agents.requireKnown(origin.nodeId(), origin.description() + " does not exist: node " + origin.nodeId() + " has no agent");
-        if (origin.source().hasImage()) {
-            return agents.stub(origin.nodeId()).getImage(GetImageRequest.newBuilder().setName(origin.source().getImage()).build()).getImage().getCapacityBytes();
+        if (origin.source().hasVolume()) {
+            return agents.stub(origin.nodeId()).getVolume(GetVolumeRequest.newBuilder().setName(origin.source().getVolume()).build()).getVolume().getCapacityBytes();
         }
         String name = origin.source().getSnapshot();
         var found = agents.index().snapshots(name).stream().filter(snapshot -> snapshot.nodeId().equals(origin.nodeId())).findFirst();
@@ -206,7 +208,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
 
     @Override
     public Optional<String> snapshotName(String snapshotId) {
-        return SnapshotId.parse(snapshotId).map(SnapshotId::name);
+        return LocalSnapshotId.parse(snapshotId).map(LocalSnapshotId::name);
     }
 
     /**
@@ -214,8 +216,8 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
      * node is another volume's (ALREADY_EXISTS): names are unique across the cluster.
      */
     @Override
-    public Snapshot createSnapshot(VolumeId source, String name, Map<String, String> parameters) {
-        SnapshotId.checkName(name);
+    public Snapshot createSnapshot(LocalVolumeId source, String name, Map<String, String> parameters) {
+        LocalSnapshotId.checkName(name);
         LocalParameters.SNAPSHOT_CLASS.require(parameters);
         agents.requireKnown(source.nodeId(), "source volume " + source + " does not exist: node " + source.nodeId() + " has no agent");
         var found = agents.index().snapshots(name);
@@ -229,7 +231,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
             }
         }
         var taken = agents.stub(source.nodeId()).createSnapshot(CreateSnapshotRequest.newBuilder()
-                .setName(name).setSourceImage(source.name()).build());
+                .setName(name).setSourceVolume(source.name()).build());
         agents.index().snapshot(source.nodeId(), name, taken.getSnapshot(), taken.getGeneration());
         return snapshot(source.nodeId(), taken.getSnapshot());
     }
@@ -237,7 +239,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     /** A node that never registered holds no snapshot: nothing to delete. */
     @Override
     public void deleteSnapshot(String snapshotId) {
-        Optional<SnapshotId> id = SnapshotId.parse(snapshotId);
+        Optional<LocalSnapshotId> id = LocalSnapshotId.parse(snapshotId);
         if (id.isEmpty()) {
             return;
         }
@@ -261,7 +263,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     @Override
     public List<Snapshot> snapshots(SnapshotFilter filter, String fromId, int limit) {
         if (!filter.snapshotId().isEmpty()) {
-            Optional<SnapshotId> id = SnapshotId.parse(filter.snapshotId());
+            Optional<LocalSnapshotId> id = LocalSnapshotId.parse(filter.snapshotId());
             if (id.isEmpty()) {
                 return List.of(); // no snapshot of this backend has it
             }
@@ -274,20 +276,20 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
                     .filter(snapshot -> filter.matches(snapshot) && snapshot.getSnapshotId().compareTo(fromId) >= 0).toList();
         }
         if (!filter.sourceVolumeId().isEmpty()) {
-            Optional<VolumeId> source = VolumeId.parse(filter.sourceVolumeId());
+            Optional<LocalVolumeId> source = LocalVolumeId.parse(filter.sourceVolumeId());
             if (source.isEmpty()) {
                 return List.of();
             }
             agents.requireReported(source.get().nodeId(), "the snapshots of volume " + source.get());
             return agents.index().snapshotsOf(source.get().nodeId()).stream() // in name order: the order of the ids
-                    .filter(snapshot -> snapshot.getSourceImage().equals(source.get().name()))
+                    .filter(snapshot -> snapshot.getSourceVolume().equals(source.get().name()))
                     .map(snapshot -> snapshot(source.get().nodeId(), snapshot))
                     .filter(snapshot -> snapshot.getSnapshotId().compareTo(fromId) >= 0)
                     .limit(limit)
                     .toList();
         }
         agents.requireReported("every snapshot");
-        return indexFrom(fromId, SnapshotId.PREFIX).map(from -> agents.index().snapshotsFrom(from, limit).stream()
+        return indexFrom(fromId, LocalSnapshotId.PREFIX).map(from -> agents.index().snapshotsFrom(from, limit).stream()
                 .map(found -> snapshot(found.nodeId(), found.item())).toList()).orElse(List.of());
     }
 
@@ -304,8 +306,8 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
 
     private static Snapshot snapshot(String nodeId, dev.strata.csi.agent.api.Snapshot snapshot) {
         return Snapshot.newBuilder()
-                .setSnapshotId(new SnapshotId(nodeId, snapshot.getName()).toString())
-                .setSourceVolumeId(new VolumeId(nodeId, snapshot.getSourceImage()).toString())
+                .setSnapshotId(new LocalSnapshotId(nodeId, snapshot.getName()).toString())
+                .setSourceVolumeId(new LocalVolumeId(nodeId, snapshot.getSourceVolume()).toString())
                 .setSizeBytes(snapshot.getCapacityBytes())
                 .setCreationTime(snapshot.getCreationTime())
                 .setReadyToUse(true) // the agent reports a snapshot only once complete
@@ -313,49 +315,49 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     }
 
     @Override
-    public void delete(VolumeId id) {
-        var deleted = agents.stub(id.nodeId()).deleteImage(DeleteImageRequest.newBuilder().setName(id.name()).build());
-        agents.index().image(id.nodeId(), id.name(), null, deleted.getGeneration());
+    public void delete(LocalVolumeId id) {
+        var deleted = agents.stub(id.nodeId()).deleteVolume(DeleteVolumeRequest.newBuilder().setName(id.name()).build());
+        agents.index().volume(id.nodeId(), id.name(), null, deleted.getGeneration());
     }
 
-    /** Attaches the image to a loop device on its node: only there, since the data is there. */
+    /** Attaches the volume on its node (a loop device, or the logical volume activated): only there, since the data is there. */
     @Override
-    public Map<String, String> publish(VolumeId id, String nodeId, VolumeCapability capability) {
+    public Map<String, String> publish(LocalVolumeId id, String nodeId, VolumeCapability capability) {
         if (!id.nodeId().equals(nodeId)) {
             get(id); // NOT_FOUND comes first for a volume that does not exist
             throw CsiException.failedPrecondition("volume " + id + " holds its data on node " + id.nodeId()
                     + " and cannot be attached to node " + nodeId);
         }
-        Image image = agents.stub(id.nodeId()).attachImage(AttachImageRequest.newBuilder()
-                .setName(id.name()).setNodeId(nodeId).build()).getImage();
-        return Map.of(DEVICE_PATH, image.getDevicePath());
+        dev.strata.csi.agent.api.Volume volume = agents.stub(id.nodeId()).attachVolume(AttachVolumeRequest.newBuilder()
+                .setName(id.name()).setNodeId(nodeId).build()).getVolume();
+        return Map.of(DEVICE_PATH, volume.getDevicePath());
     }
 
     /** A node the volume never lived on: it is not published there. */
     @Override
-    public void unpublish(VolumeId id, String nodeId) {
+    public void unpublish(LocalVolumeId id, String nodeId) {
         if (nodeId.isEmpty() || nodeId.equals(id.nodeId())) {
-            agents.stub(id.nodeId()).detachImage(DetachImageRequest.newBuilder()
+            agents.stub(id.nodeId()).detachVolume(DetachVolumeRequest.newBuilder()
                     .setName(id.name()).setNodeId(id.nodeId()).build());
         }
     }
 
     /**
-     * Grows the image on its node, to whole MiB as images are made; the agent grows its loop device
+     * Grows the volume on its node, to whole MiB as volumes are made; the agent grows its device
      * too when attached. A filesystem then grows on the node; a raw block device needs nothing more.
      */
     @Override
-    public Expansion expand(VolumeId id, long bytes, Optional<VolumeCapability> capability) {
+    public Expansion expand(LocalVolumeId id, long bytes, Optional<VolumeCapability> capability) {
         long size = Math.ceilDiv(bytes, VolumeRequest.MIB) * VolumeRequest.MIB;
-        Image image = agents.stub(id.nodeId()).expandImage(ExpandImageRequest.newBuilder()
-                .setName(id.name()).setCapacityBytes(size).build()).getImage();
+        dev.strata.csi.agent.api.Volume volume = agents.stub(id.nodeId()).expandVolume(ExpandVolumeRequest.newBuilder()
+                .setName(id.name()).setCapacityBytes(size).build()).getVolume();
         boolean block = capability.map(LocalCapabilities::isBlock).orElse(false);
-        return new Expansion(image.getCapacityBytes(), !block);
+        return new Expansion(volume.getCapacityBytes(), !block);
     }
 
     @Override
     public void checkMutableParameters(Map<String, String> parameters) {
-        IoLimitParameters.parse(parameters);
+        RequestKeys.mutable(parameters);
     }
 
     /**
@@ -364,18 +366,18 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
      * says whether the volume exists (NOT_FOUND).
      */
     @Override
-    public void modify(VolumeId id, Map<String, String> parameters) {
-        var limits = IoLimitParameters.parse(parameters);
+    public void modify(LocalVolumeId id, Map<String, String> parameters) {
+        var limits = RequestKeys.mutable(parameters);
         agents.requireKnown(id.nodeId(), "volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
         setIoLimits(id, limits);
     }
 
-    private void setIoLimits(VolumeId id, IoLimits limits) {
+    private void setIoLimits(LocalVolumeId id, IoLimits limits) {
         agents.stub(id.nodeId()).setIoLimits(SetIoLimitsRequest.newBuilder().setName(id.name()).setIoLimits(limits).build());
     }
 
     @Override
-    public Optional<String> validate(VolumeId id, Map<String, String> parameters) {
+    public Optional<String> validate(LocalVolumeId id, Map<String, String> parameters) {
         get(id);
         return VolumeRequest.parameterProblem(parameters);
     }
@@ -390,14 +392,14 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         return list("", Integer.MAX_VALUE);
     }
 
-    private ListVolumesResponse.Entry entry(String nodeId, Image image) {
+    private ListVolumesResponse.Entry entry(String nodeId, dev.strata.csi.agent.api.Volume volume) {
         return ListVolumesResponse.Entry.newBuilder()
                 .setVolume(Volume.newBuilder()
-                        .setVolumeId(new VolumeId(nodeId, image.getName()).toString())
-                        .setCapacityBytes(image.getCapacityBytes())
+                        .setVolumeId(new LocalVolumeId(nodeId, volume.getName()).toString())
+                        .setCapacityBytes(volume.getCapacityBytes())
                         .addAccessibleTopology(topology.of(nodeId)))
                 .setStatus(ListVolumesResponse.VolumeStatus.newBuilder()
-                        .addAllPublishedNodeIds(image.getPublishedNodeIdsList()))
+                        .addAllPublishedNodeIds(volume.getPublishedNodeIdsList()))
                 .build();
     }
 
@@ -405,7 +407,7 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
     @Override
     public List<ListVolumesResponse.Entry> list(String fromId, int limit) {
         agents.requireReported("every volume");
-        return indexFrom(fromId, VolumeId.PREFIX).map(from -> agents.index().imagesFrom(from, limit).stream()
+        return indexFrom(fromId, LocalVolumeId.PREFIX).map(from -> agents.index().volumesFrom(from, limit).stream()
                 .map(found -> entry(found.nodeId(), found.item())).toList()).orElse(List.of());
     }
 
@@ -414,12 +416,12 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
      * (this controller just started, or its agent has not sent everything); NOT_FOUND is sure.
      */
     @Override
-    public Optional<ListVolumesResponse.Entry> get(VolumeId id, String volumeId) {
-        var found = agents.index().images(id.name()).stream().filter(image -> image.nodeId().equals(id.nodeId())).findFirst();
+    public Optional<ListVolumesResponse.Entry> get(LocalVolumeId id, String volumeId) {
+        var found = agents.index().volumes(id.name()).stream().filter(volume -> volume.nodeId().equals(id.nodeId())).findFirst();
         if (found.isEmpty()) {
             agents.requireReported(id.nodeId(), "whether volume " + id + " exists");
         }
-        return found.map(image -> entry(id.nodeId(), image.item()));
+        return found.map(volume -> entry(id.nodeId(), volume.item()));
     }
 
     /**
@@ -447,20 +449,19 @@ public final class LocalController implements ControllerBackend<VolumeId, Volume
         return agents.live().stream().flatMap(agent -> pool.available(agent).stream()).mapToLong(Long::longValue).max().orElse(0);
     }
 
-    /** The volume's image; NOT_FOUND when its node never registered or its agent does not have it. */
-    private Image get(VolumeId id) {
+    /** The agent's volume; NOT_FOUND when its node never registered or its agent does not have it. */
+    private dev.strata.csi.agent.api.Volume get(LocalVolumeId id) {
         agents.requireKnown(id.nodeId(), "volume " + id + " does not exist: node " + id.nodeId() + " has no agent");
-        return agents.stub(id.nodeId()).getImage(GetImageRequest.newBuilder().setName(id.name()).build()).getImage();
+        return agents.stub(id.nodeId()).getVolume(GetVolumeRequest.newBuilder().setName(id.name()).build()).getVolume();
     }
 
-    private Volume volume(String nodeId, Image image) {
+    private Volume volume(String nodeId, dev.strata.csi.agent.api.Volume volume) {
         // The content source is not set here: ControllerService echoes the request's.
         Map<String, String> context = new java.util.TreeMap<>();
-        context.put(LocalParameters.ALLOCATION, image.getAllocation().name().toLowerCase(Locale.ROOT));
-        PoolRequest.putContext(image, context);
+        PoolRequest.putContext(volume, context);
         return Volume.newBuilder()
-                .setVolumeId(new VolumeId(nodeId, image.getName()).toString())
-                .setCapacityBytes(image.getCapacityBytes())
+                .setVolumeId(new LocalVolumeId(nodeId, volume.getName()).toString())
+                .setCapacityBytes(volume.getCapacityBytes())
                 .addAccessibleTopology(topology.of(nodeId))
                 .putAllVolumeContext(context)
                 .build();

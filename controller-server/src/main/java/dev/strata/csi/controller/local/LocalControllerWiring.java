@@ -1,6 +1,6 @@
 package dev.strata.csi.controller.local;
 
-import dev.strata.csi.backend.local.Topology;
+import dev.strata.csi.backend.local.LocalTopology;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.server.DriverProgram;
 
@@ -15,7 +15,7 @@ public final class LocalControllerWiring {
     private LocalControllerWiring() {}
 
     public static LocalController fromFlags(DriverProgram.Context context, AgentDirectory agents) {
-        return new LocalController(agents, Topology.forDriver(context.plugin().name()),
+        return new LocalController(agents, LocalTopology.forDriver(context.plugin().name()),
                 new ContentRelay(new RelayMetrics(context.metrics()), context.log()));
     }
 }

@@ -2,11 +2,11 @@ package dev.strata.csi.controller.local;
 
 import csi.v1.Csi.TopologyRequirement;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.CreateImageRequest;
-import dev.strata.csi.agent.api.CreateImageResponse;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.CreateVolumeRequest;
+import dev.strata.csi.agent.api.CreateVolumeResponse;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
-import dev.strata.csi.backend.local.Topology;
+import dev.strata.csi.backend.local.LocalTopology;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.VolumeIndex;
 import dev.strata.csi.rpc.CsiException;
@@ -32,14 +32,14 @@ import java.util.stream.Stream;
  */
 final class Placement {
 
-    record Placed(String nodeId, Image image) {}
+    record Placed(String nodeId, Volume volume) {}
 
     private final AgentDirectory agents;
-    private final Topology topology;
+    private final LocalTopology topology;
     /** Volume name to the node a create of it was sent to that did not answer. */
     private final Map<String, String> unanswered = new ConcurrentHashMap<>();
 
-    Placement(AgentDirectory agents, Topology topology) {
+    Placement(AgentDirectory agents, LocalTopology topology) {
         this.agents = agents;
         this.topology = topology;
     }
@@ -49,7 +49,7 @@ final class Placement {
      * empty when no node holds it. UNAVAILABLE while a node that could hold it has not reported.
      */
     Optional<Placed> find(String name) {
-        List<VolumeIndex.Located<Image>> found = agents.index().images(name);
+        List<VolumeIndex.Located<Volume>> found = agents.index().volumes(name);
         if (found.isEmpty()) {
             agents.requireReported("whether volume " + name + " exists");
             return Optional.empty();
@@ -73,7 +73,7 @@ final class Placement {
 
     private Placed create(VolumeRequest wanted, Stream<String> candidates, Optional<ContentSource> source) {
         return place(wanted, candidates, nodeId -> {
-            CreateImageRequest.Builder create = CreateImageRequest.newBuilder()
+            CreateVolumeRequest.Builder create = CreateVolumeRequest.newBuilder()
                     .setName(wanted.name())
                     .setCapacityBytes(wanted.capacityBytes())
                     .setAllocation(wanted.allocation())
@@ -81,16 +81,16 @@ final class Placement {
                     .setThinOvercommitRatio(wanted.pool().thinOvercommitRatio())
                     .setEncrypted(wanted.encrypted());
             source.ifPresent(create::setSource);
-            CreateImageResponse created = agents.stub(nodeId).createImage(create.build());
-            agents.index().image(nodeId, wanted.name(), created.getImage(), created.getGeneration());
-            return created.getImage();
+            CreateVolumeResponse created = agents.stub(nodeId).createVolume(create.build());
+            agents.index().volume(nodeId, wanted.name(), created.getVolume(), created.getGeneration());
+            return created.getVolume();
         });
     }
 
     /** How a volume is made on a node; RESOURCE_EXHAUSTED passes on to the next node. */
     @FunctionalInterface
     interface Maker<E extends Exception> {
-        Image make(String nodeId) throws E;
+        Volume make(String nodeId) throws E;
     }
 
     /** Makes the volume with {@code maker} on the first node the requirement allows that has room. */

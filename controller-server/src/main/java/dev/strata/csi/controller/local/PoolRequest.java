@@ -1,7 +1,7 @@
 package dev.strata.csi.controller.local;
 
 import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.backend.local.LocalParameters;
@@ -73,14 +73,14 @@ record PoolRequest(PoolKind kind, Allocation allocation, double thinOvercommitRa
         return pool.getThinFull() ? 0 : Math.max(0, (long) (pool.getThinDataBytes() * thinOvercommitRatio) - pool.getThinReservedBytes());
     }
 
-    /** Whether {@code image} is in the pool this request asks for. */
-    boolean holds(Image image) {
-        return kindOf(image) == kind;
+    /** Whether {@code volume} is in the pool this request asks for. */
+    boolean holds(Volume volume) {
+        return kindOf(volume) == kind;
     }
 
-    /** The pool of an image as its agent reports it; unset: the image pool (whose images leave it unset). */
-    static PoolKind kindOf(Image image) {
-        return image.getPool() == PoolKind.POOL_LVM ? PoolKind.POOL_LVM : PoolKind.POOL_IMAGE;
+    /** The pool of a volume as its agent reports it; unset: the image pool (whose volumes leave it unset). */
+    static PoolKind kindOf(Volume volume) {
+        return volume.getPool() == PoolKind.POOL_LVM ? PoolKind.POOL_LVM : PoolKind.POOL_IMAGE;
     }
 
     /** For messages: "image pool", "LVM pool". */
@@ -92,11 +92,17 @@ record PoolRequest(PoolKind kind, Allocation allocation, double thinOvercommitRa
         return kind == PoolKind.POOL_LVM ? "LVM pool" : "image pool";
     }
 
-    /** The keys of the volume context that say where an LVM volume is; none for the image pool's. */
-    static void putContext(Image image, Map<String, String> context) {
-        if (kindOf(image) == PoolKind.POOL_LVM) {
+    /**
+     * The keys of the volume context that say what the volume is, each a key its pool's StorageClass
+     * takes: the image pool's allocation (sparse or full); an LVM volume's pool and lvType (thin or
+     * linear), never an allocation, which its StorageClass may not set.
+     */
+    static void putContext(Volume volume, Map<String, String> context) {
+        if (kindOf(volume) == PoolKind.POOL_LVM) {
             context.put(LocalParameters.POOL, "lvm");
-            context.put(LocalParameters.LV_TYPE, image.getAllocation() == Allocation.FULL ? "linear" : "thin");
+            context.put(LocalParameters.LV_TYPE, volume.getAllocation() == Allocation.FULL ? "linear" : "thin");
+        } else {
+            context.put(LocalParameters.ALLOCATION, volume.getAllocation() == Allocation.FULL ? "full" : "sparse");
         }
     }
 

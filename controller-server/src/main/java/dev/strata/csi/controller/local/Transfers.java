@@ -1,6 +1,6 @@
 package dev.strata.csi.controller.local;
 
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.Context;
 import io.grpc.Deadline;
@@ -26,13 +26,13 @@ final class Transfers {
     /** What a copy runs; {@code progress} counts the bytes relayed. */
     @FunctionalInterface
     interface Copy {
-        Image run(AtomicLong progress) throws Exception;
+        Volume run(AtomicLong progress) throws Exception;
     }
 
-    /** A copy's result: the image it made on {@code nodeId}. */
-    record Copied(String nodeId, Image image) {}
+    /** A copy's result: the volume it made on {@code nodeId}. */
+    record Copied(String nodeId, Volume volume) {}
 
-    private record Job(String nodeId, String description, CompletableFuture<Image> result, AtomicLong progress) {}
+    private record Job(String nodeId, String description, CompletableFuture<Volume> result, AtomicLong progress) {}
 
     /** Answered before the caller's deadline, so that the answer reaches it. */
     private static final long MARGIN_NANOS = TimeUnit.SECONDS.toNanos(1);
@@ -45,8 +45,8 @@ final class Transfers {
         return job == null ? Optional.empty() : Optional.of(new Copied(job.nodeId(), waitFor(name, job)));
     }
 
-    /** The image {@code copy} makes on {@code nodeId}, once made; the copy running for {@code name}, or {@code copy} started. */
-    Image await(String name, String nodeId, String description, Copy copy) throws Exception {
+    /** The volume {@code copy} makes on {@code nodeId}, once made; the copy running for {@code name}, or {@code copy} started. */
+    Volume await(String name, String nodeId, String description, Copy copy) throws Exception {
         Job started = new Job(nodeId, description, new CompletableFuture<>(), new AtomicLong());
         Job existing = running.putIfAbsent(name, started);
         if (existing != null) {
@@ -64,7 +64,7 @@ final class Transfers {
         return waitFor(name, started);
     }
 
-    private static Image waitFor(String name, Job job) throws Exception {
+    private static Volume waitFor(String name, Job job) throws Exception {
         Context call = Context.current();
         Deadline deadline = call.getDeadline();
         while (true) {

@@ -7,7 +7,6 @@ import csi.v1.Csi.VolumeCapability;
 import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.IoLimits;
-import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.backend.KubernetesKeys;
 import dev.strata.csi.backend.local.LocalCapabilities;
 import dev.strata.csi.backend.local.LocalParameters;
@@ -19,14 +18,12 @@ import java.util.Optional;
 import java.util.TreeSet;
 
 /**
- * What a CreateVolume request asks for once checked: the name, the exact size of the image, how
+ * What a CreateVolume request asks for once checked: the name, the exact size of the volume, how
  * its blocks are allocated, the nodes it may go to, the content it starts with, if any, and its IO
  * limits (the mutable parameters, {@link IoLimitParameters}).
  *
- * <p>StorageClass parameters: the pool and how the volume's blocks are allocated ({@link PoolRequest});
- * {@code encryption} = {@code none} (default) or {@code luks2} (encrypted at rest, recorded with
- * the image, so that its node never stages it plainly).
- * The keys Kubernetes adds are accepted, any other refused (LocalParameters.STORAGE_CLASS).
+ * <p>The parameters' and mutable parameters' keys are parsed by {@link RequestKeys}, as
+ * ValidateVolumeCapabilities and ControllerModifyVolume parse them. The keys Kubernetes adds are accepted, any other refused (LocalParameters.STORAGE_CLASS).
  * The filesystem made is the capability's fs_type; a filesystem key among the parameters (the
  * deprecated {@code fsType}, which the provisioner passes through) must agree with it.
  */
@@ -48,15 +45,10 @@ record VolumeRequest(String name, long capacityBytes, PoolRequest pool, Topology
                 minimum = XFS_MIN_BYTES;
             }
         }
-        PoolRequest pool = PoolRequest.of(request.getParametersMap());
-        boolean encrypted = encrypted(request.getParametersMap());
-        if (encrypted && pool.kind() == PoolKind.POOL_LVM) {
-            throw CsiException.invalidArgument("parameter " + LocalParameters.ENCRYPTION + ": the LVM pool does not encrypt volumes yet;"
-                    + " encrypted volumes are the image pool's (pool: image)");
-        }
-        return new VolumeRequest(request.getName(), size(request.getCapacityRange(), minimum), pool, request.getAccessibilityRequirements(),
+        RequestKeys keys = RequestKeys.of(request.getParametersMap(), request.getMutableParamsMap());
+        return new VolumeRequest(request.getName(), size(request.getCapacityRange(), minimum), keys.pool(), request.getAccessibilityRequirements(),
                 request.hasVolumeContentSource() ? Optional.of(request.getVolumeContentSource()) : Optional.empty(),
-                request.getCapacityRange(), minimum, IoLimitParameters.parse(request.getMutableParamsMap()), encrypted);
+                request.getCapacityRange(), minimum, keys.ioLimits(), keys.encrypted());
     }
 
     /**
@@ -98,7 +90,7 @@ record VolumeRequest(String name, long capacityBytes, PoolRequest pool, Topology
     /** Why the StorageClass parameters would be refused by CreateVolume, or empty when they are fine. */
     static Optional<String> parameterProblem(Map<String, String> parameters) {
         try {
-            PoolRequest.of(parameters);
+            RequestKeys.of(parameters, Map.of());
             return Optional.empty();
         } catch (CsiException e) {
             return Optional.of(e.getMessage());
@@ -130,15 +122,5 @@ record VolumeRequest(String name, long capacityBytes, PoolRequest pool, Topology
                         + "' but the volume capability's fs_type is '" + CsiException.printable(fsType) + "'");
             }
         }
-    }
-
-    private static boolean encrypted(Map<String, String> parameters) {
-        String value = parameters.getOrDefault(LocalParameters.ENCRYPTION, "none");
-        return switch (value) {
-            case "none" -> false;
-            case "luks2" -> true;
-            default -> throw CsiException.invalidArgument("parameter " + LocalParameters.ENCRYPTION + " must be none or luks2, got '"
-                    + CsiException.printable(value) + "'");
-        };
     }
 }

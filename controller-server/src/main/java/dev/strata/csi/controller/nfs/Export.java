@@ -166,8 +166,8 @@ final class Export {
     }
 
     /** The export's snapshots, in the driver's directory. */
-    SnapshotStore snapshots() {
-        return new SnapshotStore(driverDir().resolve("snapshots"));
+    ExportSnapshotStore snapshots() {
+        return new ExportSnapshotStore(driverDir().resolve("snapshots"));
     }
 
     /** Where a restored or cloned volume's copy is made before it is renamed into place, and its lock. */

@@ -120,6 +120,7 @@ public final class NfsController implements ControllerBackend<NfsController.Volu
 
     @Override
     public NfsRequest check(CreateVolumeRequest request) {
+        checkMutableParameters(request.getMutableParamsMap());
         return NfsRequest.of(request);
     }
 

@@ -29,7 +29,7 @@ import java.util.Optional;
 
 /**
  * NFS snapshots: a snapshot is a copy of a volume's directory in its export's driver directory
- * ({@link SnapshotStore}), made with {@link TreeCopy}. CreateSnapshot, DeleteSnapshot and
+ * ({@link ExportSnapshotStore}), made with {@link TreeCopy}. CreateSnapshot, DeleteSnapshot and
  * ListSnapshots of {@link NfsController} come here; each step on an export runs with a deadline
  * (see {@link Bounded}).
  */
@@ -63,7 +63,7 @@ final class NfsSnapshots {
         NfsSnapshotId id = new NfsSnapshotId(volume.export(), name);
         return Bounded.call(deadline, "CreateSnapshot " + name + " of " + volume.source(), () -> {
             Export export = exports.open(volume.export(), List.of());
-            SnapshotStore store = export.snapshots();
+            ExportSnapshotStore store = export.snapshots();
             try (TransientLock held = export.lockCopy(store.lock(name), "snapshot " + name)) {
                 Optional<NfsSnapshotRecord> existing = store.read(name);
                 if (existing.isPresent()) {
@@ -124,7 +124,7 @@ final class NfsSnapshots {
     void delete(NfsSnapshotId id) throws Exception {
         Bounded.call(deadline, "DeleteSnapshot " + id.name() + " on " + id.export().source(), () -> {
             Export export = exports.open(id.export(), List.of());
-            SnapshotStore store = export.snapshots();
+            ExportSnapshotStore store = export.snapshots();
             if (!Files.isDirectory(store.dir(), LinkOption.NOFOLLOW_LINKS)) {
                 return null;
             }
@@ -174,7 +174,7 @@ final class NfsSnapshots {
      * is held is being made and stays, and the records stay for the retries. Returns how many.
      */
     int removePartialCopies(Export export) throws IOException {
-        SnapshotStore store = export.snapshots();
+        ExportSnapshotStore store = export.snapshots();
         int removed = 0;
         for (NfsSnapshotRecord record : store.all(log)) {
             if (record.getState() == NfsSnapshotRecord.State.CREATING

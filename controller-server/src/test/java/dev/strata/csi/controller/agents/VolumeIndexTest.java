@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.Inventory;
 import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.PoolKind;
@@ -19,25 +19,25 @@ class VolumeIndexTest {
 
     private final VolumeIndex index = new VolumeIndex();
 
-    private static Image image(String name, long bytes) {
-        return Image.newBuilder().setName(name).setCapacityBytes(bytes).setAllocation(Allocation.SPARSE).build();
+    private static Volume volume(String name, long bytes) {
+        return Volume.newBuilder().setName(name).setCapacityBytes(bytes).setAllocation(Allocation.SPARSE).build();
     }
 
-    private static RegisterRequest everything(String node, long generation, List<Image> images, List<Snapshot> snapshots) {
+    private static RegisterRequest everything(String node, long generation, List<Volume> volumes, List<Snapshot> snapshots) {
         return RegisterRequest.newBuilder().setNodeId(node).setInstance("i-" + node).setGeneration(generation)
-                .setInventory(Inventory.newBuilder().addAllImages(images).addAllSnapshots(snapshots)).build();
+                .setInventory(Inventory.newBuilder().addAllVolumes(volumes).addAllSnapshots(snapshots)).build();
     }
 
     private List<String> page(String from, int limit) {
-        return index.imagesFrom(from, limit).stream().map(found -> found.nodeId() + "/" + found.item().getName()).toList();
+        return index.volumesFrom(from, limit).stream().map(found -> found.nodeId() + "/" + found.item().getName()).toList();
     }
 
     @Test
     void pagesFollowTheOrderOfTheIdsEvenWhenOneNodeIdStartsAnother() {
         // "a-b/x" sorts before "a/x" as strings ('-' < '/'): the order volume ids have.
-        index.report(everything("a", 1, List.of(image("x", 1), image("y", 1)), List.of()));
-        index.report(everything("a-b", 1, List.of(image("x", 1)), List.of()));
-        index.report(everything("b", 1, List.of(image("a", 1)), List.of()));
+        index.report(everything("a", 1, List.of(volume("x", 1), volume("y", 1)), List.of()));
+        index.report(everything("a-b", 1, List.of(volume("x", 1)), List.of()));
+        index.report(everything("b", 1, List.of(volume("a", 1)), List.of()));
         assertEquals(List.of("a-b/x", "a/x", "a/y", "b/a"), page("", 10));
         assertEquals(List.of("a/x", "a/y"), page("a/", 2));
         assertEquals(List.of("a/y", "b/a"), page("a/xx", 10));
@@ -46,54 +46,54 @@ class VolumeIndexTest {
 
     @Test
     void aPageStartsWhereTheLastEndedWhateverWasCreatedOrDeletedMeanwhile() {
-        index.report(everything("n1", 1, List.of(image("a", 1), image("b", 1), image("c", 1), image("d", 1)), List.of()));
+        index.report(everything("n1", 1, List.of(volume("a", 1), volume("b", 1), volume("c", 1), volume("d", 1)), List.of()));
         assertEquals(List.of("n1/a", "n1/b", "n1/c"), page("", 3)); // a page of two, and the next id: n1/c
-        index.image("n1", "c", null, 2); // the next page's first entry deleted
-        index.image("n1", "a0", image("a0", 1), 3); // one made behind the token: not in this pass
-        index.image("n1", "e", image("e", 1), 4); // one made ahead of it: listed
+        index.volume("n1", "c", null, 2); // the next page's first entry deleted
+        index.volume("n1", "a0", volume("a0", 1), 3); // one made behind the token: not in this pass
+        index.volume("n1", "e", volume("e", 1), 4); // one made ahead of it: listed
         assertEquals(List.of("n1/d", "n1/e"), page("n1/c", 3));
     }
 
     @Test
     void anImageComesBackAsReportedWithoutWhatNoListNeeds() {
         // The pool and encryption stay: a repeated CreateVolume compares them (csi-sanity with pool: lvm found them dropped).
-        Image full = image("v", 64).toBuilder().setDevicePath("/dev/loop3").addPublishedNodeIds("n1")
+        Volume full = volume("v", 64).toBuilder().setDevicePath("/dev/loop3").addPublishedNodeIds("n1")
                 .setSource(ContentSource.newBuilder().setSnapshot("s")).setPool(PoolKind.POOL_LVM)
                 .setEncrypted(true).build();
-        index.report(everything("n1", 1, List.of(full, image("w", 32)), List.of()));
-        var found = index.images("v");
+        index.report(everything("n1", 1, List.of(full, volume("w", 32)), List.of()));
+        var found = index.volumes("v");
         assertEquals(1, found.size());
         assertEquals("n1", found.getFirst().nodeId());
         assertEquals(full.toBuilder().clearDevicePath().build(), found.getFirst().item());
-        assertFalse(index.images("w").getFirst().item().hasSource());
+        assertFalse(index.volumes("w").getFirst().item().hasSource());
         assertEquals(PoolKind.POOL_LVM, found.getFirst().item().getPool());
         assertTrue(found.getFirst().item().getEncrypted());
     }
 
     @Test
     void aReportOlderThanOwnCallsTakesNothingBack() {
-        index.report(everything("n1", 5, List.of(image("old", 1)), List.of()));
-        index.image("n1", "new", image("new", 2), 6);
-        index.image("n1", "old", null, 7);
+        index.report(everything("n1", 5, List.of(volume("old", 1)), List.of()));
+        index.volume("n1", "new", volume("new", 2), 6);
+        index.volume("n1", "old", null, 7);
         // A report made at generation 5, arriving after both calls' replies: neither is undone.
-        index.report(everything("n1", 5, List.of(image("old", 1)), List.of()));
+        index.report(everything("n1", 5, List.of(volume("old", 1)), List.of()));
         assertEquals(List.of("n1/new"), page("", 10));
-        assertTrue(index.images("old").isEmpty());
+        assertTrue(index.volumes("old").isEmpty());
         // The report that includes both: the deletion mark is settled, the name may come back later.
         index.report(RegisterRequest.newBuilder().setNodeId("n1").setInstance("i-n1").setGeneration(7)
-                .setChanges(InventoryChanges.newBuilder().setBaseGeneration(5).addImages(image("new", 2))
-                        .addRemovedImages("old")).build());
+                .setChanges(InventoryChanges.newBuilder().setBaseGeneration(5).addVolumes(volume("new", 2))
+                        .addRemovedVolumes("old")).build());
         index.report(RegisterRequest.newBuilder().setNodeId("n1").setInstance("i-n1").setGeneration(8)
-                .setChanges(InventoryChanges.newBuilder().setBaseGeneration(7).addImages(image("old", 3))).build());
-        assertEquals(3, index.images("old").getFirst().item().getCapacityBytes());
+                .setChanges(InventoryChanges.newBuilder().setBaseGeneration(7).addVolumes(volume("old", 3))).build());
+        assertEquals(3, index.volumes("old").getFirst().item().getCapacityBytes());
     }
 
     @Test
     void changesOnTopOfAnotherGenerationAskForEverything() {
-        index.report(everything("n1", 3, List.of(image("v", 1)), List.of()));
+        index.report(everything("n1", 3, List.of(volume("v", 1)), List.of()));
         assertTrue(index.report(RegisterRequest.newBuilder().setNodeId("n1").setInstance("i-n1").setGeneration(9)
-                .setChanges(InventoryChanges.newBuilder().setBaseGeneration(4).addImages(image("w", 1))).build()));
-        assertTrue(index.images("w").isEmpty());
+                .setChanges(InventoryChanges.newBuilder().setBaseGeneration(4).addVolumes(volume("w", 1))).build()));
+        assertTrue(index.volumes("w").isEmpty());
         // Another agent process: incomplete until it sends everything.
         assertTrue(index.report(RegisterRequest.newBuilder().setNodeId("n1").setInstance("other").setGeneration(0).build()));
         assertFalse(index.complete("n1"));
@@ -101,20 +101,20 @@ class VolumeIndexTest {
 
     @Test
     void aNameOnTwoNodesIsFoundOnBothUntilOneLetsItGo() {
-        index.report(everything("n1", 1, List.of(image("v", 1)), List.of()));
-        index.report(everything("n2", 1, List.of(image("v", 2)), List.of()));
-        assertEquals(List.of("n1", "n2"), index.images("v").stream().map(VolumeIndex.Located::nodeId).sorted().toList());
+        index.report(everything("n1", 1, List.of(volume("v", 1)), List.of()));
+        index.report(everything("n2", 1, List.of(volume("v", 2)), List.of()));
+        assertEquals(List.of("n1", "n2"), index.volumes("v").stream().map(VolumeIndex.Located::nodeId).sorted().toList());
         index.report(everything("n1", 2, List.of(), List.of()));
-        assertEquals(List.of("n2"), index.images("v").stream().map(VolumeIndex.Located::nodeId).toList());
+        assertEquals(List.of("n2"), index.volumes("v").stream().map(VolumeIndex.Located::nodeId).toList());
         index.forget("n2");
-        assertTrue(index.images("v").isEmpty());
+        assertTrue(index.volumes("v").isEmpty());
         assertEquals(List.of(), page("", 10));
     }
 
     @Test
     void snapshotsArePagedAndListedPerNode() {
-        Snapshot s1 = Snapshot.newBuilder().setName("s1").setSourceImage("v").setCapacityBytes(5).build();
-        Snapshot s2 = Snapshot.newBuilder().setName("s2").setSourceImage("w").setCapacityBytes(6).build();
+        Snapshot s1 = Snapshot.newBuilder().setName("s1").setSourceVolume("v").setCapacityBytes(5).build();
+        Snapshot s2 = Snapshot.newBuilder().setName("s2").setSourceVolume("w").setCapacityBytes(6).build();
         index.report(everything("n1", 1, List.of(), List.of(s2, s1)));
         index.report(everything("n10", 1, List.of(), List.of(s1.toBuilder().setName("s3").build())));
         assertEquals(List.of(s1, s2), index.snapshotsOf("n1"));

@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.VolumeCapability;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.nfs.NfsVolume;
 import dev.strata.csi.backend.nfs.NfsVolumeId;
 import dev.strata.csi.backend.nfs.OnDelete;
@@ -59,7 +59,7 @@ class ControllerBackendsTest {
     @Test
     void anExistingVolumeIsChosenByItsIdSchemeThenByItsContext() {
         var local = backends.withContext("local/node-a/pvc-1", Map.of("server", "10.0.0.5", "share", "/exports"));
-        assertEquals(new VolumeId("node-a", "pvc-1"), local.volume());
+        assertEquals(new LocalVolumeId("node-a", "pvc-1"), local.volume());
         var dynamic = backends.withContext(NFS_ID, Map.of());
         assertEquals("nfs 10.0.0.5:/exports/pvc-2", dynamic.lockKey());
         var stat = backends.withContext("media-archive", NFS);

@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.controller.agents.AgentDirectory;
@@ -85,8 +85,18 @@ class PoolRequestTest {
 
     @Test
     void anImageOfAnOlderAgentIsInTheImagePool() {
-        assertTrue(PoolRequest.of(Map.of()).holds(Image.newBuilder().setName("pvc-1").build()));
-        assertTrue(PoolRequest.of(Map.of("pool", "lvm")).holds(Image.newBuilder().setPool(PoolKind.POOL_LVM).build()));
-        assertEquals(false, PoolRequest.of(Map.of("pool", "lvm")).holds(Image.getDefaultInstance()));
+        assertTrue(PoolRequest.of(Map.of()).holds(Volume.newBuilder().setName("pvc-1").build()));
+        assertTrue(PoolRequest.of(Map.of("pool", "lvm")).holds(Volume.newBuilder().setPool(PoolKind.POOL_LVM).build()));
+        assertEquals(false, PoolRequest.of(Map.of("pool", "lvm")).holds(Volume.getDefaultInstance()));
+    }
+
+    @Test
+    void eachVolumesContextSaysItsOwnPoolsAttributeAndNoOtherPoolsKey() {
+        Map<String, String> image = new java.util.TreeMap<>();
+        PoolRequest.putContext(Volume.newBuilder().setAllocation(Allocation.FULL).build(), image);
+        assertEquals(Map.of("allocation", "full"), image);
+        Map<String, String> lvm = new java.util.TreeMap<>();
+        PoolRequest.putContext(Volume.newBuilder().setPool(PoolKind.POOL_LVM).setAllocation(Allocation.SPARSE).build(), lvm);
+        assertEquals(Map.of("pool", "lvm", "lvType", "thin"), lvm);
     }
 }

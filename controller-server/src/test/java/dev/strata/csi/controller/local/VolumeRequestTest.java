@@ -105,4 +105,30 @@ class VolumeRequestTest {
                         .setAccessMode(VolumeCapability.AccessMode.newBuilder().setMode(VolumeCapability.AccessMode.Mode.MULTI_NODE_MULTI_WRITER)))
                 .build())));
     }
+
+    /** ValidateVolumeCapabilities (parameterProblem) refuses what CreateVolume refuses, with the same words: one parse. */
+    @ParameterizedTest
+    @CsvSource({"encryption=aes", "encryption=LUKS2", "pool=lvm;encryption=luks2", "alocation=full"})
+    void validateRefusesTheParametersCreateVolumeRefuses(String pairs) {
+        Map<String, String> parameters = new java.util.TreeMap<>();
+        for (String pair : pairs.split(";")) {
+            parameters.put(pair.split("=")[0], pair.split("=")[1]);
+        }
+        CsiException refused = assertThrows(CsiException.class, () -> VolumeRequest.of(request("").putAllParameters(parameters).build()));
+        assertEquals(Status.Code.INVALID_ARGUMENT, refused.code());
+        assertEquals(Optional.of(refused.getMessage()), VolumeRequest.parameterProblem(parameters));
+        assertEquals(Optional.empty(), VolumeRequest.parameterProblem(Map.of("encryption", "luks2")));
+    }
+
+    /** ControllerModifyVolume refuses the mutable parameters CreateVolume refuses, with the same words, and takes what it takes. */
+    @Test
+    void modifyRefusesTheMutableParametersCreateVolumeRefuses() {
+        Map<String, String> bad = Map.of("readIOPS", "-1");
+        CsiException atCreate = assertThrows(CsiException.class, () -> VolumeRequest.of(request("").putAllMutableParams(bad).build()));
+        CsiException atModify = assertThrows(CsiException.class, () -> RequestKeys.mutable(bad));
+        assertEquals(Status.Code.INVALID_ARGUMENT, atCreate.code());
+        assertEquals(atCreate.getMessage(), atModify.getMessage());
+        Map<String, String> good = Map.of("readIOPS", "100");
+        assertEquals(VolumeRequest.of(request("").putAllMutableParams(good).build()).ioLimits(), RequestKeys.mutable(good));
+    }
 }

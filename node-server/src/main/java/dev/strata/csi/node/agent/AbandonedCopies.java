@@ -17,7 +17,7 @@ import java.time.Duration;
  * Removes the partly received volumes of copies nobody comes back for, in every pool
  * ({@link IncomingCopies#removeIfAbandoned}): at start, once the pool is reconciled and before any
  * call is served, then every quarter of the expiry (at most every {@link #LONGEST_PERIOD}). Each
- * image is looked at under its lock, the one ReceiveImage and WriteContent take: an image a stream
+ * volume is looked at under its lock, the one ReceiveVolume and WriteContent take: a volume a stream
  * is writing is busy, and left for the next round.
  */
 public final class AbandonedCopies implements Component {
@@ -40,7 +40,7 @@ public final class AbandonedCopies implements Component {
         this.log = log;
         this.removed = Counter.builder()
                 .name("strata_abandoned_copies_removed_total")
-                .help("Partly received images removed after no transfer step for --abandoned-copy-expiry")
+                .help("Partly received volumes removed after no transfer step for --abandoned-copy-expiry")
                 .register(metrics);
     }
 
@@ -54,7 +54,7 @@ public final class AbandonedCopies implements Component {
         rounds.start();
     }
 
-    /** A quarter of the expiry, so an image goes at most a quarter late; at most {@link #LONGEST_PERIOD}. */
+    /** A quarter of the expiry, so a volume goes at most a quarter late; at most {@link #LONGEST_PERIOD}. */
     static Duration period(Duration expiry) {
         Duration quarter = expiry.dividedBy(4);
         return quarter.compareTo(LONGEST_PERIOD) > 0 ? LONGEST_PERIOD : quarter;

@@ -2,10 +2,10 @@ package dev.strata.csi.node.agent;
 
 import dev.strata.csi.agent.api.ContentData;
 import dev.strata.csi.agent.api.ContentStart;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.CrashPoint;
@@ -34,12 +34,12 @@ import java.util.concurrent.TimeUnit;
  * WriteContent: another node's content, relayed by controller-server, written into a RECEIVING
  * volume of whichever pool holds its record ({@link IncomingCopies}) on a thread of its own (messages arrive on the transport's thread, which must not wait for
  * the disk), one message requested at a time, so the stream never holds more than the transport's
- * window. Every 64 MiB the image is synced and the record says how far it is on disk: a stream
+ * window. Every 64 MiB the volume is synced and the record says how far it is on disk: a stream
  * cut short (either side or the controller died) resumes there. That checkpoint runs beside the
  * writing, on a thread of its own, one at a time: the disk writes the last 64 MiB back while the
- * next arrive, rather than the stream standing still for every sync. At the end the image is synced,
+ * next arrive, rather than the stream standing still for every sync. At the end the volume is synced,
  * its own digest compared with the sender's, and only then is it READY. A damaged chunk or another
- * digest removes the partial image and answers DATA_LOSS: nothing unverified is ever READY.
+ * digest removes the partial volume and answers DATA_LOSS: nothing unverified is ever READY.
  */
 final class ContentReceiver {
 
@@ -134,7 +134,7 @@ final class ContentReceiver {
                 if (name.isEmpty()) {
                     throw CsiException.missing("name");
                 }
-                VolumeId.checkName(name);
+                LocalVolumeId.checkName(name);
                 held = locks.acquire(name);
                 incoming = pools.holding(name).incoming();
                 ImageRecord record = start(first);
@@ -142,14 +142,14 @@ final class ContentReceiver {
                 while (true) {
                     WriteContentRequest request = next();
                     if (!request.getName().equals(name)) {
-                        throw CsiException.invalidArgument("every message of a stream names one image: " + name);
+                        throw CsiException.invalidArgument("every message of a stream names one volume: " + name);
                     }
                     switch (request.getChunk().getKindCase()) {
                         case DATA -> write(record, request.getChunk().getData());
                         case END -> {
-                            Image image = finish(request.getChunk().getEnd().getSha256().toByteArray());
-                            out.onNext(WriteContentResponse.newBuilder().setImage(image).setWrittenBytes(written)
-                                    .setGeneration(inventory.imageChanged(name)).build());
+                            Volume volume = finish(request.getChunk().getEnd().getSha256().toByteArray());
+                            out.onNext(WriteContentResponse.newBuilder().setVolume(volume).setWrittenBytes(written)
+                                    .setGeneration(inventory.volumeChanged(name)).build());
                             out.onCompleted();
                             metrics.receiveEnded("complete", started);
                             return;
@@ -185,8 +185,8 @@ final class ContentReceiver {
         }
 
         /**
-         * The stream's start, against the image's record: the same content resumes where the
-         * record says it is on disk; other content starts the image over, empty.
+         * The stream's start, against the volume's record: the same content resumes where the
+         * record says it is on disk; other content starts the volume over, empty.
          */
         private ImageRecord start(WriteContentRequest first) throws IOException, DeviceException {
             ImageRecord record = incoming.receiving(name);
@@ -311,7 +311,7 @@ final class ContentReceiver {
             recorded = upTo;
         }
 
-        private Image finish(byte[] sent) throws IOException, InterruptedException {
+        private Volume finish(byte[] sent) throws IOException, InterruptedException {
             awaitCheckpoint();
             target.end(position);
             byte[] mine = target.digest();
@@ -320,10 +320,10 @@ final class ContentReceiver {
                         + " differs from the sender's " + HexFormat.of().formatHex(sent));
             }
             crashes.reach(CrashPoint.TRANSFER_VERIFIED);
-            Image image = incoming.finish(name, start.getSizeBytes(), start.getFilesystem(), start.getUsedAsBlock(), start.getEncrypted());
+            Volume volume = incoming.finish(name, start.getSizeBytes(), start.getFilesystem(), start.getUsedAsBlock(), start.getEncrypted());
             log.info("content received", "volume", name, "data_bytes", written,
                     "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
-            return image;
+            return volume;
         }
 
         /** The stream stopped before its end: what is written is recorded, for the retry to resume. */
@@ -346,7 +346,7 @@ final class ContentReceiver {
             }
         }
 
-        /** Damaged content: the partial image goes, so that the retry starts over. */
+        /** Damaged content: the partial volume goes, so that the retry starts over. */
         private void discard(String why) {
             metrics.receiveEnded("refused", started);
             log.error("content refused; partial volume removed", "volume", name, "reason", why);

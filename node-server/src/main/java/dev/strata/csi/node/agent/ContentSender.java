@@ -7,8 +7,8 @@ import dev.strata.csi.agent.api.ContentData;
 import dev.strata.csi.agent.api.ContentEnd;
 import dev.strata.csi.agent.api.ContentStart;
 import dev.strata.csi.agent.api.ReadContentRequest;
-import dev.strata.csi.backend.local.SnapshotId;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.node.local.DeviceException;
@@ -36,7 +36,7 @@ import java.time.Duration;
  */
 final class ContentSender {
 
-    /** A reader that takes nothing for this long is gone: the stream ends and the image is free again. */
+    /** A reader that takes nothing for this long is gone: the stream ends and the volume is free again. */
     static final Duration STALL = Duration.ofMinutes(2);
     /** Data chunks sent before the crash point TRANSFER_SENT: mid-stream. */
     private static final int CHUNKS_BEFORE_CRASH_POINT = 4;
@@ -81,18 +81,18 @@ final class ContentSender {
             throw CsiException.invalidArgument("offset must not be negative, got " + request.getOffset());
         }
         return switch (request.getSource().getKindCase()) {
-            case IMAGE -> image(request.getSource().getImage());
+            case VOLUME -> volume(request.getSource().getVolume());
             case SNAPSHOT -> snapshot(request.getSource().getSnapshot());
             case KIND_NOT_SET -> throw CsiException.missing("source");
         };
     }
 
     /** A detached volume, held by its lock from here to the stream's end (an attach waits). */
-    private Source image(String name) throws IOException, DeviceException {
+    private Source volume(String name) throws IOException, DeviceException {
         if (name.isEmpty()) {
-            throw CsiException.missing("source.image");
+            throw CsiException.missing("source.volume");
         }
-        VolumeId.checkName(name);
+        LocalVolumeId.checkName(name);
         VolumeLocks.Held held = locks.acquire(name);
         try {
             return new Source(name, pools.holding(name).outgoing().volume(name), held);
@@ -107,7 +107,7 @@ final class ContentSender {
         if (name.isEmpty()) {
             throw CsiException.missing("source.snapshot");
         }
-        SnapshotId.checkName(name);
+        LocalSnapshotId.checkName(name);
         VolumeLocks.Held held = locks.acquire(PoolSnapshots.lockKey(name));
         try {
             return new Source(name, pools.holdingSnapshot(name).outgoing().snapshot(name), held);

@@ -1,6 +1,6 @@
 package dev.strata.csi.node.agent;
 
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.Snapshot;
@@ -16,7 +16,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 /**
  * What this agent tells the controllers of its pool, so that they know where every volume and
  * snapshot is without asking every node: a generation that grows by one at every change of an
- * image or a listable snapshot, and which names changed at which generation. A report for a
+ * volume or a listable snapshot, and which names changed at which generation. A report for a
  * controller holds everything, or, when it has a generation still remembered, the names changed
  * since then as they are now. Changes are counted after they are made (under the name's lock), so
  * a report read after taking the generation holds every change up to it.
@@ -27,7 +27,7 @@ public final class Inventory {
     private static final int REMEMBERED = 100_000;
 
     private final NodePools pools;
-    private final Map<String, Long> images = new HashMap<>();
+    private final Map<String, Long> volumes = new HashMap<>();
     private final Map<String, Long> snapshots = new HashMap<>();
     private final List<Runnable> listeners = new CopyOnWriteArrayList<>();
     private long generation;
@@ -43,9 +43,9 @@ public final class Inventory {
         listeners.add(listener);
     }
 
-    /** Counts a change of image {@code name}; the generation that includes it. */
-    long imageChanged(String name) {
-        return changed(images, name);
+    /** Counts a change of volume {@code name}; the generation that includes it. */
+    long volumeChanged(String name) {
+        return changed(volumes, name);
     }
 
     long snapshotChanged(String name) {
@@ -57,8 +57,8 @@ public final class Inventory {
         synchronized (this) {
             now = ++generation;
             names.put(name, now);
-            if (images.size() + snapshots.size() > REMEMBERED) {
-                images.clear();
+            if (volumes.size() + snapshots.size() > REMEMBERED) {
+                volumes.clear();
                 snapshots.clear();
                 floor = now;
             }
@@ -77,25 +77,25 @@ public final class Inventory {
      */
     long report(long confirmed, RegisterRequest.Builder request) throws IOException, DeviceException {
         long now;
-        List<String> changedImages;
+        List<String> changedVolumes;
         List<String> changedSnapshots;
         boolean everything;
         synchronized (this) {
             now = generation;
             everything = confirmed < 0 || confirmed < floor;
-            changedImages = everything ? List.of() : since(images, confirmed);
+            changedVolumes = everything ? List.of() : since(volumes, confirmed);
             changedSnapshots = everything ? List.of() : since(snapshots, confirmed);
         }
         request.setGeneration(now);
         if (everything) {
             request.setInventory(dev.strata.csi.agent.api.Inventory.newBuilder()
-                    .addAllImages(pools.list())
+                    .addAllVolumes(pools.list())
                     .addAllSnapshots(pools.snapshots()));
         } else if (confirmed < now) {
             InventoryChanges.Builder changes = InventoryChanges.newBuilder().setBaseGeneration(confirmed);
-            for (String name : changedImages) {
-                Optional<Image> image = pools.get(name);
-                image.ifPresentOrElse(changes::addImages, () -> changes.addRemovedImages(name));
+            for (String name : changedVolumes) {
+                Optional<Volume> volume = pools.get(name);
+                volume.ifPresentOrElse(changes::addVolumes, () -> changes.addRemovedVolumes(name));
             }
             for (String name : changedSnapshots) {
                 Optional<Snapshot> snapshot = pools.listedSnapshot(name);

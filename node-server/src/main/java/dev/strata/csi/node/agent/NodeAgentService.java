@@ -1,43 +1,43 @@
 package dev.strata.csi.node.agent;
 
 import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.agent.api.AttachImageRequest;
-import dev.strata.csi.agent.api.AttachImageResponse;
+import dev.strata.csi.agent.api.AttachVolumeRequest;
+import dev.strata.csi.agent.api.AttachVolumeResponse;
 import dev.strata.csi.agent.api.BlockRangeBatch;
 import dev.strata.csi.agent.api.ContentChunk;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.CreateImageRequest;
-import dev.strata.csi.agent.api.CreateImageResponse;
+import dev.strata.csi.agent.api.CreateVolumeRequest;
+import dev.strata.csi.agent.api.CreateVolumeResponse;
 import dev.strata.csi.agent.api.CreateSnapshotRequest;
 import dev.strata.csi.agent.api.CreateSnapshotResponse;
-import dev.strata.csi.agent.api.DeleteImageRequest;
-import dev.strata.csi.agent.api.DeleteImageResponse;
+import dev.strata.csi.agent.api.DeleteVolumeRequest;
+import dev.strata.csi.agent.api.DeleteVolumeResponse;
 import dev.strata.csi.agent.api.DeleteSnapshotRequest;
 import dev.strata.csi.agent.api.DeleteSnapshotResponse;
-import dev.strata.csi.agent.api.DetachImageRequest;
-import dev.strata.csi.agent.api.DetachImageResponse;
-import dev.strata.csi.agent.api.ExpandImageRequest;
-import dev.strata.csi.agent.api.ExpandImageResponse;
+import dev.strata.csi.agent.api.DetachVolumeRequest;
+import dev.strata.csi.agent.api.DetachVolumeResponse;
+import dev.strata.csi.agent.api.ExpandVolumeRequest;
+import dev.strata.csi.agent.api.ExpandVolumeResponse;
 import dev.strata.csi.agent.api.GetAllocatedRangesRequest;
 import dev.strata.csi.agent.api.GetChangedRangesRequest;
-import dev.strata.csi.agent.api.GetImageRequest;
-import dev.strata.csi.agent.api.GetImageResponse;
-import dev.strata.csi.agent.api.ListImagesRequest;
-import dev.strata.csi.agent.api.ListImagesResponse;
+import dev.strata.csi.agent.api.GetVolumeRequest;
+import dev.strata.csi.agent.api.GetVolumeResponse;
+import dev.strata.csi.agent.api.ListVolumesRequest;
+import dev.strata.csi.agent.api.ListVolumesResponse;
 import dev.strata.csi.agent.api.ListSnapshotsRequest;
 import dev.strata.csi.agent.api.ListSnapshotsResponse;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.ProbeRequest;
 import dev.strata.csi.agent.api.ProbeResponse;
 import dev.strata.csi.agent.api.ReadContentRequest;
-import dev.strata.csi.agent.api.ReceiveImageRequest;
-import dev.strata.csi.agent.api.ReceiveImageResponse;
+import dev.strata.csi.agent.api.ReceiveVolumeRequest;
+import dev.strata.csi.agent.api.ReceiveVolumeResponse;
 import dev.strata.csi.agent.api.SetIoLimitsRequest;
 import dev.strata.csi.agent.api.SetIoLimitsResponse;
 import dev.strata.csi.agent.api.WriteContentRequest;
 import dev.strata.csi.agent.api.WriteContentResponse;
-import dev.strata.csi.backend.local.SnapshotId;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.CrashPoint;
@@ -55,9 +55,9 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.Optional;
 
 /**
- * The node agent's API for controller-server: the pools' operations, one at a time per image and
+ * The node agent's API for controller-server: the pools' operations, one at a time per volume and
  * per snapshot. A new volume goes into the pool its request names; every other call goes to the
- * pool that holds the name ({@link NodePools}). A copy locks its source too (the image, or the snapshot): a source image is not staged
+ * pool that holds the name ({@link NodePools}). A copy locks its source too (the volume, or the snapshot): a source volume is not staged
  * or unstaged while its filesystem is frozen, a snapshot not deleted while restored from.
  */
 public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
@@ -88,9 +88,9 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     }
 
     @Override
-    public void createImage(CreateImageRequest request, StreamObserver<CreateImageResponse> response) {
+    public void createVolume(CreateVolumeRequest request, StreamObserver<CreateVolumeResponse> response) {
         Rpc.answer(response, () -> {
-            checkNewImage(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
+            checkNewVolume(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
             Optional<ContentSource> source = request.hasSource() ? Optional.of(request.getSource()) : Optional.empty();
             try (var held = locks.acquire(name(request.getName()));
                     var sourceHeld = source.isPresent() ? locks.acquire(sourceLockKey(source.get())) : null) { // null: nothing to close
@@ -99,13 +99,13 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                     if (source.isPresent()) {
                         requireSamePool(pool, source.get());
                     }
-                    return CreateImageResponse.newBuilder()
-                            .setImage(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source,
+                    return CreateVolumeResponse.newBuilder()
+                            .setVolume(pool.create(request.getName(), request.getCapacityBytes(), request.getAllocation(), source,
                                     request.getEncrypted(), request.getThinOvercommitRatio()))
-                            .setGeneration(inventory.imageChanged(request.getName()))
+                            .setGeneration(inventory.volumeChanged(request.getName()))
                             .build();
                 } catch (Exception e) {
-                    inventory.imageChanged(request.getName()); // a create cut short may have left or removed something
+                    inventory.volumeChanged(request.getName()); // a create cut short may have left or removed something
                     throw e;
                 }
             }
@@ -113,69 +113,69 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     }
 
     @Override
-    public void deleteImage(DeleteImageRequest request, StreamObserver<DeleteImageResponse> response) {
+    public void deleteVolume(DeleteVolumeRequest request, StreamObserver<DeleteVolumeResponse> response) {
         Rpc.answer(response, () -> {
             try (var held = locks.acquire(name(request.getName()))) {
                 try {
                     pools.holding(request.getName()).delete(request.getName());
                 } finally {
-                    inventory.imageChanged(request.getName());
+                    inventory.volumeChanged(request.getName());
                 }
-                return DeleteImageResponse.newBuilder().setGeneration(inventory.generation()).build();
+                return DeleteVolumeResponse.newBuilder().setGeneration(inventory.generation()).build();
             }
         });
     }
 
     @Override
-    public void attachImage(AttachImageRequest request, StreamObserver<AttachImageResponse> response) {
+    public void attachVolume(AttachVolumeRequest request, StreamObserver<AttachVolumeResponse> response) {
         Rpc.answer(response, () -> {
             try (var held = locks.acquire(name(request.getName()))) {
                 try {
-                    return AttachImageResponse.newBuilder().setImage(pools.holding(request.getName()).attach(request.getName(), request.getNodeId())).build();
+                    return AttachVolumeResponse.newBuilder().setVolume(pools.holding(request.getName()).attach(request.getName(), request.getNodeId())).build();
                 } finally {
-                    inventory.imageChanged(request.getName()); // its published nodes, for ListVolumes
+                    inventory.volumeChanged(request.getName()); // its published nodes, for ListVolumes
                 }
             }
         });
     }
 
     @Override
-    public void detachImage(DetachImageRequest request, StreamObserver<DetachImageResponse> response) {
+    public void detachVolume(DetachVolumeRequest request, StreamObserver<DetachVolumeResponse> response) {
         Rpc.answer(response, () -> {
             try (var held = locks.acquire(name(request.getName()))) {
                 try {
                     pools.holding(request.getName()).detach(request.getName(), request.getNodeId());
                 } finally {
-                    inventory.imageChanged(request.getName());
+                    inventory.volumeChanged(request.getName());
                 }
-                return DetachImageResponse.getDefaultInstance();
+                return DetachVolumeResponse.getDefaultInstance();
             }
         });
     }
 
     @Override
-    public void expandImage(ExpandImageRequest request, StreamObserver<ExpandImageResponse> response) {
+    public void expandVolume(ExpandVolumeRequest request, StreamObserver<ExpandVolumeResponse> response) {
         Rpc.answer(response, () -> {
             if (request.getCapacityBytes() <= 0) {
                 throw CsiException.invalidArgument("capacity_bytes must be positive");
             }
             try (var held = locks.acquire(name(request.getName()))) {
                 try {
-                    return ExpandImageResponse.newBuilder().setImage(pools.holding(request.getName()).expand(request.getName(), request.getCapacityBytes())).build();
+                    return ExpandVolumeResponse.newBuilder().setVolume(pools.holding(request.getName()).expand(request.getName(), request.getCapacityBytes())).build();
                 } finally {
-                    inventory.imageChanged(request.getName());
+                    inventory.volumeChanged(request.getName());
                 }
             }
         });
     }
 
     @Override
-    public void getImage(GetImageRequest request, StreamObserver<GetImageResponse> response) {
+    public void getVolume(GetVolumeRequest request, StreamObserver<GetVolumeResponse> response) {
         Rpc.answer(response, () -> {
-            // Taking the lock: an image being created or deleted is neither there nor gone yet.
+            // Taking the lock: a volume being created or deleted is neither there nor gone yet.
             try (var held = locks.acquire(name(request.getName()))) {
-                return GetImageResponse.newBuilder()
-                        .setImage(pools.get(request.getName()).orElseThrow(() ->
+                return GetVolumeResponse.newBuilder()
+                        .setVolume(pools.get(request.getName()).orElseThrow(() ->
                                 CsiException.notFound("volume " + request.getName() + " does not exist on this node")))
                         .build();
             }
@@ -183,9 +183,9 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     }
 
     @Override
-    public void listImages(ListImagesRequest request, StreamObserver<ListImagesResponse> response) {
-        Rpc.answer(response, () -> ListImagesResponse.newBuilder()
-                .addAllImages(pools.list())
+    public void listVolumes(ListVolumesRequest request, StreamObserver<ListVolumesResponse> response) {
+        Rpc.answer(response, () -> ListVolumesResponse.newBuilder()
+                .addAllVolumes(pools.list())
                 .setPool(pools.imageStatus())
                 .addAllPools(pools.statuses())
                 .build());
@@ -194,11 +194,11 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     @Override
     public void createSnapshot(CreateSnapshotRequest request, StreamObserver<CreateSnapshotResponse> response) {
         Rpc.answer(response, () -> {
-            try (var source = locks.acquire(name(request.getSourceImage()));
+            try (var source = locks.acquire(name(request.getSourceVolume()));
                     var held = locks.acquire(snapshotName(request.getName()))) {
                 try {
-                    var taken = pools.forNewSnapshot(request.getName(), request.getSourceImage()).snapshots()
-                            .take(request.getName(), request.getSourceImage(), request.getTemporary());
+                    var taken = pools.forNewSnapshot(request.getName(), request.getSourceVolume()).snapshots()
+                            .take(request.getName(), request.getSourceVolume(), request.getTemporary());
                     return CreateSnapshotResponse.newBuilder().setSnapshot(taken)
                             .setGeneration(inventory.snapshotChanged(request.getName())).build();
                 } catch (Exception e) {
@@ -234,9 +234,9 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     }
 
     @Override
-    public void receiveImage(ReceiveImageRequest request, StreamObserver<ReceiveImageResponse> response) {
+    public void receiveVolume(ReceiveVolumeRequest request, StreamObserver<ReceiveVolumeResponse> response) {
         Rpc.answer(response, () -> {
-            checkNewImage(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
+            checkNewVolume(request.getCapacityBytes(), request.getAllocation(), request.getAllocationValue());
             try (var held = locks.acquire(name(request.getName()))) {
                 if (!request.hasSource()) {
                     throw CsiException.missing("source");
@@ -244,9 +244,9 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                 ImageRecord record = pools.forNew(request.getName(), request.getPool()).incoming().receive(request.getName(),
                         request.getCapacityBytes(), request.getAllocation(), request.getSource(), request.getEncrypted(),
                         request.getThinOvercommitRatio());
-                var reply = ReceiveImageResponse.newBuilder().setTag(record.getReceiveTag()).setReceivedBytes(record.getReceivedBytes());
+                var reply = ReceiveVolumeResponse.newBuilder().setTag(record.getReceiveTag()).setReceivedBytes(record.getReceivedBytes());
                 if (record.getState() == ImageRecord.State.READY) {
-                    pools.get(request.getName()).ifPresent(reply::setImage);
+                    pools.get(request.getName()).ifPresent(reply::setVolume);
                 }
                 return reply.build();
             }
@@ -279,9 +279,9 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         Rpc.answer(response, () -> {
             try (var held = locks.acquire(name(request.getName()))) {
                 try {
-                    return SetIoLimitsResponse.newBuilder().setImage(ioLimits.set(request.getName(), request.getIoLimits())).build();
+                    return SetIoLimitsResponse.newBuilder().setVolume(ioLimits.set(request.getName(), request.getIoLimits())).build();
                 } finally {
-                    inventory.imageChanged(request.getName()); // the limits are in the image the controller lists
+                    inventory.volumeChanged(request.getName()); // the limits are in the volume the controller lists
                 }
             }
         });
@@ -294,7 +294,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     private void requireSamePool(VolumePool pool, ContentSource source) throws java.io.IOException {
         VolumePool holding = switch (source.getKindCase()) {
             case SNAPSHOT -> pools.findSnapshot(source.getSnapshot()).orElse(pool);
-            case IMAGE -> pools.find(source.getImage()).orElse(pool);
+            case VOLUME -> pools.find(source.getVolume()).orElse(pool);
             case KIND_NOT_SET -> pool;
         };
         if (holding != pool) {
@@ -303,12 +303,12 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         }
     }
 
-    /** The lock of a copy's source: the image's name, or the snapshot's key. */
+    /** The lock of a copy's source: the volume's name, or the snapshot's key. */
     private static String sourceLockKey(ContentSource source) {
         return switch (source.getKindCase()) {
             case SNAPSHOT -> snapshotName(source.getSnapshot());
-            case IMAGE -> name(source.getImage());
-            case KIND_NOT_SET -> throw CsiException.invalidArgument("source names neither a snapshot nor an image");
+            case VOLUME -> name(source.getVolume());
+            case KIND_NOT_SET -> throw CsiException.invalidArgument("source names neither a snapshot nor a volume");
         };
     }
 
@@ -317,11 +317,11 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         if (name.isEmpty()) {
             throw CsiException.missing("name");
         }
-        SnapshotId.checkName(name);
+        LocalSnapshotId.checkName(name);
         return PoolSnapshots.lockKey(name);
     }
 
-    private static void checkNewImage(long capacityBytes, Allocation allocation, int allocationValue) {
+    private static void checkNewVolume(long capacityBytes, Allocation allocation, int allocationValue) {
         if (capacityBytes <= 0) {
             throw CsiException.invalidArgument("capacity_bytes must be positive");
         }
@@ -334,7 +334,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         if (name.isEmpty()) {
             throw CsiException.missing("name");
         }
-        VolumeId.checkName(name);
+        LocalVolumeId.checkName(name);
         return name;
     }
 }

@@ -4,7 +4,7 @@ import dev.strata.csi.agent.api.BlockRange;
 import dev.strata.csi.agent.api.BlockRangeBatch;
 import dev.strata.csi.agent.api.GetAllocatedRangesRequest;
 import dev.strata.csi.agent.api.GetChangedRangesRequest;
-import dev.strata.csi.backend.local.SnapshotId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.DeviceException;
@@ -68,9 +68,9 @@ final class RangeSender {
                 () -> {
                     SnapshotRecord target = pools.holdingSnapshot(request.getTargetSnapshot()).snapshots().ready(request.getTargetSnapshot());
                     SnapshotRecord base = pools.holdingSnapshot(request.getBaseSnapshot()).snapshots().ready(request.getBaseSnapshot());
-                    if (!base.getSourceImage().equals(target.getSourceImage())) {
+                    if (!base.getSourceVolume().equals(target.getSourceVolume())) {
                         throw CsiException.invalidArgument("snapshots " + base.getName() + " and " + target.getName()
-                                + " are of different volumes (" + base.getSourceImage() + ", " + target.getSourceImage() + ")");
+                                + " are of different volumes (" + base.getSourceVolume() + ", " + target.getSourceVolume() + ")");
                     }
                     if (taken(base).isAfter(taken(target))) {
                         throw CsiException.invalidArgument("base snapshot " + base.getName() + " was taken after target snapshot "
@@ -110,7 +110,7 @@ final class RangeSender {
                 if (names.get(i).isEmpty()) {
                     throw CsiException.missing(fields.get(i));
                 }
-                SnapshotId.checkName(names.get(i));
+                LocalSnapshotId.checkName(names.get(i));
             }
             if (from < 0) {
                 throw CsiException.invalidArgument("starting_offset must not be negative, got " + from);

@@ -6,7 +6,7 @@ import csi.v1.Csi.VolumeCondition;
 import dev.strata.csi.backend.Capabilities;
 import dev.strata.csi.backend.local.LocalCapabilities;
 import dev.strata.csi.backend.local.LocalVolumeScheme;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.mount.MountTable;
@@ -38,7 +38,7 @@ import java.util.Optional;
  * first checks whether it is already done, so a repeated call succeeds without a second effect.
  * An encrypted volume is staged from its dm-crypt mapping over that device ({@link VolumeEncryption}).
  */
-public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolumeScheme {
+public final class LocalNodeBackend implements NodeBackend<LocalVolumeId>, LocalVolumeScheme {
 
     private final String nodeId;
 
@@ -65,12 +65,12 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     }
 
     @Override
-    public void stage(VolumeId id, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
+    public void stage(LocalVolumeId id, Path staging, VolumeCapability capability, Map<String, String> context) throws Exception {
         stage(id, staging, capability, context, Map.of());
     }
 
     @Override
-    public void stage(VolumeId id, Path staging, VolumeCapability capability, Map<String, String> context,
+    public void stage(LocalVolumeId id, Path staging, VolumeCapability capability, Map<String, String> context,
             Map<String, String> secrets) throws Exception {
         VolumePool pool = pools.holding(id.name());
         BlockDevice attached = attachedDevice(id, pool);
@@ -121,7 +121,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
      * for (kubelet calls NodeExpandVolume only after an expansion, not after a restore). A
      * read-only mount is not written; it grows at a later writable stage.
      */
-    private void growCopiedFilesystem(VolumeId id, VolumePool pool, BlockDevice device, Path staging, String fsType, boolean readOnly) throws Exception {
+    private void growCopiedFilesystem(LocalVolumeId id, VolumePool pool, BlockDevice device, Path staging, String fsType, boolean readOnly) throws Exception {
         if (readOnly || !pool.content(id.name()).getGrowFilesystem()) {
             return;
         }
@@ -131,7 +131,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     }
 
     /** The filesystem a read-only stage mounts: one must be there already; nothing is made. */
-    private String existingFilesystem(VolumeId id, VolumePool pool, BlockDevice device) throws Exception {
+    private String existingFilesystem(LocalVolumeId id, VolumePool pool, BlockDevice device) throws Exception {
         String recorded = pool.content(id.name()).getFilesystem();
         if (!recorded.isEmpty()) {
             return recorded;
@@ -146,7 +146,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
      * used as a raw block device, and blkid finds no signature. A probe that cannot read the
      * device therefore never leads to mkfs on a volume with data.
      */
-    private String holdsFilesystem(VolumeId id, VolumePool pool, BlockDevice device, String fsType) throws Exception {
+    private String holdsFilesystem(LocalVolumeId id, VolumePool pool, BlockDevice device, String fsType) throws Exception {
         var content = pool.content(id.name());
         if (!content.getFilesystem().isEmpty()) {
             return content.getFilesystem();
@@ -167,7 +167,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     }
 
     @Override
-    public void unstage(VolumeId id, Path staging) throws Exception {
+    public void unstage(LocalVolumeId id, Path staging) throws Exception {
         requireHere(id);
         unmountOwn(id, "staging_target_path", staging);
         crashes.reach(CrashPoint.UNSTAGE_UNMOUNTED);
@@ -175,7 +175,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     }
 
     @Override
-    public void publish(VolumeId id, Path staging, Path target, VolumeCapability capability, Map<String, String> context,
+    public void publish(LocalVolumeId id, Path staging, Path target, VolumeCapability capability, Map<String, String> context,
             boolean readOnly) throws Exception {
         VolumePool pool = pools.holding(id.name());
         BlockDevice attached = attachedDevice(id, pool);
@@ -213,7 +213,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     }
 
     @Override
-    public void unpublish(VolumeId id, Path target) throws Exception {
+    public void unpublish(LocalVolumeId id, Path target) throws Exception {
         requireHere(id);
         unmountOwn(id, "target_path", target);
         crashes.reach(CrashPoint.UNPUBLISH_UNMOUNTED);
@@ -227,12 +227,12 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
      * {@code secrets}. A raw block volume needs nothing more.
      */
     @Override
-    public long expand(VolumeId id, Path volumePath, Optional<VolumeCapability> capability) throws Exception {
+    public long expand(LocalVolumeId id, Path volumePath, Optional<VolumeCapability> capability) throws Exception {
         return expand(id, volumePath, capability, Map.of());
     }
 
     @Override
-    public long expand(VolumeId id, Path volumePath, Optional<VolumeCapability> capability, Map<String, String> secrets)
+    public long expand(LocalVolumeId id, Path volumePath, Optional<VolumeCapability> capability, Map<String, String> secrets)
             throws Exception {
         VolumePool pool = pools.holding(id.name());
         BlockDevice attached = attachedDevice(id, pool);
@@ -257,7 +257,7 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     }
 
     @Override
-    public NodeGetVolumeStatsResponse stats(VolumeId id, Path path) throws Exception {
+    public NodeGetVolumeStatsResponse stats(LocalVolumeId id, Path path) throws Exception {
         requireHere(id);
         VolumePool pool = pools.holding(id.name());
         Optional<MountPoint> mount = mounter.table().at(path);
@@ -275,19 +275,19 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
     }
 
     /** Abnormal when the volume's storage or the pool's record of it is gone from under a mounted volume. */
-    private static VolumeCondition condition(VolumePool pool, VolumeId id) throws Exception {
+    private static VolumeCondition condition(VolumePool pool, LocalVolumeId id) throws Exception {
         return pool.abnormality(id.name()).map(VolumeStats::abnormal).orElseGet(() -> VolumeStats.healthy("healthy"));
     }
 
     /** NOT_FOUND for a volume of another node's pool. */
-    private void requireHere(VolumeId id) {
+    private void requireHere(LocalVolumeId id) {
         if (!id.nodeId().equals(nodeId)) {
             throw CsiException.notFound("volume " + id + " lives on node " + id.nodeId() + ", not on " + nodeId);
         }
     }
 
     /** The device the volume is staged from: its open mapping, if it is encrypted, else its pool's device. */
-    private Optional<BlockDevice> stagedDevice(VolumeId id, VolumePool pool) throws Exception {
+    private Optional<BlockDevice> stagedDevice(LocalVolumeId id, VolumePool pool) throws Exception {
         Optional<BlockDevice> mapped = encryption.find(id.name()).map(BlockDevice.class::cast);
         return mapped.isPresent() ? mapped : pool.device(id.name()).map(BlockDevice.class::cast);
     }
@@ -297,14 +297,14 @@ public final class LocalNodeBackend implements NodeBackend<VolumeId>, LocalVolum
      * The device is looked up only when something is mounted there: kubelet and csi-sanity repeat
      * unpublish and unstage on paths long unmounted, and for an LVM volume each lookup is an lvs.
      */
-    private void unmountOwn(VolumeId id, String field, Path path) throws Exception {
+    private void unmountOwn(LocalVolumeId id, String field, Path path) throws Exception {
         Optional<BlockDevice> device = mounter.table().at(path).isEmpty() ? Optional.empty()
                 : stagedDevice(id, pools.holding(id.name()));
         OwnMounts.unmount(mounter, log, id.toString(), field, path, mount -> device.map(d -> d.backs(mount)).orElse(false),
                 top -> mounter.unmount(path));
     }
 
-    private BlockDevice attachedDevice(VolumeId id, VolumePool pool) throws Exception {
+    private BlockDevice attachedDevice(LocalVolumeId id, VolumePool pool) throws Exception {
         requireHere(id);
         if (!pool.exists(id.name())) {
             throw CsiException.notFound("volume " + id + " does not exist on this node");

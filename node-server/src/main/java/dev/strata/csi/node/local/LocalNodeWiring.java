@@ -1,7 +1,7 @@
 package dev.strata.csi.node.local;
 
 import dev.strata.csi.auth.AgentSecurity;
-import dev.strata.csi.backend.local.Topology;
+import dev.strata.csi.backend.local.LocalTopology;
 import dev.strata.csi.flags.Flag;
 import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.linux.Kernel;
@@ -104,7 +104,7 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
     }
 
     /** What the local backend shares with the rest of node-server: the node, and the system's narrow interfaces. */
-    public record Node(String nodeId, Topology topology, Path kubeletDir, Kernel kernel, Command commands,
+    public record Node(String nodeId, LocalTopology topology, Path kubeletDir, Kernel kernel, Command commands,
             Mounter mounter, SystemSteps steps, VolumeLocks locks) { }
 
     public static LocalNodeWiring fromFlags(DriverProgram.Context context, Node node) throws UsageException {

@@ -1,6 +1,6 @@
 package dev.strata.csi.node.local;
 
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.IoLimits;
 import dev.strata.csi.log.Log;
@@ -74,7 +74,7 @@ public final class VolumeIoLimits {
      * Each step is repeatable: a call cut short is done again by the controller's retry, and the
      * next pass ({@link #applyAll}) applies what is recorded.
      */
-    public Image set(String name, dev.strata.csi.agent.api.IoLimits changes) throws Exception {
+    public Volume set(String name, dev.strata.csi.agent.api.IoLimits changes) throws Exception {
         ImageRecord record = pools.holding(name).content(name);
         IoLimits merged = merge(record.getIoLimits(), changes);
         if (!merged.equals(record.getIoLimits())) {
@@ -158,7 +158,7 @@ public final class VolumeIoLimits {
      */
     public void applyAll() {
         try {
-            for (Image image : pools.list()) {
+            for (Volume image : pools.list()) {
                 if (image.getDevicePath().isEmpty()) {
                     applied.remove(image.getName());
                     continue;

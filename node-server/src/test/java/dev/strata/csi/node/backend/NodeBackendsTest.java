@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import csi.v1.Csi.NodeServiceCapability;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.nfs.NfsVolume;
 import dev.strata.csi.node.local.LocalNodeBackend;
 import dev.strata.csi.node.nfs.NfsNodeBackend;
@@ -32,7 +32,7 @@ class NodeBackendsTest {
     void theIdSchemeChoosesFirstWhateverTheContextSays() {
         var local = backends.withContext("local/node-a/pvc-1", NFS_CONTEXT);
         assertInstanceOf(LocalNodeBackend.class, local.backend());
-        assertEquals(new VolumeId("node-a", "pvc-1"), local.volume());
+        assertEquals(new LocalVolumeId("node-a", "pvc-1"), local.volume());
         assertEquals("pvc-1", local.lockKey());
 
         String nfsId = "nfs/10.0.0.5/%2Fexports/pvc-2/delete";

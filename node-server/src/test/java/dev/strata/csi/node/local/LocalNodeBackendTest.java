@@ -8,7 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import csi.v1.Csi.VolumeCapability.AccessMode;
 import csi.v1.Csi.VolumeCapability;
 import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.MountException;
@@ -49,7 +49,7 @@ import org.junit.jupiter.api.io.TempDir;
 class LocalNodeBackendTest {
 
     static final long GIB = 1L << 30;
-    static final VolumeId VOLUME = new VolumeId("node-1", "pvc-a");
+    static final LocalVolumeId VOLUME = new LocalVolumeId("node-1", "pvc-a");
 
     @TempDir
     Path dir;
@@ -138,9 +138,9 @@ class LocalNodeBackendTest {
     @Test
     void stageAsksForWhatItNeeds() throws Exception {
         assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class,
-                () -> backend.stage(new VolumeId("node-2", "pvc-a"), staging, mount("ext4"), Map.of())).code());
+                () -> backend.stage(new LocalVolumeId("node-2", "pvc-a"), staging, mount("ext4"), Map.of())).code());
         assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class,
-                () -> backend.stage(new VolumeId("node-1", "pvc-none"), staging, mount("ext4"), Map.of())).code());
+                () -> backend.stage(new LocalVolumeId("node-1", "pvc-none"), staging, mount("ext4"), Map.of())).code());
         assertEquals(Status.Code.INVALID_ARGUMENT, assertThrows(CsiException.class,
                 () -> backend.stage(VOLUME, kubelet.resolve("missing"), mount("ext4"), Map.of())).code());
         pool.detach("pvc-a", "node-1");

@@ -4,7 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.IoLimits;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
@@ -101,7 +101,7 @@ class VolumeIoLimitsTest {
 
     @Test
     void aLimitReachesEveryPodTheVolumeIsPublishedToAndOnlyThose() throws Exception {
-        Image image = limits.set("pvc-a", IoLimits.newBuilder().setWriteBytesPerSecond(MIB).build());
+        Volume image = limits.set("pvc-a", IoLimits.newBuilder().setWriteBytesPerSecond(MIB).build());
         assertEquals(IoLimits.newBuilder().setWriteBytesPerSecond(MIB).build(), image.getIoLimits());
         DeviceLimits wanted = new DeviceLimits(0, 0, 0, MIB);
         for (PodUid pod : List.of(POD_A, POD_B, BLOCK_POD)) {
@@ -121,7 +121,7 @@ class VolumeIoLimitsTest {
         limits.set("pvc-a", IoLimits.newBuilder().setWriteBytesPerSecond(MIB).setReadIops(100).build());
         limits.set("pvc-a", IoLimits.newBuilder().setReadIops(50).build());
         assertEquals(new DeviceLimits(50, 0, 0, MIB), cgroups.of(POD_A, device));
-        Image image = limits.set("pvc-a", IoLimits.newBuilder().setWriteBytesPerSecond(0).build());
+        Volume image = limits.set("pvc-a", IoLimits.newBuilder().setWriteBytesPerSecond(0).build());
         assertEquals(IoLimits.newBuilder().setReadIops(50).build(), image.getIoLimits());
         assertEquals(new DeviceLimits(50, 0, 0, 0), cgroups.of(POD_A, device));
         limits.set("pvc-a", IoLimits.newBuilder().setReadIops(0).build());
@@ -141,8 +141,8 @@ class VolumeIoLimitsTest {
     @Test
     void theSameChangeAgainLeavesTheSameState() throws Exception {
         IoLimits change = IoLimits.newBuilder().setWriteIops(200).build();
-        Image first = limits.set("pvc-a", change);
-        Image second = limits.set("pvc-a", change);
+        Volume first = limits.set("pvc-a", change);
+        Volume second = limits.set("pvc-a", change);
         assertEquals(first, second);
         assertEquals(new DeviceLimits(0, 200, 0, 0), cgroups.of(POD_B, device));
     }

@@ -1,7 +1,7 @@
 package dev.strata.csi.node.local.crypt;
 
 import dev.strata.csi.backend.local.LocalParameters;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.BlockDevice;
@@ -52,7 +52,7 @@ public final class VolumeEncryption {
      * node-stage {@code secrets} (the header written first on a blank, never used volume), or the
      * one open already.
      */
-    public MappedDevice open(VolumeId id, ImageRecord record, BlockDevice volumeDevice, Map<String, String> secrets) throws Exception {
+    public MappedDevice open(LocalVolumeId id, ImageRecord record, BlockDevice volumeDevice, Map<String, String> secrets) throws Exception {
         String name = mappingName(id.name());
         Optional<MappedDevice> open = devices.find(name);
         if (open.isPresent()) {
@@ -94,7 +94,7 @@ public final class VolumeEncryption {
     }
 
     /** The unstage step, once nothing is mounted from the mapping: closed; nothing to do when it is not open. */
-    public void close(VolumeId id) throws DeviceException {
+    public void close(LocalVolumeId id) throws DeviceException {
         String name = mappingName(id.name());
         if (devices.find(name).isEmpty()) {
             return;
@@ -105,7 +105,7 @@ public final class VolumeEncryption {
     }
 
     /** The expansion step, once the loop device has grown: the open mapping grows to fill it, with the node-expand secret's passphrase. */
-    public MappedDevice resize(VolumeId id, Map<String, String> secrets) throws Exception {
+    public MappedDevice resize(LocalVolumeId id, Map<String, String> secrets) throws Exception {
         String name = mappingName(id.name());
         devices.find(name).orElseThrow(() -> CsiException.failedPrecondition("volume " + id + " is encrypted and not staged: "
                 + "its mapping " + name + " is not open"));
@@ -118,13 +118,13 @@ public final class VolumeEncryption {
         return devices.find(name).orElseThrow(() -> CsiException.internal("mapping " + name + " closed while it was resized"));
     }
 
-    private static Passphrase passphrase(VolumeId id, Map<String, String> secrets, String call, String secret) {
+    private static Passphrase passphrase(LocalVolumeId id, Map<String, String> secrets, String call, String secret) {
         return Passphrase.from(secrets).orElseThrow(() -> CsiException.invalidArgument("volume " + id + " is encrypted: " + call
                 + " needs its passphrase under the key '" + LocalParameters.PASSPHRASE_SECRET_KEY + "' of the " + secret
                 + " secret (the StorageClass's csi.storage.k8s.io/" + secret + "-secret-name and -namespace)"));
     }
 
-    private static CsiException wrongPassphrase(VolumeId id, String secret) {
+    private static CsiException wrongPassphrase(LocalVolumeId id, String secret) {
         return CsiException.permissionDenied("volume " + id + ": the passphrase in the " + secret
                 + " secret opens no key slot of its LUKS2 header");
     }

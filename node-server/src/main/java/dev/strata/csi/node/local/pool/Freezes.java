@@ -56,7 +56,7 @@ final class Freezes {
 
     /** Freezes the filesystem of {@code image} mounted at {@code mountPoint}, recorded first. */
     Frozen freeze(String image, Path mountPoint) throws IOException, DeviceException {
-        records.write(image, FreezeRecord.newBuilder().setImage(image).setMountPoint(mountPoint.toString()).build());
+        records.write(image, FreezeRecord.newBuilder().setVolume(image).setMountPoint(mountPoint.toString()).build());
         try {
             freezer.freeze(mountPoint);
         } catch (DeviceException e) {
@@ -79,18 +79,18 @@ final class Freezes {
             try {
                 boolean thawed = freezer.thaw(mountPoint);
                 log.warn(thawed ? "thawed a filesystem an interrupted copy left frozen" : "a filesystem recorded as frozen was not",
-                        "volume", record.getImage(), "mount_point", mountPoint);
+                        "volume", record.getVolume(), "mount_point", mountPoint);
             } catch (DeviceException e) {
                 if (java.nio.file.Files.exists(mountPoint)) { // kept: the next start tries again
                     log.error("cannot thaw a filesystem recorded as frozen; thaw it with fsfreeze --unfreeze", "volume",
-                            record.getImage(), "mount_point", mountPoint, "error", e.getMessage());
+                            record.getVolume(), "mount_point", mountPoint, "error", e.getMessage());
                     continue;
                 }
                 // Gone since (a reboot thaws everything): nothing is frozen there any more.
-                log.info("a filesystem recorded as frozen is not mounted any more", "volume", record.getImage(),
+                log.info("a filesystem recorded as frozen is not mounted any more", "volume", record.getVolume(),
                         "mount_point", mountPoint);
             }
-            records.delete(record.getImage());
+            records.delete(record.getVolume());
         }
     }
 }

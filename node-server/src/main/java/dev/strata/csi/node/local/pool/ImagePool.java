@@ -3,11 +3,11 @@ package dev.strata.csi.node.local.pool;
 import com.google.protobuf.Timestamp;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
-import dev.strata.csi.backend.local.SnapshotId;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.IoLimits;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
@@ -80,7 +80,7 @@ public final class ImagePool implements VolumePool {
         this.dir = dir;
         this.crashes = crashes;
         this.records = new RecordStore(dir, log);
-        SnapshotStore snapshotStore = new SnapshotStore(dir, log);
+        PoolSnapshotStore snapshotStore = new PoolSnapshotStore(dir, log);
         this.capacity = new PoolCapacity(dir, files, records, snapshotStore);
         this.copies = new ConsistentCopy(dir, files, freezer, this::filesystemMount, crashes, log);
         this.snapshots = new PoolSnapshots(snapshotStore, records, capacity, copies, files, crashes, clock, log);
@@ -138,12 +138,12 @@ public final class ImagePool implements VolumePool {
      * overcommits: INVALID_ARGUMENT for an {@code overcommitRatio} above 1.
      */
     @Override
-    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
+    public Volume create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
             double overcommitRatio) throws IOException, DeviceException, MountException {
         if (overcommitRatio > 1) {
             throw CsiException.invalidArgument("volume " + name + ": the image pool never overcommits; thin overcommit is the LVM pool's");
         }
-        VolumeId.checkName(name);
+        LocalVolumeId.checkName(name);
         Optional<Source> wantedSource = source.map(ImagePool::recorded);
         Optional<ImageRecord> existing = records.read(name);
         if (existing.isPresent()) {
@@ -247,10 +247,10 @@ public final class ImagePool implements VolumePool {
                 SnapshotRecord snapshot = snapshots.ready(source.getSnapshot());
                 yield ConsistentCopy.Content.ofSnapshot(snapshot, snapshots.path(snapshot.getName()));
             }
-            case IMAGE -> {
-                ImageRecord image = records.read(source.getImage())
+            case VOLUME -> {
+                ImageRecord image = records.read(source.getVolume())
                         .filter(record -> record.getState() == ImageRecord.State.READY)
-                        .orElseThrow(() -> CsiException.notFound("source volume " + source.getImage() + " does not exist on this node"));
+                        .orElseThrow(() -> CsiException.notFound("source volume " + source.getVolume() + " does not exist on this node"));
                 yield ConsistentCopy.Content.ofImage(image, imagePath(image.getName()));
             }
             case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor an image");
@@ -289,7 +289,7 @@ public final class ImagePool implements VolumePool {
 
     /** Attaches the image to a loop device for {@code nodeId}, or returns the device it is attached to. */
     @Override
-    public Image attach(String name, String nodeId) throws IOException, DeviceException, MountException {
+    public Volume attach(String name, String nodeId) throws IOException, DeviceException, MountException {
         ImageRecord record = records.attached(records.ready(name), nodeId);
         crashes.reach(CrashPoint.ATTACH_RECORDED);
         LoopDevice device = soleDevice(name).orElse(null);
@@ -310,7 +310,7 @@ public final class ImagePool implements VolumePool {
      * RESOURCE_EXHAUSTED, with the image unchanged, when the pool cannot hold the difference.
      */
     @Override
-    public Image expand(String name, long capacityBytes) throws IOException, DeviceException, MountException {
+    public Volume expand(String name, long capacityBytes) throws IOException, DeviceException, MountException {
         ImageRecord record = records.ready(name);
         if (capacityBytes > record.getCapacityBytes()) {
             ImageRecord grown = record.toBuilder().setCapacityBytes(capacityBytes).build();
@@ -362,7 +362,7 @@ public final class ImagePool implements VolumePool {
     }
 
     @Override
-    public Optional<Image> get(String name) throws IOException, DeviceException {
+    public Optional<Volume> get(String name) throws IOException, DeviceException {
         Optional<ImageRecord> record = records.read(name);
         if (record.isEmpty() || record.get().getState() != ImageRecord.State.READY) {
             return Optional.empty();
@@ -371,13 +371,13 @@ public final class ImagePool implements VolumePool {
     }
 
     @Override
-    public List<Image> list() throws IOException, DeviceException {
+    public List<Volume> list() throws IOException, DeviceException {
         // One sysfs scan for all images, not one per image: ListVolumes asks for every volume.
         Map<FileIdentity, LoopDevice> devices = new HashMap<>();
         for (LoopDevice device : loops.list()) {
             devices.putIfAbsent(device.backing(), device);
         }
-        List<Image> images = new ArrayList<>();
+        List<Volume> images = new ArrayList<>();
         for (ImageRecord record : records.all()) {
             if (record.getState() == ImageRecord.State.READY) {
                 images.add(image(record, identity(record.getName()).map(devices::get).orElse(null)));
@@ -660,21 +660,21 @@ public final class ImagePool implements VolumePool {
         return records.imagePath(name);
     }
 
-    private Image image(ImageRecord record) throws IOException, DeviceException {
+    private Volume image(ImageRecord record) throws IOException, DeviceException {
         return image(record, device(record.getName()).orElse(null));
     }
 
-    private static Image image(ImageRecord record, LoopDevice device) {
+    private static Volume image(ImageRecord record, LoopDevice device) {
         return apiImage(record, device == null ? "" : device.device().toString());
     }
 
     /** The agent API's image of a record, with the device that holds it ({@code ""}: none). */
-    static Image apiImage(ImageRecord record, String devicePath) {
-        Image.Builder image = Image.newBuilder();
+    static Volume apiImage(ImageRecord record, String devicePath) {
+        Volume.Builder image = Volume.newBuilder();
         if (record.hasSource()) {
             image.setSource(switch (record.getSource().getKindCase()) {
                 case SNAPSHOT -> ContentSource.newBuilder().setSnapshot(record.getSource().getSnapshot());
-                case IMAGE -> ContentSource.newBuilder().setImage(record.getSource().getImage());
+                case VOLUME -> ContentSource.newBuilder().setVolume(record.getSource().getVolume());
                 case KIND_NOT_SET -> ContentSource.newBuilder();
             });
         }
@@ -716,12 +716,12 @@ public final class ImagePool implements VolumePool {
     static Source recorded(ContentSource source) {
         return switch (source.getKindCase()) {
             case SNAPSHOT -> {
-                SnapshotId.checkName(source.getSnapshot());
+                LocalSnapshotId.checkName(source.getSnapshot());
                 yield Source.newBuilder().setSnapshot(source.getSnapshot()).build();
             }
-            case IMAGE -> {
-                VolumeId.checkName(source.getImage());
-                yield Source.newBuilder().setImage(source.getImage()).build();
+            case VOLUME -> {
+                LocalVolumeId.checkName(source.getVolume());
+                yield Source.newBuilder().setVolume(source.getVolume()).build();
             }
             case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor an image");
         };
@@ -731,7 +731,7 @@ public final class ImagePool implements VolumePool {
         if (source.isEmpty()) {
             return "empty";
         }
-        return source.get().hasSnapshot() ? "from snapshot " + source.get().getSnapshot() : "from volume " + source.get().getImage();
+        return source.get().hasSnapshot() ? "from snapshot " + source.get().getSnapshot() : "from volume " + source.get().getVolume();
     }
 
     /** The record's own enum (local_record.proto) and the agent API's: the same values, kept apart so either can change. */

@@ -2,8 +2,8 @@ package dev.strata.csi.node.local.pool;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.agent.api.Volume;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.Source;
 import dev.strata.csi.log.Log;
@@ -20,7 +20,7 @@ import java.util.List;
 import java.util.Optional;
 
 /**
- * A pool's side of the copies it receives from other nodes (ReceiveImage, WriteContent), the same
+ * A pool's side of the copies it receives from other nodes (ReceiveVolume, WriteContent), the same
  * for every pool but for its storage ({@link ReceivingStorage}): a volume made in the state
  * RECEIVING, its content written in order with its progress recorded, so that a stream cut short
  * resumes where it got to, then checked and READY. Every step writes the record before it acts,
@@ -54,7 +54,7 @@ public final class IncomingCopies {
      */
     public ImageRecord receive(String name, long capacityBytes, Allocation allocation, ContentSource source, boolean encrypted,
             double overcommitRatio) throws IOException, DeviceException, MountException {
-        VolumeId.checkName(name);
+        LocalVolumeId.checkName(name);
         Source from = ImagePool.recorded(source);
         ImageRecord wanted = storage.plan(ImageRecord.newBuilder()
                 .setName(name)
@@ -125,7 +125,7 @@ public final class IncomingCopies {
      * {@code filesystem} its source's record named (or raw block content), never to be formatted,
      * and encrypted when its source is; a filesystem from a smaller source grows at the next stage.
      */
-    public Image finish(String name, long sourceBytes, String filesystem, boolean usedAsBlock, boolean encrypted) throws IOException {
+    public Volume finish(String name, long sourceBytes, String filesystem, boolean usedAsBlock, boolean encrypted) throws IOException {
         ImageRecord record = receiving(name);
         record = record.toBuilder()
                 .setState(ImageRecord.State.READY)

@@ -17,10 +17,10 @@ import java.io.IOException;
 final class LvmOutgoingCopies implements OutgoingCopies {
 
     private final LvmPool pool;
-    private final SnapshotStore snapshots;
+    private final PoolSnapshotStore snapshots;
     private final LogicalVolumes volumes;
 
-    LvmOutgoingCopies(LvmPool pool, SnapshotStore snapshots, LogicalVolumes volumes) {
+    LvmOutgoingCopies(LvmPool pool, PoolSnapshotStore snapshots, LogicalVolumes volumes) {
         this.pool = pool;
         this.snapshots = snapshots;
         this.volumes = volumes;

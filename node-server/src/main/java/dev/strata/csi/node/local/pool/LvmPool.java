@@ -2,12 +2,12 @@ package dev.strata.csi.node.local.pool;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.agent.api.Snapshot;
-import dev.strata.csi.backend.local.SnapshotId;
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.backend.local.records.Source;
@@ -48,7 +48,7 @@ import java.util.Optional;
  * it. Callers serialise operations per volume name.
  *
  * <p>Snapshots are thin snapshots of thin volumes ({@link LogicalVolumes#snapshot}), with records
- * of their own ({@link SnapshotStore}, as the image pool's): instant, independent of the volume's
+ * of their own ({@link PoolSnapshotStore}, as the image pool's): instant, independent of the volume's
  * later writes, kept after it is deleted. A restore is a thin snapshot of the snapshot, a clone one
  * of the source volume; either is then extended to the size asked for, and keeps its source's
  * filesystem in its record (never formatted; grown at its first stage when larger).
@@ -76,7 +76,7 @@ public final class LvmPool implements VolumePool {
             "_mimage", "_mlog", "_pmspare", "_rimage", "_rmeta", "_tdata", "_tmeta", "_vdata", "_vorigin", "_wcorig");
 
     private final RecordStore records;
-    private final SnapshotStore snapshots;
+    private final PoolSnapshotStore snapshots;
     private final LogicalVolumes volumes;
     private final Mounter mounts;
     private final Crashes<CrashPoint> crashes;
@@ -93,7 +93,7 @@ public final class LvmPool implements VolumePool {
     public LvmPool(Path recordsDir, LogicalVolumes volumes, ThinMappings mappings, Mounter mounts, Crashes<CrashPoint> crashes, Clock clock,
             Log log) {
         this.records = new RecordStore(recordsDir, log);
-        this.snapshots = new SnapshotStore(recordsDir, log);
+        this.snapshots = new PoolSnapshotStore(recordsDir, log);
         this.clock = clock;
         this.volumes = volumes;
         this.mounts = mounts;
@@ -139,7 +139,7 @@ public final class LvmPool implements VolumePool {
      * encrypted volume: INVALID_ARGUMENT, as the LVM pool does not encrypt yet.
      */
     @Override
-    public Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
+    public Volume create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
             double overcommitRatio) throws IOException, DeviceException, MountException {
         requirePlain(name, encrypted);
         checkName(name);
@@ -252,7 +252,7 @@ public final class LvmPool implements VolumePool {
 
     /** Activates the logical volume for {@code nodeId}, or returns it active as it is: its device path names the device. */
     @Override
-    public Image attach(String name, String nodeId) throws IOException, DeviceException {
+    public Volume attach(String name, String nodeId) throws IOException, DeviceException {
         ImageRecord record = records.attached(records.ready(name), nodeId);
         crashes.reach(CrashPoint.ATTACH_RECORDED);
         LogicalVolume volume = volumes.find(lv(name)).orElseThrow(() -> missing(name));
@@ -272,7 +272,7 @@ public final class LvmPool implements VolumePool {
      * shrunk. RESOURCE_EXHAUSTED, with the volume unchanged, when the pool cannot hold the difference.
      */
     @Override
-    public Image expand(String name, long capacityBytes) throws IOException, DeviceException {
+    public Volume expand(String name, long capacityBytes) throws IOException, DeviceException {
         ImageRecord record = records.ready(name);
         if (capacityBytes > record.getCapacityBytes()) {
             Allocation allocation = allocation(record);
@@ -325,7 +325,7 @@ public final class LvmPool implements VolumePool {
     }
 
     @Override
-    public Optional<Image> get(String name) throws IOException, DeviceException {
+    public Optional<Volume> get(String name) throws IOException, DeviceException {
         Optional<ImageRecord> record = records.read(name).filter(r -> r.getState() == ImageRecord.State.READY);
         if (record.isEmpty()) {
             return Optional.empty();
@@ -334,9 +334,9 @@ public final class LvmPool implements VolumePool {
     }
 
     @Override
-    public List<Image> list() throws IOException, DeviceException {
+    public List<Volume> list() throws IOException, DeviceException {
         List<LogicalVolume> present = volumes.list(); // one lvs for every volume
-        List<Image> images = new ArrayList<>();
+        List<Volume> images = new ArrayList<>();
         for (ImageRecord record : records.all()) {
             if (record.getState() == ImageRecord.State.READY) {
                 images.add(image(record, present.stream().filter(v -> v.name().equals(lv(record.getName()))).findFirst()));
@@ -361,7 +361,7 @@ public final class LvmPool implements VolumePool {
                 .setThinReservedBytes(thinReserved())
                 .setThinFull(thin.isEmpty() || full(thin.get()))
                 .setLinearAvailableBytes(group.group().freeBytes())
-                .setImageCount(count);
+                .setVolumeCount(count);
         thin.ifPresent(space -> status
                 .setThinDataBytes(space.sizeBytes())
                 .setThinDataUsedBytes((long) (space.sizeBytes() * space.dataPercent() / 100))
@@ -484,7 +484,7 @@ public final class LvmPool implements VolumePool {
     }
 
     /**
-     * The thin snapshots, with the image pool's snapshot records ({@link SnapshotStore}); a
+     * The thin snapshots, with the image pool's snapshot records ({@link PoolSnapshotStore}); a
      * temporary one (a copy to another node's) is not listed and is removed at the next start.
      */
     private final class Snapshots implements VolumeSnapshots {
@@ -498,14 +498,14 @@ public final class LvmPool implements VolumePool {
          */
         @Override
         public Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
-            SnapshotId.checkName(name);
+            LocalSnapshotId.checkName(name);
             lv(SNAPSHOT_PREFIX + name);
             Optional<SnapshotRecord> existing = snapshots.read(name);
             if (existing.isPresent()) {
                 SnapshotRecord record = existing.get();
                 if (record.getState() == SnapshotRecord.State.READY) {
-                    if (!record.getSourceImage().equals(sourceImage)) {
-                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceImage()
+                    if (!record.getSourceVolume().equals(sourceImage)) {
+                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceVolume()
                                 + ", not of " + sourceImage);
                     }
                     return PoolSnapshots.snapshot(record);
@@ -519,7 +519,7 @@ public final class LvmPool implements VolumePool {
             }
             SnapshotRecord record = SnapshotRecord.newBuilder()
                     .setName(name)
-                    .setSourceImage(sourceImage)
+                    .setSourceVolume(sourceImage)
                     .setCapacityBytes(source.getCapacityBytes())
                     .setFilesystem(source.getFilesystem())
                     .setUsedAsBlock(source.getUsedAsBlock())
@@ -599,17 +599,17 @@ public final class LvmPool implements VolumePool {
                 yield new Content(SNAPSHOT_PREFIX + snapshot.getName(), snapshot.getCapacityBytes(), snapshot.getFilesystem(),
                         snapshot.getUsedAsBlock());
             }
-            case IMAGE -> {
-                ImageRecord image = records.read(source.getImage())
+            case VOLUME -> {
+                ImageRecord image = records.read(source.getVolume())
                         .filter(record -> record.getState() == ImageRecord.State.READY)
-                        .orElseThrow(() -> CsiException.notFound("source volume " + source.getImage() + " does not exist on this node"));
+                        .orElseThrow(() -> CsiException.notFound("source volume " + source.getVolume() + " does not exist on this node"));
                 if (image.getAllocation() == ImageRecord.Allocation.FULL) {
-                    throw CsiException.invalidArgument("source volume " + source.getImage()
+                    throw CsiException.invalidArgument("source volume " + source.getVolume()
                             + " is a linear logical volume (allocation: full); only thin volumes are cloned in an LVM pool");
                 }
                 yield new Content(image.getName(), image.getCapacityBytes(), image.getFilesystem(), image.getUsedAsBlock());
             }
-            case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor an image");
+            case KIND_NOT_SET -> throw CsiException.invalidArgument("content source names neither a snapshot nor a volume");
         };
     }
 
@@ -714,7 +714,7 @@ public final class LvmPool implements VolumePool {
     }
 
     void checkName(String name) {
-        VolumeId.checkName(name);
+        LocalVolumeId.checkName(name);
         lv(name);
     }
 
@@ -780,7 +780,7 @@ public final class LvmPool implements VolumePool {
         return record.getAllocation() == ImageRecord.Allocation.FULL ? Allocation.FULL : Allocation.SPARSE;
     }
 
-    static Image image(ImageRecord record, Optional<LogicalVolume> volume) {
+    static Volume image(ImageRecord record, Optional<LogicalVolume> volume) {
         return ImagePool.apiImage(record, volume.filter(LogicalVolume::active).map(v -> v.device().toString()).orElse(""))
                 .toBuilder().setPool(PoolKind.POOL_LVM).build();
     }

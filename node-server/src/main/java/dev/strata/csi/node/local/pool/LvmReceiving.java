@@ -1,6 +1,6 @@
 package dev.strata.csi.node.local.pool;
 
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.mount.MountException;
@@ -127,7 +127,7 @@ final class LvmReceiving implements ReceivingStorage {
     }
 
     @Override
-    public Image image(ImageRecord record) {
+    public Volume image(ImageRecord record) {
         return LvmPool.image(record, Optional.empty());
     }
 

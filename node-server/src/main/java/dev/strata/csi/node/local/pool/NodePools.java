@@ -1,6 +1,6 @@
 package dev.strata.csi.node.local.pool;
 
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.agent.api.Snapshot;
@@ -122,13 +122,13 @@ public final class NodePools {
         return wanted;
     }
 
-    public Optional<Image> get(String name) throws IOException, DeviceException {
+    public Optional<Volume> get(String name) throws IOException, DeviceException {
         return holding(name).get(name);
     }
 
     /** Every pool's volumes. */
-    public List<Image> list() throws IOException, DeviceException {
-        List<Image> all = new ArrayList<>();
+    public List<Volume> list() throws IOException, DeviceException {
+        List<Volume> all = new ArrayList<>();
         for (VolumePool pool : all()) {
             all.addAll(pool.list());
         }

@@ -29,11 +29,11 @@ final class PoolCapacity {
     private final Path dir;
     private final ImageFiles files;
     private final RecordStore images;
-    private final SnapshotStore snapshots;
+    private final PoolSnapshotStore snapshots;
     /** Held from the capacity check to the intent record, so two creates cannot both take the last space. */
     private final ReentrantLock lock = new ReentrantLock();
 
-    PoolCapacity(Path dir, ImageFiles files, RecordStore images, SnapshotStore snapshots) {
+    PoolCapacity(Path dir, ImageFiles files, RecordStore images, PoolSnapshotStore snapshots) {
         this.dir = dir;
         this.files = files;
         this.images = images;
@@ -79,7 +79,7 @@ final class PoolCapacity {
         return PoolStatus.newBuilder()
                 .setTotalBytes(space.totalBytes())
                 .setAvailableBytes(Math.max(0, space.availableBytes() - reserved))
-                .setImageCount(count)
+                .setVolumeCount(count)
                 .build();
     }
 

@@ -1,6 +1,6 @@
 package dev.strata.csi.node.local.pool;
 
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.IoLimits;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.node.local.DeviceException;
@@ -78,7 +78,7 @@ public final class PoolMetrics {
         }
     }
 
-    private static Optional<List<Image>> volumes(NodePools pools) {
+    private static Optional<List<Volume>> volumes(NodePools pools) {
         try {
             return Optional.of(pools.list());
         } catch (IOException | DeviceException | RuntimeException e) {
@@ -86,7 +86,7 @@ public final class PoolMetrics {
         }
     }
 
-    private static Optional<List<Image>> images(ImagePool pool) {
+    private static Optional<List<Volume>> images(ImagePool pool) {
         try {
             return Optional.of(pool.list());
         } catch (IOException | DeviceException | RuntimeException e) {

@@ -1,7 +1,7 @@
 package dev.strata.csi.node.local.pool;
 
 import dev.strata.csi.agent.api.Snapshot;
-import dev.strata.csi.backend.local.SnapshotId;
+import dev.strata.csi.backend.local.LocalSnapshotId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.log.Log;
@@ -20,7 +20,7 @@ import java.util.List;
 import java.util.Optional;
 
 /**
- * The pool's snapshots, in its snapshot area ({@link SnapshotStore}): each a copy of an image
+ * The pool's snapshots, in its snapshot area ({@link PoolSnapshotStore}): each a copy of an image
  * taken consistent ({@link ConsistentCopy}), independent of the image once made. Every step is
  * recorded before it acts, as the images' are: a snapshot is CREATING until its copy is complete,
  * READY then, DELETING on its way out; a crash leaves a state the retried call, or
@@ -31,7 +31,7 @@ import java.util.Optional;
  */
 public final class PoolSnapshots implements VolumeSnapshots {
 
-    private final SnapshotStore store;
+    private final PoolSnapshotStore store;
     private final RecordStore images;
     private final PoolCapacity capacity;
     private final ConsistentCopy copies;
@@ -41,7 +41,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
     private final Clock clock;
     private final Log log;
 
-    PoolSnapshots(SnapshotStore store, RecordStore images, PoolCapacity capacity, ConsistentCopy copies, ImageFiles files,
+    PoolSnapshots(PoolSnapshotStore store, RecordStore images, PoolCapacity capacity, ConsistentCopy copies, ImageFiles files,
             Crashes<CrashPoint> crashes, Clock clock, Log log) {
         this.store = store;
         this.images = images;
@@ -62,14 +62,14 @@ public final class PoolSnapshots implements VolumeSnapshots {
      */
     @Override
     public Snapshot take(String name, String sourceImage, boolean temporary) throws IOException, DeviceException, MountException {
-        SnapshotId.checkName(name);
+        LocalSnapshotId.checkName(name);
         Optional<SnapshotRecord> existing = store.read(name);
         if (existing.isPresent()) {
             SnapshotRecord record = existing.get();
             switch (record.getState()) {
                 case READY -> {
-                    if (!record.getSourceImage().equals(sourceImage)) {
-                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceImage()
+                    if (!record.getSourceVolume().equals(sourceImage)) {
+                        throw CsiException.alreadyExists("snapshot " + name + " exists of volume " + record.getSourceVolume()
                                 + "; asked for one of " + sourceImage);
                     }
                     return snapshot(record);
@@ -81,7 +81,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
         SnapshotRecord wanted = SnapshotRecord.newBuilder()
                 .setName(name)
                 .setTemporary(temporary)
-                .setSourceImage(sourceImage)
+                .setSourceVolume(sourceImage)
                 .setCapacityBytes(source.getCapacityBytes())
                 .setState(SnapshotRecord.State.CREATING)
                 .setCreationTime(ImagePool.timestamp(clock.instant()))
@@ -200,7 +200,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
     static Snapshot snapshot(SnapshotRecord record) {
         return Snapshot.newBuilder()
                 .setName(record.getName())
-                .setSourceImage(record.getSourceImage())
+                .setSourceVolume(record.getSourceVolume())
                 .setCapacityBytes(record.getCapacityBytes())
                 .setCreationTime(record.getCreationTime())
                 .build();

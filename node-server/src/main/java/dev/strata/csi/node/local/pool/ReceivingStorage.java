@@ -1,6 +1,6 @@
 package dev.strata.csi.node.local.pool;
 
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.mount.MountException;
@@ -32,7 +32,7 @@ interface ReceivingStorage {
     IncomingContent open(ImageRecord record) throws IOException, DeviceException;
 
     /** The agent API's image of a READY record, not attached. */
-    Image image(ImageRecord record);
+    Volume image(ImageRecord record);
 
     /** Removes the volume as the pool's delete does. */
     void delete(String name) throws IOException, DeviceException, MountException;

@@ -2,7 +2,7 @@ package dev.strata.csi.node.local.pool;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.backend.local.records.ImageRecord;
@@ -45,7 +45,7 @@ public interface VolumePool {
      * the node stages it only through its dm-crypt mapping (the image pool; the LVM pool does not
      * encrypt yet, INVALID_ARGUMENT).
      */
-    Image create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
+    Volume create(String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source, boolean encrypted,
             double overcommitRatio)
             throws IOException, DeviceException, MountException;
 
@@ -53,22 +53,22 @@ public interface VolumePool {
     void delete(String name) throws IOException, DeviceException, MountException;
 
     /** Makes the volume's block device on this node for {@code nodeId}, or returns the one there is. */
-    Image attach(String name, String nodeId) throws IOException, DeviceException, MountException;
+    Volume attach(String name, String nodeId) throws IOException, DeviceException, MountException;
 
     /** Takes the volume's block device away; succeeds when there is none. FAILED_PRECONDITION while mounted. */
     void detach(String name, String nodeId) throws IOException, DeviceException, MountException;
 
     /** Grows the volume, and its device when attached, to {@code capacityBytes}; never shrinks. */
-    Image expand(String name, long capacityBytes) throws IOException, DeviceException, MountException;
+    Volume expand(String name, long capacityBytes) throws IOException, DeviceException, MountException;
 
     /** Whether the volume exists and is ready, as its record says; cheaper than {@link #get}, which finds its device. */
     default boolean exists(String name) throws IOException {
         return records().read(name).filter(record -> record.getState() == ImageRecord.State.READY).isPresent();
     }
 
-    Optional<Image> get(String name) throws IOException, DeviceException;
+    Optional<Volume> get(String name) throws IOException, DeviceException;
 
-    List<Image> list() throws IOException, DeviceException;
+    List<Volume> list() throws IOException, DeviceException;
 
     /** What a new volume can safely get. */
     PoolStatus status() throws IOException, DeviceException;
@@ -78,7 +78,7 @@ public interface VolumePool {
 
     VolumeSnapshots snapshots();
 
-    /** The copies the pool receives from other nodes (ReceiveImage, WriteContent). */
+    /** The copies the pool receives from other nodes (ReceiveVolume, WriteContent). */
     IncomingCopies incoming();
 
     /** The copies of the pool's volumes and snapshots that other nodes receive (ReadContent). */

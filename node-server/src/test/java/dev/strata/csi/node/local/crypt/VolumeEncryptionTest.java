@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.strata.csi.backend.local.VolumeId;
+import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.linux.FileIdentity;
 import dev.strata.csi.log.Log;
@@ -30,7 +30,7 @@ import org.junit.jupiter.api.Test;
 class VolumeEncryptionTest {
 
     private static final String KEY = "correct horse battery staple";
-    private static final VolumeId ID = new VolumeId("node-a", "pvc-1");
+    private static final LocalVolumeId ID = new LocalVolumeId("node-a", "pvc-1");
     private static final LoopDevice LOOP = new LoopDevice(Path.of("/dev/loop7"), Path.of("/pool/pvc-1.img"),
             new FileIdentity(new DeviceNumber(8, 1), 12), false, new DeviceNumber(7, 7), true);
     private static final ImageRecord NEW = ImageRecord.newBuilder().setName("pvc-1").setEncrypted(true).build();

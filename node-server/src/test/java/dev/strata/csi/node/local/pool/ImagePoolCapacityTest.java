@@ -121,13 +121,13 @@ class ImagePoolCapacityTest {
     }
 
     private static final Duration EXPIRY = Duration.ofHours(1);
-    private static final ContentSource ELSEWHERE = ContentSource.newBuilder().setImage("pvc-elsewhere").build();
+    private static final ContentSource ELSEWHERE = ContentSource.newBuilder().setVolume("pvc-elsewhere").build();
 
     /** A copy's source is kept in the image's record: a name no snapshot or volume can have is refused, not recorded. */
     @Test
     void aCopyFromASourceNoNodeCanHaveIsRefused() throws Exception {
         ImagePool pool = pool(10 * GIB, 0, new MovingClock());
-        for (ContentSource source : List.of(ContentSource.newBuilder().setImage("x".repeat(100_000)).build(),
+        for (ContentSource source : List.of(ContentSource.newBuilder().setVolume("x".repeat(100_000)).build(),
                 ContentSource.newBuilder().setSnapshot("../pvc-a").build())) {
             CsiException refused = assertThrows(CsiException.class, () -> pool.incoming().receive("pvc-copy", GIB, Allocation.SPARSE, source, false, 1));
             assertEquals(Status.Code.INVALID_ARGUMENT, refused.code(), refused.getMessage());
@@ -136,7 +136,7 @@ class ImagePoolCapacityTest {
         }
     }
 
-    /** Each transfer step (ReceiveImage, a checkpoint, a start over) counts the idle time from zero again. */
+    /** Each transfer step (ReceiveVolume, a checkpoint, a start over) counts the idle time from zero again. */
     @Test
     void aCopyIdleForTheExpiryIsRemovedAndItsCapacityGivenBack() throws Exception {
         MovingClock clock = new MovingClock();
@@ -151,7 +151,7 @@ class ImagePoolCapacityTest {
         assertFalse(pool.incoming().removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since the checkpoint");
         pool.incoming().receive("pvc-copy", 6 * GIB, Allocation.SPARSE, ELSEWHERE, false, 1); // the retried CreateVolume asks again
         clock.advance(EXPIRY.minusMinutes(1));
-        assertFalse(pool.incoming().removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since ReceiveImage");
+        assertFalse(pool.incoming().removeIfAbandoned("pvc-copy", EXPIRY), "59 minutes since ReceiveVolume");
         pool.incoming().restart("pvc-copy", "other content");
         clock.advance(EXPIRY.minusSeconds(1));
         assertFalse(pool.incoming().removeIfAbandoned("pvc-copy", EXPIRY), "a second short of an hour since the start over");

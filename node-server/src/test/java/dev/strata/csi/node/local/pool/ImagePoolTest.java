@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.DeviceException;
@@ -67,12 +67,12 @@ class ImagePoolTest {
 
     @Test
     void everyStepOnceAndItsRepeatChangesNothing() throws Exception {
-        Image created = PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        Volume created = PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         assertEquals(created, PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty()));
         Path image = pool.imagePath("pvc-a");
         assertEquals(GIB, Files.size(image));
 
-        Image attached = pool.attach("pvc-a", "node-1");
+        Volume attached = pool.attach("pvc-a", "node-1");
         assertEquals("/dev/loop0", attached.getDevicePath());
         assertEquals(attached, pool.attach("pvc-a", "node-1"));
         assertEquals(1, loops.list().size(), "one device for the image however often it is attached");
@@ -93,7 +93,7 @@ class ImagePoolTest {
     @Test
     void aSecondDeviceOfOneImageIsDetached() throws Exception {
         PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
-        Image attached = pool.attach("pvc-a", "node-1");
+        Volume attached = pool.attach("pvc-a", "node-1");
         loops.attach(pool.imagePath("pvc-a"));
         assertEquals(2, loops.list().size());
 
@@ -150,7 +150,7 @@ class ImagePoolTest {
         assertThrows(IOException.class, () -> PlainVolumes.create(pool, "pvc-a", GIB, Allocation.FULL, Optional.empty()));
         assertEquals(Optional.empty(), pool.get("pvc-a"));
 
-        Image image = PlainVolumes.create(pool, "pvc-a", GIB, Allocation.FULL, Optional.empty());
+        Volume image = PlainVolumes.create(pool, "pvc-a", GIB, Allocation.FULL, Optional.empty());
         assertEquals(GIB, image.getCapacityBytes());
         assertEquals(9 * GIB, pool.status().getAvailableBytes(), "allocated in full: the gigabyte is taken");
         CsiException full = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-b", 10 * GIB, Allocation.FULL, Optional.empty()));
@@ -219,10 +219,10 @@ class ImagePoolTest {
         new InMemoryFilesystems(loops, mounter).formatIfBlank(device, "xfs");
         pool.records().recordFilesystem("pvc-a", "xfs");
 
-        ContentSource source = ContentSource.newBuilder().setImage("pvc-a").build();
+        ContentSource source = ContentSource.newBuilder().setVolume("pvc-a").build();
         assertEquals(Status.Code.OUT_OF_RANGE,
                 assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-b", GIB / 2, Allocation.SPARSE, Optional.of(source))).code());
-        Image clone = PlainVolumes.create(pool, "pvc-b", 2 * GIB, Allocation.SPARSE, Optional.of(source));
+        Volume clone = PlainVolumes.create(pool, "pvc-b", 2 * GIB, Allocation.SPARSE, Optional.of(source));
         assertEquals(source, clone.getSource());
         assertEquals(Optional.of(new InMemoryFilesystems.Signature("xfs", GIB)), InMemoryFilesystems.signature(pool.imagePath("pvc-b")));
         assertEquals("xfs", pool.content("pvc-b").getFilesystem());

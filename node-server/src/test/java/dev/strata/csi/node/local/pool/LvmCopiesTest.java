@@ -8,7 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
@@ -85,7 +85,7 @@ class LvmCopiesTest {
      * chunks in order, each after the gap since the previous one. With {@code cutAt} the stream
      * stops at the first chunk at or past it, with its progress recorded, as an interrupted one.
      */
-    private Optional<Image> stream(IncomingCopies incoming, String name, long from, long cutAt) throws Exception {
+    private Optional<Volume> stream(IncomingCopies incoming, String name, long from, long cutAt) throws Exception {
         ImageRecord record = incoming.receiving(name);
         if (!record.getReceiveTag().equals("tag")) {
             incoming.restart(name, "tag");
@@ -136,7 +136,7 @@ class LvmCopiesTest {
         assertEquals(List.of("pvc-copy"), pool.incoming().names());
         assertTrue(pool.get("pvc-copy").isEmpty(), "not listed nor found while receiving");
 
-        Image image = stream(pool.incoming(), "pvc-copy", 0, Long.MAX_VALUE).orElseThrow();
+        Volume image = stream(pool.incoming(), "pvc-copy", 0, Long.MAX_VALUE).orElseThrow();
         assertEquals(PoolKind.POOL_LVM, image.getPool());
         assertEquals("", image.getDevicePath(), "left inactive: attach activates it");
         assertFalse(lvm.find("pvc-copy").orElseThrow().active());

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.blocks.BlockPattern;
@@ -82,7 +82,7 @@ class LvmPoolSystemTest {
         assertTrue(volumes.find("pvc-thin").orElseThrow().thin());
         assertFalse(volumes.find("pvc-thin").orElseThrow().active(), "made inactive");
 
-        Image attached = pool.attach("pvc-thin", "node-1");
+        Volume attached = pool.attach("pvc-thin", "node-1");
         Path device = Path.of(attached.getDevicePath());
         assertEquals(Path.of("/dev/mapper/" + group.replace("-", "--") + "-pvc--thin"), device);
         assertTrue(Files.exists(device), "the device-mapper device appears: " + device);

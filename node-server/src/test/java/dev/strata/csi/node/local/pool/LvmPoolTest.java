@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.node.local.lvm.InMemoryLogicalVolumes;
@@ -55,7 +55,7 @@ class LvmPoolTest {
     @Test
     void aThinVolumeIsMadeInactiveAndACreateIsIdempotent() throws Exception {
         LvmPool pool = pool();
-        Image made = PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        Volume made = PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         assertEquals("", made.getDevicePath(), "not active before attach");
         var volume = lvm.find("pvc-a").orElseThrow();
         assertTrue(volume.thin(), "thin by default");
@@ -65,7 +65,7 @@ class LvmPoolTest {
         CsiException other = assertThrows(CsiException.class, () -> PlainVolumes.create(pool, "pvc-a", 2 * GIB, Allocation.SPARSE, Optional.empty()));
         assertEquals(Status.Code.ALREADY_EXISTS, other.code());
         assertEquals(GIB, lvm.find("pvc-a").orElseThrow().sizeBytes(), "the volume is not touched by a refused create");
-        assertEquals(List.of("pvc-a"), pool.list().stream().map(Image::getName).toList());
+        assertEquals(List.of("pvc-a"), pool.list().stream().map(Volume::getName).toList());
     }
 
     @Test
@@ -85,7 +85,7 @@ class LvmPoolTest {
     void attachActivatesAndDetachDeactivates() throws Exception {
         LvmPool pool = pool();
         PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
-        Image attached = pool.attach("pvc-a", "node-1");
+        Volume attached = pool.attach("pvc-a", "node-1");
         assertEquals("/dev/mapper/vg--strata-pvc--a", attached.getDevicePath(), "the device-mapper name, dashes doubled");
         assertTrue(lvm.find("pvc-a").orElseThrow().active());
         assertEquals(List.of("node-1"), attached.getPublishedNodeIdsList());
@@ -190,7 +190,7 @@ class LvmPoolTest {
         LvmPool pool = pool();
         String longest = "pvc-" + "a".repeat(124);
         for (String name : List.of(longest, "pvc_tdata", "snapshot-1")) {
-            Image made = PlainVolumes.create(pool, name, GIB, Allocation.SPARSE, Optional.empty());
+            Volume made = PlainVolumes.create(pool, name, GIB, Allocation.SPARSE, Optional.empty());
             String lv = pool.lv(name);
             assertTrue(lv.startsWith(LvmPool.HASHED_PREFIX) && !lv.contains("_tdata"), lv);
             assertTrue(lvm.find(lv).isPresent(), name);
@@ -258,7 +258,7 @@ class LvmPoolTest {
                         .setAllocation(dev.strata.csi.backend.local.records.ImageRecord.Allocation.SPARSE)
                         .setState(dev.strata.csi.backend.local.records.ImageRecord.State.CREATING).build());
         LvmPool restarted = new LvmPool(dir, lvm, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
-        Image made = PlainVolumes.create(restarted, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
+        Volume made = PlainVolumes.create(restarted, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         assertEquals(GIB, made.getCapacityBytes());
         assertTrue(lvm.find("pvc-a").isPresent());
         assertTrue(restarted.get("pvc-a").isPresent(), "READY now");
@@ -347,7 +347,7 @@ class LvmPoolTest {
         LvmPool pool = pool();
         PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
         var taken = pool.snapshots().take("snapshot-1", "pvc-a", false);
-        assertEquals("pvc-a", taken.getSourceImage());
+        assertEquals("pvc-a", taken.getSourceVolume());
         assertEquals(GIB, taken.getCapacityBytes());
         var volume = lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").orElseThrow();
         assertTrue(volume.thin());
@@ -361,7 +361,7 @@ class LvmPoolTest {
         pool.delete("pvc-a");
         assertTrue(lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isPresent(), "kept after its source is deleted");
         var fromSnapshot = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-1").build();
-        Image restored = PlainVolumes.create(pool, "pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot));
+        Volume restored = PlainVolumes.create(pool, "pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot));
         assertEquals(2 * GIB, lvm.find("pvc-restored").orElseThrow().sizeBytes(), "extended to the size asked for");
         assertEquals(restored, PlainVolumes.create(pool, "pvc-restored", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromSnapshot)));
         assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class,
@@ -375,7 +375,7 @@ class LvmPoolTest {
                 () -> PlainVolumes.create(pool, "pvc-c", GIB, Allocation.SPARSE, java.util.Optional.of(missing))).code());
         assertTrue(lvm.find("pvc-small").isEmpty() && lvm.find("pvc-linear").isEmpty() && lvm.find("pvc-c").isEmpty());
 
-        var fromVolume = dev.strata.csi.agent.api.ContentSource.newBuilder().setImage("pvc-restored").build();
+        var fromVolume = dev.strata.csi.agent.api.ContentSource.newBuilder().setVolume("pvc-restored").build();
         PlainVolumes.create(pool, "pvc-clone", 2 * GIB, Allocation.SPARSE, java.util.Optional.of(fromVolume));
         assertTrue(lvm.find("pvc-clone").orElseThrow().thin());
         pool.snapshots().delete("snapshot-1");
@@ -412,7 +412,7 @@ class LvmPoolTest {
         lvm.addForeign("root", 4 * GIB);
         LvmPool pool = pool();
         PlainVolumes.create(pool, "pvc-a", GIB, Allocation.SPARSE, Optional.empty());
-        assertEquals(List.of("pvc-a"), pool.list().stream().map(Image::getName).toList());
+        assertEquals(List.of("pvc-a"), pool.list().stream().map(Volume::getName).toList());
         assertEquals(List.of("pvc-a"), lvm.list().stream().map(LogicalVolumes.LogicalVolume::name).toList());
     }
 }

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.PoolStatus;
 import dev.strata.csi.linux.Kernel;
@@ -64,7 +64,7 @@ class NodePoolsTest {
     @Test
     void anLvmOnlyNodeReportsNoImagePoolAndTakesNoImageVolume() throws Exception {
         ImagePool images = images();
-        Image before = PlainVolumes.create(images, "pvc-before", GIB, Allocation.SPARSE, Optional.empty()); // made while the node had one
+        Volume before = PlainVolumes.create(images, "pvc-before", GIB, Allocation.SPARSE, Optional.empty()); // made while the node had one
         LvmPool lvm = lvm();
         NodePools pools = new NodePools(images, false, Optional.of(lvm));
         pools.reconcile();
@@ -83,7 +83,7 @@ class NodePoolsTest {
         }
         assertSame(lvm, pools.forNew("pvc-new", PoolKind.POOL_LVM));
         assertSame(images, pools.holding("pvc-before"), "a volume made before is still served");
-        assertEquals(List.of(before.getName()), pools.list().stream().map(Image::getName).toList());
+        assertEquals(List.of(before.getName()), pools.list().stream().map(Volume::getName).toList());
         CsiException taken = assertThrows(CsiException.class, () -> pools.forNew("pvc-before", PoolKind.POOL_LVM));
         assertEquals(Status.Code.ALREADY_EXISTS, taken.code(), "one namespace across the pools");
     }

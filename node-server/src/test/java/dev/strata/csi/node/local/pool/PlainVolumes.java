@@ -2,7 +2,7 @@ package dev.strata.csi.node.local.pool;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Image;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.node.local.DeviceException;
 import java.io.IOException;
@@ -14,7 +14,7 @@ public final class PlainVolumes {
     private PlainVolumes() {}
 
     /** {@link VolumePool#create} of a plain volume, as the node agent calls it for a StorageClass without those keys. */
-    public static Image create(VolumePool pool, String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source)
+    public static Volume create(VolumePool pool, String name, long capacityBytes, Allocation allocation, Optional<ContentSource> source)
             throws IOException, DeviceException, MountException {
         return pool.create(name, capacityBytes, allocation, source, false, 1);
     }

@@ -8,11 +8,11 @@ import java.util.Optional;
  * becomes a node label), CreateVolume reads it from accessibility requirements and returns it
  * (it becomes the PV's node affinity).
  */
-public record Topology(String key) {
+public record LocalTopology(String key) {
 
     /** The segment key for a driver: {@code topology.<driver-name>/node}. */
-    public static Topology forDriver(String driverName) {
-        return new Topology("topology." + driverName + "/node");
+    public static LocalTopology forDriver(String driverName) {
+        return new LocalTopology("topology." + driverName + "/node");
     }
 
     public Csi.Topology of(String nodeId) {

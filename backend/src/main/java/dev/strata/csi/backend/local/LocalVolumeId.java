@@ -9,7 +9,7 @@ import java.util.regex.Pattern;
  * holds the data, so any controller replica can route a call to that node's agent without state
  * of its own, and the name, which is the image's file name in the node's pool.
  */
-public record VolumeId(String nodeId, String name) {
+public record LocalVolumeId(String nodeId, String name) {
 
     private static final String LOCAL = "local";
     /** What every local volume id starts with. */
@@ -24,7 +24,7 @@ public record VolumeId(String nodeId, String name) {
      */
     static final Pattern NAME = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._-]{0,127}");
 
-    public VolumeId {
+    public LocalVolumeId {
         if (!NODE_ID.matcher(nodeId).matches()) {
             throw new IllegalArgumentException("not a node id: " + nodeId);
         }
@@ -47,17 +47,17 @@ public record VolumeId(String nodeId, String name) {
     }
 
     /** The id parsed, or empty for an id this driver never hands out (the caller answers NOT_FOUND). */
-    public static Optional<VolumeId> parse(String id) {
+    public static Optional<LocalVolumeId> parse(String id) {
         String[] parts = id.split("/", -1);
         if (parts.length != 3 || !parts[0].equals(LOCAL)
                 || !NODE_ID.matcher(parts[1]).matches() || !NAME.matcher(parts[2]).matches()) {
             return Optional.empty();
         }
-        return Optional.of(new VolumeId(parts[1], parts[2]));
+        return Optional.of(new LocalVolumeId(parts[1], parts[2]));
     }
 
     /** Like {@link #parse}, but NOT_FOUND for an id this driver never handed out. */
-    public static VolumeId require(String id) {
+    public static LocalVolumeId require(String id) {
         return parse(id).orElseThrow(() -> CsiException.notFound("volume " + CsiException.printable(id) + " does not exist"));
     }
 

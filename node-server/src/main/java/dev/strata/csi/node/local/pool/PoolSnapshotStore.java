@@ -16,7 +16,7 @@ import java.util.Optional;
  * versioned). Apart from the images, so a snapshot is never attached, listed as a volume or
  * taken for a stranger's image at start.
  */
-final class SnapshotStore {
+final class PoolSnapshotStore {
 
     static final String DIR = "snapshots";
     static final String SUFFIX = ".record";
@@ -29,7 +29,7 @@ final class SnapshotStore {
     private final RecordFiles<SnapshotRecord> records;
     private final Log log;
 
-    SnapshotStore(Path poolDir, Log log) {
+    PoolSnapshotStore(Path poolDir, Log log) {
         this.dir = poolDir.resolve(DIR);
         this.records = new RecordFiles<>(dir, SUFFIX, FORMAT);
         this.log = log;

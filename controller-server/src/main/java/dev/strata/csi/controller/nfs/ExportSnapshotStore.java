@@ -15,7 +15,7 @@ import java.util.Optional;
  * NfsSnapshotRecord, through {@link RecordFiles}), the copy {@code <key>/}, the copy being made
  * {@code <key>.partial/}, and {@code <key>.lock} while a call works on it.
  */
-final class SnapshotStore {
+final class ExportSnapshotStore {
 
     static final RecordFiles.Format<NfsSnapshotRecord> FORMAT = new RecordFiles.Format<>(NfsSnapshotRecord.class, 1,
             NfsSnapshotRecord::getVersion, (record, version) -> record.toBuilder().setVersion(version).build());
@@ -23,7 +23,7 @@ final class SnapshotStore {
     private final Path dir;
     private final RecordFiles<NfsSnapshotRecord> records;
 
-    SnapshotStore(Path dir) {
+    ExportSnapshotStore(Path dir) {
         this.dir = dir;
         this.records = new RecordFiles<>(dir, ".record", FORMAT);
     }
