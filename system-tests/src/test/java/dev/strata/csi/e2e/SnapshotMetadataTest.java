@@ -6,17 +6,16 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import csi.v1.Csi.BlockMetadata;
+import csi.v1.Csi.BlockMetadataType;
 import csi.v1.Csi.CapacityRange;
 import csi.v1.Csi.CreateVolumeRequest;
-import csi.v1.Csi.TopologyRequirement;
-import csi.v1.Csi.BlockMetadataType;
 import csi.v1.Csi.GetMetadataAllocatedRequest;
 import csi.v1.Csi.GetMetadataAllocatedResponse;
 import csi.v1.Csi.GetMetadataDeltaRequest;
 import csi.v1.Csi.GetMetadataDeltaResponse;
 import csi.v1.Csi.Snapshot;
+import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.Volume;
-import csi.v1.SnapshotMetadataGrpc;
 import dev.strata.csi.testing.LoopFilesystem;
 import dev.strata.csi.testing.Root;
 import dev.strata.csi.testing.SystemState;
@@ -33,11 +32,11 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -58,7 +57,7 @@ class SnapshotMetadataTest {
     static final int BLOCK = 4096;
     static final long SIZE = 32 * MIB;
 
-    @org.junit.jupiter.api.io.TempDir
+    @TempDir
     static Path dir;
 
     static Cluster cluster;
