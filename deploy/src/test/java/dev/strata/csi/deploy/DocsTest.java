@@ -31,12 +31,17 @@ import org.junit.jupiter.api.io.TempDir;
  * The documentation against the repository and the programs: every relative link of the README and
  * docs/ resolves (file and heading), docs/parameters.md lists exactly the flags each server's
  * --help declares, and exactly the StorageClass keys an administrator may set for each backend
- * (the ParameterKeys the backends check requests with).
+ * (the ParameterKeys the backends check requests with); and each figure whose source is a manifest,
+ * the Dockerfile or a program is stated in one table that agrees with it ({@link DocFacts}): each
+ * container's resources and probes, the image's packages, the sidecars' releases, the flags'
+ * defaults, the minimum Kubernetes version. Each of those checks is also run on a copy of the
+ * source or the doc changed as an edit would change it, and must complain.
  */
 class DocsTest {
 
     private static final Path REPO = Manifests.defaultDir().toAbsolutePath().normalize().getParent();
     private static final Path PARAMETERS = REPO.resolve("docs/parameters.md");
+    private static final Path INSTALL = REPO.resolve("docs/install.md");
     /** A Markdown link or image: [text](target). */
     private static final Pattern LINK = Pattern.compile("\\]\\(([^)\\s]+)\\)");
     private static final Pattern TABLE_CODE_CELL = Pattern.compile("^\\|\\s*`([^`]+)`");
@@ -96,6 +101,99 @@ class DocsTest {
         documented.removeIf(key -> key.startsWith("csi.storage.k8s.io/"));
         assertEquals(new TreeSet<>(LocalParameters.ATTRIBUTES_CLASS.administrator()), documented,
                 "VolumeAttributesClass keys in docs/parameters.md (local volumes take them, NFS none)");
+    }
+
+    @Test
+    void installStatesEachContainersResourcesAndProbesAsTheManifestsDo() throws Exception {
+        List<String> install = Files.readAllLines(INSTALL);
+        assertEquals(List.of(), DocFacts.containers(install, Manifests.load(Manifests.defaultDir())));
+        // The manifest changed: a server's request (the docs once said 160 MiB), a sidecar's probe dropped.
+        Manifests changed = Manifests.load(Manifests.defaultDir());
+        Tree.map(container(changed, "Deployment", "strata-controller", "controller-server").body(), "resources", "requests")
+                .put("memory", "160Mi");
+        container(changed, "Deployment", "strata-controller", "csi-resizer").body().remove("livenessProbe");
+        assertEquals(4, DocFacts.containers(install, changed).size(), DocFacts.containers(install, changed).toString());
+        // The doc changed: a limit, and a row left out.
+        List<String> edited = replaced(install, "| node | node-server | 10m | 112Mi | 320Mi |", "| node | node-server | 10m | 112Mi | 256Mi |");
+        assertEquals(2, DocFacts.containers(edited, Manifests.load(Manifests.defaultDir())).size());
+        edited = new ArrayList<>(install);
+        edited.removeIf(line -> line.contains("| controller | csi-attacher |"));
+        assertEquals(1, DocFacts.containers(edited, Manifests.load(Manifests.defaultDir())).size());
+    }
+
+    @Test
+    void installListsThePackagesTheDockerfileInstalls() throws Exception {
+        List<String> install = Files.readAllLines(INSTALL);
+        String dockerfile = Files.readString(REPO.resolve("Dockerfile"));
+        assertEquals(List.of(), DocFacts.packages(install, dockerfile));
+        assertEquals(1, DocFacts.packages(install, dockerfile.replace(" cryptsetup-bin ", " ")).size());
+        assertEquals(1, DocFacts.packages(install, dockerfile.replace(" lvm2 ", " lvm2 dmsetup ")).size());
+        List<String> edited = new ArrayList<>(install);
+        edited.removeIf(line -> line.startsWith("| `thin-provisioning-tools` |"));
+        assertEquals(1, DocFacts.packages(edited, dockerfile).size());
+    }
+
+    @Test
+    void everySidecarReleaseTheDocsNameIsTheOneDeployPins() throws Exception {
+        List<String> install = Files.readAllLines(INSTALL);
+        Map<String, List<String>> pages = pageLines();
+        assertEquals(List.of(), DocFacts.sidecars(install, Manifests.load(Manifests.defaultDir()), pages));
+        Manifests bumped = Manifests.load(Manifests.defaultDir());
+        Map<String, Object> resizer = container(bumped, "Deployment", "strata-controller", "csi-resizer").body();
+        resizer.put("image", "registry.k8s.io/sig-storage/csi-resizer:v2.3.0");
+        assertEquals(1, DocFacts.sidecars(install, bumped, pages).size());
+        pages.put("docs/other.md", List.of("The lists below are what external-provisioner v6.2.0 sends,", "and csi-attacher",
+                "v4.12.0 attaches."));
+        assertEquals(List.of("docs/other.md: 'external-provisioner v6.2.0', deploy/ pins csi-provisioner:v6.3.0"),
+                DocFacts.sidecars(install, Manifests.load(Manifests.defaultDir()), pages));
+    }
+
+    @Test
+    void theMinimumKubernetesVersionIsStatedInInstallOnly() throws Exception {
+        Map<String, List<String>> pages = pageLines();
+        assertEquals(List.of(), DocFacts.minimumKubernetesStatedOnce("docs/install.md", pages));
+        assertTrue(String.join(" ", pages.get("docs/install.md")).contains("Kubernetes **1.30 or newer**"));
+        pages.put("README.md", List.of("You need Kubernetes 1.34 or", "newer, kubectl."));
+        assertEquals(1, DocFacts.minimumKubernetesStatedOnce("docs/install.md", pages).size());
+    }
+
+    @Test
+    void parametersGiveEachFlagsEnvAndDefaultAsItsProgramDeclares() throws Exception {
+        Map<String, ServerProgram.Usage> programs = new LinkedHashMap<>();
+        for (ServerProgram program : ServerProgram.ALL) {
+            programs.put(program.jar(), program.usage());
+        }
+        assertTrue(programs.values().stream().allMatch(usage -> usage.declared().containsKey("endpoint")), programs.toString());
+        List<String> flags = section("## Server flags");
+        assertEquals(List.of(), DocFacts.flagDefaults(flags, programs));
+        // A changed default, a required flag given one, a flag without one given one, another env.
+        assertEquals(2, DocFacts.flagDefaults(replaced(flags, "| `SHUTDOWN_GRACE` | `30s` |", "| `SHUTDOWN_GRACE` | `60s` |"), programs).size());
+        assertEquals(1, DocFacts.flagDefaults(replaced(flags, "| `NODE_ID` | required |", "| `NODE_ID` | `node-a` |"), programs).size());
+        assertEquals(1, DocFacts.flagDefaults(replaced(flags, "| `VOLUME_GROUP` | empty (no LVM pool) |", "| `VOLUME_GROUP` | `strata` |"), programs).size());
+        assertEquals(1, DocFacts.flagDefaults(replaced(flags, "| `--pool-dir` | `POOL_DIR` |", "| `--pool-dir` | `POOL_DIRECTORY` |"), programs).size());
+    }
+
+    @Test
+    void everyMetricTheServersExportIsInAMetricsTable() throws Exception {
+        Map<String, List<String>> tables = new LinkedHashMap<>();
+        for (String page : List.of("docs/operations.md", "docs/attributes.md")) {
+            tables.put(page, Files.readAllLines(REPO.resolve(page)));
+        }
+        Set<String> exported = ExportedMetrics.fromSources(Manifests.defaultDir());
+        assertTrue(exported.contains("strata_volume_io_unlimited_pods"), exported.toString());
+        assertEquals(List.of(), DocFacts.undocumentedMetrics(exported, tables));
+        Set<String> more = new TreeSet<>(exported);
+        more.add("strata_pool_snapshots");
+        assertEquals(1, DocFacts.undocumentedMetrics(more, tables).size());
+    }
+
+    /** The refusal parameters.md shows is the one the local backend gives, with every key an administrator may set. */
+    @Test
+    void parametersShowTheRefusalTheLocalBackendGives() throws Exception {
+        String refusal = LocalParameters.STORAGE_CLASS.problem(Map.of("allocaton", "full")).orElseThrow();
+        String page = String.join(" ", Files.readAllLines(PARAMETERS)).replaceAll("\\s+", " ");
+        assertTrue(page.contains(refusal), "docs/parameters.md does not show: " + refusal);
+        assertFalse(page.contains(refusal.replace("allocation, encryption, ", "allocation, ")), "the check would pass a list short of a key");
     }
 
     /**
@@ -214,6 +312,36 @@ class DocsTest {
             }
         }
         return codes;
+    }
+
+    /** The lines of every page outside code blocks, by its path in the repository (CHANGELOG.md, a history, left out). */
+    private static Map<String, List<String>> pageLines() throws IOException {
+        Map<String, List<String>> pages = new LinkedHashMap<>();
+        for (Path page : pages()) {
+            if (!page.endsWith("CHANGELOG.md")) {
+                pages.put(REPO.relativize(page).toString(), prose(page));
+            }
+        }
+        return pages;
+    }
+
+    private static Container container(Manifests manifests, String kind, String name, String container) {
+        return manifests.pod(kind, name).containers().stream().filter(c -> c.name().equals(container)).findFirst().orElseThrow();
+    }
+
+    /** {@code lines} with the one line that contains {@code old} changed to hold {@code replacement} instead. */
+    private static List<String> replaced(List<String> lines, String old, String replacement) {
+        List<String> copy = new ArrayList<>(lines);
+        int index = -1;
+        for (int i = 0; i < copy.size(); i++) {
+            if (copy.get(i).contains(old)) {
+                assertEquals(-1, index, "more than one line holds " + old);
+                index = i;
+            }
+        }
+        assertTrue(index >= 0, "no line holds " + old);
+        copy.set(index, copy.get(index).replace(old, replacement));
+        return copy;
     }
 
     private static List<Path> pages() throws IOException {

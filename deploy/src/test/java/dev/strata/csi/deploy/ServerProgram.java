@@ -4,8 +4,10 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
@@ -23,10 +25,13 @@ record ServerProgram(String jar, String mainClass) {
             new ServerProgram("node-server.jar", "dev.strata.csi.node.NodeServer"));
 
     private static final Pattern FLAG_LINE = Pattern.compile("^  --([a-z0-9-]+)\\s*$");
-    private static final Pattern ENV = Pattern.compile("env ([A-Z0-9_]+);");
+    private static final Pattern ENV = Pattern.compile("env ([A-Z0-9_]+);(?: default \"(.*)\"| (required))?");
 
-    /** What --help declares. */
-    record Usage(Set<String> flags, Set<String> envs) {}
+    /** What --help declares: the flags, the environment variables, and each flag's env and default. */
+    record Usage(Set<String> flags, Set<String> envs, Map<String, Declared> declared) {}
+
+    /** A flag's environment variable, and its default ("" for none) or that it is required. */
+    record Declared(String env, String defaultValue, boolean required) {}
 
     /** The outcome of one run. */
     record Run(int exitCode, String stdout, String stderr) {}
@@ -47,20 +52,26 @@ record ServerProgram(String jar, String mainClass) {
         }
         Set<String> flags = new LinkedHashSet<>();
         Set<String> envs = new LinkedHashSet<>();
+        Map<String, Declared> declared = new LinkedHashMap<>();
+        String last = null;
         for (String line : run.stdout().split("\n")) {
             Matcher flag = FLAG_LINE.matcher(line);
             if (flag.matches()) {
-                flags.add(flag.group(1));
+                last = flag.group(1);
+                flags.add(last);
             }
             Matcher env = ENV.matcher(line);
             if (env.find()) {
                 envs.add(env.group(1));
+                if (last != null) {
+                    declared.put(last, new Declared(env.group(1), env.group(2) == null ? "" : env.group(2), env.group(3) != null));
+                }
             }
         }
         if (flags.isEmpty()) {
             throw new AssertionError(mainClass + " --help listed no flags:\n" + run.stdout());
         }
-        return new Usage(flags, envs);
+        return new Usage(flags, envs, declared);
     }
 
     /**

@@ -235,6 +235,36 @@ class IoLimitsTest {
         }
     }
 
+    /**
+     * A pod whose cgroup kubelet never made (a kubelet with cgroupsPerQOS: false makes none): the
+     * calls answer OK and the limits are recorded, but nothing holds them, and node-server says so
+     * once: a WARN line naming the volume and the pod, and the pod counted in
+     * strata_volume_io_unlimited_pods. No cgroup is made for it.
+     */
+    @Test
+    void aPodWithoutACgroupIsReportedAsRunningWithoutTheLimits() throws Exception {
+        String pod = "6e1d3b0f-8e52-4f9c-8b74-2c3d4e5f6a71";
+        Staged staged = stage("pvc-no-cgroup", mount(), Map.of("writeBytesPerSecond", "1Mi"));
+        Path target = Files.createDirectories(dir.resolve("pods/" + pod + "/volumes/kubernetes.io~csi/pvc-no-cgroup")).resolve("mount");
+        NodePublishVolumeRequest publish = NodePublishVolumeRequest.newBuilder().setVolumeId(staged.volume().getVolumeId())
+                .setStagingTargetPath(staged.staging().toString()).setTargetPath(target.toString()).setVolumeCapability(mount()).build();
+        try {
+            cluster.node("node-a").node().nodePublishVolume(publish);
+            modify(staged.volume(), Map.of("writeBytesPerSecond", "2Mi"));
+            cluster.node("node-a").node().nodePublishVolume(publish); // kubelet repeats it: no second warning
+            assertEquals("write_bytes_per_second: 2097152\n", recordedLimits("pvc-no-cgroup"));
+            assertEquals(1.0, Exposition.scrape(nodeHttp).value("strata_volume_io_unlimited_pods", Map.of("volume", "pvc-no-cgroup")));
+            String output = cluster.node("node-a").process().output();
+            assertEquals(1, output.lines().filter(line -> line.contains("level=WARN") && line.contains("IO limits recorded but not applied")
+                    && line.contains("volume=pvc-no-cgroup") && line.contains("pod=" + pod)).count(), output);
+            try (var cgroups = Files.walk(blkio)) {
+                assertFalse(cgroups.anyMatch(cgroup -> cgroup.toString().contains(pod)), "no cgroup was made for the pod");
+            }
+        } finally {
+            tearDown(staged, target, blkio.resolve("kubepods/burstable/pod" + pod));
+        }
+    }
+
     @Test
     void unknownKeysBadValuesAndBackendsWithoutLimitsAreInvalidArgumentAndChangeNothing() throws Exception {
         assertCode(Status.Code.INVALID_ARGUMENT, () -> cluster.controller().createVolume(createRequest("pvc-bad-key")

@@ -48,6 +48,11 @@ public final class VolumeIoLimits {
     private final Log log;
     /** The pods each volume's limits were last applied to, for the metrics. */
     private final Map<String, Set<PodUid>> applied = new ConcurrentHashMap<>();
+    /**
+     * The pods each volume is published to whose cgroup does not hold its limits (none found, or a
+     * write failed): the limits are recorded, the pod's IO is not throttled.
+     */
+    private final Map<String, Set<PodUid>> unapplied = new ConcurrentHashMap<>();
     private final Counter failures;
 
     public VolumeIoLimits(NodePools pools, Mounter mounter, Path kubeletDir, PodCgroups cgroups, PrometheusRegistry metrics, Log log) {
@@ -65,6 +70,13 @@ public final class VolumeIoLimits {
                 .help("Pods on this node whose cgroup holds the volume's IO limits, as of the last time they were applied")
                 .labelNames("volume")
                 .callback(callback -> applied.forEach((volume, pods) -> callback.call(pods.size(), volume)))
+                .register(metrics);
+        GaugeWithCallback.builder()
+                .name("strata_volume_io_unlimited_pods")
+                .help("Pods on this node the volume is published to whose cgroup does not hold its recorded IO limits"
+                        + " (no pod cgroup under --cgroup-root, or a write failed): their IO on it is not throttled")
+                .labelNames("volume")
+                .callback(callback -> unapplied.forEach((volume, pods) -> callback.call(pods.size(), volume)))
                 .register(metrics);
     }
 
@@ -95,6 +107,7 @@ public final class VolumeIoLimits {
         Optional<? extends BlockDevice> device = pools.holding(name).device(name);
         if (limits.isEmpty() || device.isEmpty()) {
             applied.remove(name);
+            unapplied.remove(name);
             return;
         }
         Set<PodUid> pods = new LinkedHashSet<>();
@@ -104,16 +117,12 @@ public final class VolumeIoLimits {
             }
         }
         Set<PodUid> limited = ConcurrentHashMap.newKeySet();
+        Set<PodUid> unlimited = ConcurrentHashMap.newKeySet();
         for (PodUid pod : pods) {
-            if (limitPod(name, pod, device.get(), limits.get())) {
-                limited.add(pod);
-            }
+            (limitPod(name, pod, device.get(), limits.get()) ? limited : unlimited).add(pod);
         }
-        if (limited.isEmpty() || limits.get().none()) {
-            applied.remove(name);
-        } else {
-            applied.put(name, limited);
-        }
+        keep(applied, name, limits.get().none() ? Set.of() : limited);
+        keep(unapplied, name, limits.get().none() ? Set.of() : unlimited);
     }
 
     /**
@@ -128,17 +137,39 @@ public final class VolumeIoLimits {
         if (pod.isEmpty() || limits.isEmpty() || device.isEmpty()) {
             return;
         }
-        if (limitPod(name, pod.get(), device.get(), limits.get()) && !limits.get().none()) {
-            applied.computeIfAbsent(name, volume -> ConcurrentHashMap.newKeySet()).add(pod.get());
+        boolean inForce = limitPod(name, pod.get(), device.get(), limits.get());
+        if (!limits.get().none()) {
+            PodUid uid = pod.get();
+            (inForce ? applied : unapplied).computeIfAbsent(name, volume -> ConcurrentHashMap.newKeySet()).add(uid);
+            (inForce ? unapplied : applied).computeIfPresent(name, (volume, pods) -> pods.remove(uid) && pods.isEmpty() ? null : pods);
         }
     }
 
-    /** Whether the pod's cgroup now holds the limits; a failure is logged and counted, and the next pass tries again. */
+    private static void keep(Map<String, Set<PodUid>> byVolume, String name, Set<PodUid> pods) {
+        if (pods.isEmpty()) {
+            byVolume.remove(name);
+        } else {
+            byVolume.put(name, pods);
+        }
+    }
+
+    /**
+     * Whether the pod's cgroup now holds the limits; a failure is logged and counted, and the next
+     * pass tries again. A pod without a cgroup is warned about once, when it starts to run
+     * unthrottled: kubelet makes a pod's cgroup before it asks for the pod's volumes, so where none
+     * is found (but for a pod being removed) kubelet makes none (cgroupsPerQOS: false, a cgroup root
+     * of its own) or the host's hierarchy is not at --cgroup-root.
+     */
     private boolean limitPod(String name, PodUid pod, BlockDevice device, DeviceLimits limits) {
+        boolean wasUnlimited = unapplied.getOrDefault(name, Set.of()).contains(pod);
         try {
             boolean found = cgroups.limit(pod, device.deviceNumber(), limits);
-            if (!found) {
-                log.debug("pod has no cgroup on this node; its volume's IO limits wait for it", "volume", name, "pod", pod);
+            if (!found && !limits.none() && !wasUnlimited) {
+                log.warn("IO limits recorded but not applied: the pod has no cgroup under --cgroup-root, so its IO on the"
+                        + " volume is not throttled (the node needs kubelet's pod cgroups: cgroupsPerQOS true, its default;"
+                        + " docs/attributes.md)", "volume", name, "pod", pod);
+            } else if (found && wasUnlimited) {
+                log.info("IO limits now applied to a pod that ran without them", "volume", name, "pod", pod);
             }
             return found;
         } catch (IOException | RuntimeException e) {
@@ -161,6 +192,7 @@ public final class VolumeIoLimits {
             for (Volume image : pools.list()) {
                 if (image.getDevicePath().isEmpty()) {
                     applied.remove(image.getName());
+                    unapplied.remove(image.getName());
                     continue;
                 }
                 try {

@@ -12,6 +12,7 @@ import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.node.cgroup.DeviceLimits;
 import dev.strata.csi.node.cgroup.InMemoryPodCgroups;
 import dev.strata.csi.node.cgroup.PodUid;
+import dev.strata.csi.node.cgroup.SystemPodCgroups;
 import dev.strata.csi.node.local.fs.InMemoryFilesystems;
 import dev.strata.csi.node.local.fs.SystemFilesystemFreezer;
 import dev.strata.csi.node.local.image.InMemoryImageFiles;
@@ -110,6 +111,7 @@ class VolumeIoLimitsTest {
         assertEquals(DeviceLimits.NONE, cgroups.of(LATER_POD, device), "not published to that pod");
         assertEquals(3, cgroups.writes(), "the staging mount and the pod without a cgroup are no pods to limit");
         assertEquals(Map.of("pvc-a", 3.0), limitedPods());
+        assertEquals(Map.of("pvc-a", 1.0), pods("strata_volume_io_unlimited_pods"), "the pod without a cgroup runs unthrottled");
         // The record keeps them: a pool that reads the records afresh (a restart) has them.
         ImagePool again = new ImagePool(pool.dir(), files, loops,
                 mounter, new SystemFilesystemFreezer(kernel), Crashes.none(), Clock.systemUTC(), log);
@@ -174,9 +176,80 @@ class VolumeIoLimitsTest {
         assertEquals(Map.of("pvc-a", 2.0), limitedPods());
     }
 
+    /**
+     * A pod whose cgroup is not found (kubelet with cgroupsPerQOS: false makes none) gets no limits:
+     * one WARN line names it and the volume, and the gauge counts it until it has a cgroup that
+     * holds them; a pass that finds it again repeats no warning.
+     */
+    @Test
+    void aPodWithoutACgroupIsWarnedAboutOnceAndCountedUntilItsCgroupHoldsTheLimits() throws Exception {
+        limits.set("pvc-a", IoLimits.newBuilder().setWriteBytesPerSecond(2 * MIB).build());
+        limits.applyAll();
+        limits.applyAt("pvc-a", target(NO_CGROUP_POD));
+        assertEquals(1, warnings(NO_CGROUP_POD), logged.toString());
+        assertTrue(logged.toString().contains("volume=pvc-a"), logged.toString());
+        assertEquals(Map.of("pvc-a", 1.0), pods("strata_volume_io_unlimited_pods"));
+
+        cgroups.addPod(NO_CGROUP_POD);
+        limits.applyAll();
+        assertEquals(new DeviceLimits(0, 0, 0, 2 * MIB), cgroups.of(NO_CGROUP_POD, device));
+        assertEquals(Map.of(), pods("strata_volume_io_unlimited_pods"));
+        assertEquals(Map.of("pvc-a", 4.0), limitedPods());
+        assertTrue(logged.toString().contains("IO limits now applied"), logged.toString());
+    }
+
+    /** Removing the limits leaves nothing to apply: a pod without a cgroup is then no concern. */
+    @Test
+    void aVolumeWhoseLimitsAreRemovedCountsNoPodUnlimited() throws Exception {
+        limits.set("pvc-a", IoLimits.newBuilder().setReadIops(10).build());
+        limits.set("pvc-a", IoLimits.newBuilder().setReadIops(0).build());
+        limits.applyAt("pvc-a", target(NO_CGROUP_POD));
+        assertEquals(Map.of(), pods("strata_volume_io_unlimited_pods"));
+        assertEquals(1, warnings(NO_CGROUP_POD), "only while a limit was recorded");
+    }
+
+    /**
+     * The same on the cgroup files of a node whose kubelet runs with cgroupsPerQOS: false: a cgroup
+     * v2 root with the io controller where the containers sit in the runtime's own slice, and no
+     * kubepods hierarchy ({@link SystemPodCgroups} on a copy of that layout).
+     */
+    @Test
+    void onANodeWithoutPodCgroupsEveryPodIsReportedUnlimited() throws Exception {
+        Path root = Files.createDirectories(dir.resolve("cgroup"));
+        Files.writeString(root.resolve("cgroup.controllers"), "cpu io memory pids\n");
+        Files.createDirectories(root.resolve("system.slice/containerd.service"));
+        PrometheusRegistry registry = new PrometheusRegistry();
+        VolumeIoLimits node = new VolumeIoLimits(new NodePools(pool, Optional.empty()), mounter, kubelet,
+                new SystemPodCgroups(root), registry, log);
+        node.set("pvc-a", IoLimits.newBuilder().setWriteBytesPerSecond(2 * MIB).build());
+        for (PodUid pod : List.of(POD_A, POD_B, BLOCK_POD, NO_CGROUP_POD)) {
+            assertEquals(1, warnings(pod), pod + ": " + logged);
+        }
+        assertEquals(Map.of("pvc-a", 4.0), pods(registry, "strata_volume_io_unlimited_pods"));
+        assertEquals(Map.of(), pods(registry, "strata_volume_io_limited_pods"));
+        try (var files = Files.walk(root)) {
+            assertEquals(List.of(), files.filter(file -> file.endsWith("io.max")).toList(), "no file is made");
+        }
+    }
+
+    private long warnings(PodUid pod) {
+        return logged.toString().lines()
+                .filter(line -> line.contains("level=WARN") && line.contains("IO limits recorded but not applied") && line.contains(pod.toString()))
+                .count();
+    }
+
     private Map<String, Double> limitedPods() {
+        return pods("strata_volume_io_limited_pods");
+    }
+
+    private Map<String, Double> pods(String gauge) {
+        return pods(metrics, gauge);
+    }
+
+    private static Map<String, Double> pods(PrometheusRegistry registry, String gauge) {
         Map<String, Double> pods = new TreeMap<>();
-        ((GaugeSnapshot) snapshot("strata_volume_io_limited_pods")).getDataPoints()
+        registry.scrape().stream().filter(s -> s.getMetadata().getName().equals(gauge)).findFirst()
+                .map(GaugeSnapshot.class::cast).orElseThrow().getDataPoints()
                 .forEach(point -> pods.put(point.getLabels().get("volume"), point.getValue()));
         return pods;
     }
