@@ -13,7 +13,7 @@ ENV LANG=C.UTF-8
 
 # Loop devices, mount and findmnt (util-linux, mount), mkfs for each filesystem the driver makes,
 # mount.nfs for the nfs backend, cryptsetup for encrypted local volumes, and the lvm2 tools (with
-# thin_check, which activating a thin pool runs) for the LVM pool. Rarely changes, so it comes
+# thin_check, which activating a thin pool runs; thin_dump and thin_delta for snapshot metadata) for the LVM pool. Rarely changes, so it comes
 # before the jars.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \

@@ -8,7 +8,7 @@
 # - LvmPoolSystemTest drives the pool itself through create, attach (the device-mapper device
 #   appears), mkfs, mount and write, detach (the device goes), reconcile after a restart, online
 #   growth under a mounted ext4, a thin snapshot of a mounted volume, its restore after the source
-#   is deleted, and delete;
+#   is deleted, and delete; and the changed-block engine on two thin snapshots (thin_delta);
 # - LvmZeroingSystemTest fills the group's free extents and its thin pool's data with a pattern by
 #   volumes it then removes; a linear and a thin volume the pool makes there read raw show no byte
 #   of it (made without the pool's zeroing, they do); then times a linear volume's creation with and
@@ -19,6 +19,8 @@
 #   capacity per class and thin overcommit; copies between nodes: a thin snapshot restored into
 #   the other node's image pool, an image-pool volume cloned into linear and thin volumes, over
 #   extents a deleted volume left full of old data, and those cloned back, byte for byte);
+# - LvmSnapshotMetadataTest calls the SnapshotMetadata service on controller-server for thin
+#   snapshots of a block volume with known blocks written between them (the ranges, paging, errors);
 # - LvmCrashRecoveryTest kills node-server at each crash point of the LVM pool's steps and checks
 #   that the retried calls finish the volume's life with its data;
 # then csi-sanity (CSI_SANITY, default /opt/csi-sanity/csi-sanity; built by you, not part of this
@@ -35,7 +37,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 sanity=${CSI_SANITY:-/opt/csi-sanity/csi-sanity}
-all=(dev.strata.csi.node.local.pool.LvmPoolSystemTest dev.strata.csi.node.local.pool.LvmZeroingSystemTest dev.strata.csi.e2e.LvmPipelineTest dev.strata.csi.e2e.LvmCrashRecoveryTest)
+all=(dev.strata.csi.node.local.pool.LvmPoolSystemTest dev.strata.csi.node.local.pool.LvmZeroingSystemTest dev.strata.csi.e2e.LvmPipelineTest dev.strata.csi.e2e.LvmCrashRecoveryTest
+  dev.strata.csi.e2e.LvmSnapshotMetadataTest)
 
 if [ "${1:-}" = --in-vm ]; then # the guest's part
   shift
@@ -107,9 +110,10 @@ vm_run "loop ext4 dm-mod dm-thin-pool dm-snapshot" "$setup" env CSI_SANITY="$san
 vm_check_reports "${classes[@]}" || status=1
 vm_output_lines "lvm: " "${classes[@]}" >&2 || true
 # The lines each class prints once its checks passed.
-declare -A lines=([LvmPoolSystemTest]="ext4 on a thin volume grown online|thin snapshot of a mounted 64 MiB volume took"
+declare -A lines=([LvmPoolSystemTest]="ext4 on a thin volume grown online|thin snapshot of a mounted 64 MiB volume took|changed blocks of thin snapshots:"
   [LvmZeroingSystemTest]="zeroing: linear|zeroing cost:"
-  [LvmPipelineTest]="pipeline: ext4 on an LVM volume grown online through the CSI calls|copies: a thin snapshot restored into node-b's image pool|copies: an image-pool block volume cloned into node-a's LVM pool, linear and thin|copies: LVM volumes, detached and attached, cloned back" [LvmCrashRecoveryTest]="crash suite:")
+  [LvmPipelineTest]="pipeline: ext4 on an LVM volume grown online through the CSI calls|copies: a thin snapshot restored into node-b's image pool|copies: an image-pool block volume cloned into node-a's LVM pool, linear and thin|copies: LVM volumes, detached and attached, cloned back" [LvmCrashRecoveryTest]="crash suite:"
+  [LvmSnapshotMetadataTest]="snapshot metadata of thin snapshots through the CSI calls:")
 for class in "${classes[@]}"; do
   IFS='|' read -r -a wanted <<<"${lines[${class##*.}]}"
   # Read whole first: grep -q stops at its first match, and under pipefail the writer's SIGPIPE would count as no match.

@@ -170,6 +170,10 @@ final class LocalCluster implements AutoCloseable {
         return ControllerGrpc.newBlockingStub(channel(socket("controller")));
     }
 
+    csi.v1.SnapshotMetadataGrpc.SnapshotMetadataBlockingStub snapshotMetadata() {
+        return csi.v1.SnapshotMetadataGrpc.newBlockingStub(channel(socket("controller")));
+    }
+
     IdentityGrpc.IdentityBlockingStub identity() {
         return IdentityGrpc.newBlockingStub(channel(socket("controller")));
     }

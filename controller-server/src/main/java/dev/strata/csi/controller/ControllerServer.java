@@ -17,7 +17,7 @@ import java.time.Clock;
 import java.time.Duration;
 import java.util.List;
 
-/** The controller-server program: CSI Identity, Controller and GroupController services, run as a Deployment. */
+/** The controller-server program: CSI Identity, Controller, GroupController and SnapshotMetadata services, run as a Deployment. */
 public final class ControllerServer {
 
     static final Flag REGISTRY_ADDRESS = Flag.of("agent-registry-address", "0.0.0.0:9869",
@@ -69,10 +69,11 @@ public final class ControllerServer {
                             NfsControllerWiring.fromFlags(context),
                             LocalControllerWiring.fromFlags(context, agents)));
                     return new DriverProgram.Plan(List.of(
-                            new IdentityService(context.plugin(), IdentityService.DRIVER_CAPABILITIES, () -> true),
+                            new IdentityService(context.plugin(), IdentityService.CONTROLLER_CAPABILITIES, () -> true),
                             new ControllerService(agents, backends),
                             new GroupControllerService(backends, new GroupSnapshots(agents, flags.durationValue(AGENT_TIMEOUT),
-                                    new GroupSnapshotMetrics(context.metrics()), Clock.systemUTC(), context.log()))),
+                                    new GroupSnapshotMetrics(context.metrics()), Clock.systemUTC(), context.log())),
+                            new SnapshotMetadataService(agents)),
                             List.of(registry));
                 });
         System.exit(program.run(args, System.getenv(), System.out, System.err));

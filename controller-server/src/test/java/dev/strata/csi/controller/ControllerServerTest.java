@@ -88,7 +88,7 @@ class ControllerServerTest {
                 identity.getPluginCapabilities(GetPluginCapabilitiesRequest.getDefaultInstance()).getCapabilitiesList();
         assertEquals(List.of(PluginCapability.Service.Type.CONTROLLER_SERVICE,
                         PluginCapability.Service.Type.GROUP_CONTROLLER_SERVICE,
-                        PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS),
+                        PluginCapability.Service.Type.VOLUME_ACCESSIBILITY_CONSTRAINTS, PluginCapability.Service.Type.SNAPSHOT_METADATA_SERVICE),
                 capabilities.stream().filter(PluginCapability::hasService).map(c -> c.getService().getType()).toList());
         assertEquals(List.of(PluginCapability.VolumeExpansion.Type.ONLINE), capabilities.stream()
                 .filter(PluginCapability::hasVolumeExpansion).map(c -> c.getVolumeExpansion().getType()).toList());

@@ -29,6 +29,14 @@ public final class IdentityService extends IdentityGrpc.IdentityImplBase {
             PluginCapability.newBuilder().setVolumeExpansion(PluginCapability.VolumeExpansion.newBuilder()
                     .setType(PluginCapability.VolumeExpansion.Type.ONLINE)).build());
 
+    /**
+     * What controller-server advertises: the driver's capabilities and the SnapshotMetadata
+     * service, which it serves (external-snapshot-metadata asks its socket for it); node-server
+     * does not serve it.
+     */
+    public static final List<PluginCapability> CONTROLLER_CAPABILITIES = java.util.stream.Stream.concat(DRIVER_CAPABILITIES.stream(),
+            java.util.stream.Stream.of(service(PluginCapability.Service.Type.SNAPSHOT_METADATA_SERVICE))).toList();
+
     private final PluginInfo info;
     private final List<PluginCapability> capabilities;
     private final BooleanSupplier ready;

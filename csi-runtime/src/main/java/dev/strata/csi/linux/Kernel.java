@@ -71,6 +71,12 @@ public final class Kernel {
     /** lseek(2)'s whence for the next data, and the next hole, at or after an offset (Linux 3.1). */
     private static final int SEEK_DATA = 3;
     private static final int SEEK_HOLE = 4;
+    /** FS_IOC_FIEMAP (linux/fs.h): _IOWR('f', 11, struct fiemap), a 32-byte header then 56-byte extents. */
+    private static final long FS_IOC_FIEMAP = iowr('f', 11, 32);
+    private static final int FIEMAP_HEADER = 32;
+    private static final int FIEMAP_EXTENT_SIZE = 56;
+    private static final int FIEMAP_EXTENTS_PER_CALL = 512;
+    private static final int FIEMAP_FLAG_SYNC = 0x1;
     /** FICLONE (linux/fs.h): _IOW(0x94, 9, int), the destination shares the source's extents. */
     private static final long FICLONE = iow((char) 0x94, 9, Integer.BYTES);
     /** flock(2)'s operations (sys/file.h). */
@@ -211,6 +217,77 @@ public final class Kernel {
 
     /** A range of a file that holds data. */
     public record DataRange(long offset, long length) {}
+
+    /**
+     * The file's extents from FIEMAP (delayed allocations flushed first, FIEMAP_FLAG_SYNC), in
+     * order of their offset in the file, up to {@code size}: where each lies on the device, which
+     * tells two files that share it (a reflink) from two that do not. Holes are not listed.
+     * EOPNOTSUPP where the filesystem has no FIEMAP.
+     */
+    public List<Extent> extents(FileDescriptor fd, long size) throws SyscallException {
+        List<Extent> extents = new ArrayList<>();
+        Pointer map = Memory.allocateDirect(runtime, FIEMAP_HEADER + FIEMAP_EXTENT_SIZE * FIEMAP_EXTENTS_PER_CALL, true);
+        long start = 0;
+        while (start < size) {
+            map.putLong(0, start); // fm_start
+            map.putLong(8, size - start); // fm_length
+            map.putInt(16, FIEMAP_FLAG_SYNC); // fm_flags
+            map.putInt(20, 0); // fm_mapped_extents, out
+            map.putInt(24, FIEMAP_EXTENTS_PER_CALL); // fm_extent_count
+            map.putInt(28, 0);
+            call("ioctl(FS_IOC_FIEMAP) on " + fd.path(), () -> libc.ioctl(fd.number(), NativeLong.valueOf(FS_IOC_FIEMAP), map));
+            int mapped = map.getInt(20);
+            if (mapped == 0) {
+                break;
+            }
+            boolean last = false;
+            for (int i = 0; i < mapped; i++) {
+                int at = FIEMAP_HEADER + i * FIEMAP_EXTENT_SIZE;
+                int flags = map.getInt(at + 40);
+                extents.add(new Extent(map.getLong(at), map.getLong(at + 8), map.getLong(at + 16), flags));
+                last |= (flags & Extent.LAST) != 0;
+            }
+            Extent end = extents.getLast();
+            if (last || end.logical() + end.length() <= start) {
+                break;
+            }
+            start = end.logical() + end.length();
+        }
+        return extents;
+    }
+
+    /**
+     * One extent of a file (struct fiemap_extent): {@code length} bytes at {@code logical} in the
+     * file, at {@code physical} on the device, and the FIEMAP_EXTENT_* flags.
+     */
+    public record Extent(long logical, long physical, long length, int flags) {
+        public static final int LAST = 0x1;
+        /** The location is not known yet, or not a plain address. */
+        public static final int UNKNOWN = 0x2;
+        public static final int DELALLOC = 0x4;
+        /** Compressed or otherwise encoded: {@code physical} is not the address of this byte range. */
+        public static final int ENCODED = 0x8;
+        public static final int NOT_ALIGNED = 0x100;
+        public static final int DATA_INLINE = 0x200;
+        public static final int DATA_TAIL = 0x400;
+        /** Allocated but never written: reads as zeros. */
+        public static final int UNWRITTEN = 0x800;
+        public static final int SHARED = 0x2000;
+        private static final int NO_ADDRESS = UNKNOWN | DELALLOC | ENCODED | NOT_ALIGNED | DATA_INLINE | DATA_TAIL;
+
+        /** Whether {@code physical} is the device address of the extent's first byte, each next byte one further. */
+        public boolean located() {
+            return (flags & NO_ADDRESS) == 0;
+        }
+
+        public boolean unwritten() {
+            return (flags & UNWRITTEN) != 0;
+        }
+
+        public long end() {
+            return logical + length;
+        }
+    }
 
     /** FICLONE: {@code destination} becomes a copy of {@code source} sharing its extents (xfs with reflink, btrfs). */
     public void cloneFile(FileDescriptor source, FileDescriptor destination) throws SyscallException {

@@ -32,6 +32,8 @@ final class ManifestChecks {
             "Deployment", "DaemonSet", "Secret", "ConfigMap");
     private static final Pattern VARIABLE = Pattern.compile("\\$\\(([A-Za-z0-9_]+)\\)");
     static final String SNAPSHOT_GROUP = "snapshot.storage.k8s.io";
+    /** The API group of external-snapshot-metadata's SnapshotMetadataService. */
+    static final String CBT_GROUP = "cbt.storage.k8s.io";
     private static final String DEFAULT_SNAPSHOT_CLASS = "snapshot.storage.kubernetes.io/is-default-class";
     private static final Set<String> DELETION_POLICIES = Set.of("Delete", "Retain");
     /** VolumeSnapshotClass parameters the backends take: none yet. */
@@ -377,6 +379,102 @@ final class ManifestChecks {
     }
 
     /**
+     * The snapshot metadata component (checked on a copy it is applied to): the kustomization shows
+     * how to add it and the base holds nothing of it; the SnapshotMetadataService is named after the
+     * driver and gives the address of a Service that leads to the sidecar's --port, an audience, and
+     * the CA of the generated Secret (a replacement copies it in); the sidecar's --tls-cert and
+     * --tls-key are that Secret's files; the CRD defines the resource as the sidecar's release reads it.
+     */
+    List<String> snapshotMetadata(String kustomizationText) {
+        List<String> problems = new ArrayList<>();
+        String name = Manifests.SNAPSHOT_METADATA_COMPONENT;
+        Map<String, Object> component = manifests.components().get(name);
+        if (!"Component".equals(component.get("kind"))) {
+            problems.add(name + " is a " + component.get("kind") + ", not a Component");
+        }
+        if (!kustomizationText.contains("#   - " + name)) {
+            problems.add("kustomization.yaml does not show how to add " + name);
+        }
+        if (manifests.installed().stream().anyMatch(object -> String.valueOf(object.body().get("apiVersion")).startsWith(CBT_GROUP + "/"))) {
+            problems.add("the base installs an object of " + CBT_GROUP + ", whose CRD is in " + name);
+        }
+        PodTemplate pod = manifests.pod("Deployment", "strata-controller");
+        Optional<Container> sidecar = pod.sidecars().stream()
+                .filter(container -> container.imageRepository().equals(Sidecar.SNAPSHOT_METADATA)).findFirst();
+        if (sidecar.isEmpty()) {
+            problems.add("the controller pod runs no " + Sidecar.SNAPSHOT_METADATA + " with " + name);
+            return problems;
+        }
+        // The Secret the component generates, its files by key, and where the sidecar reads its certificate.
+        Map<String, Object> generator = Tree.maps(component, "secretGenerator").stream().findFirst().orElse(Map.of());
+        String secret = String.valueOf(generator.get("name"));
+        Map<String, String> files = new TreeMap<>();
+        for (String file : Tree.strings(generator, "files")) {
+            int equals = file.indexOf('=');
+            files.put(equals < 0 ? file.substring(file.lastIndexOf('/') + 1) : file.substring(0, equals), file.substring(equals + 1));
+        }
+        for (String flag : List.of("tls-cert", "tls-key")) {
+            String path = sidecar.get().flagValue(flag).orElse("");
+            Optional<VolumePath> file = pod.resolve(sidecar.get(), path);
+            Optional<String> secretName = file.flatMap(f -> pod.volume(f.volume())).map(volume -> Tree.string(volume, "secret", "secretName"));
+            String key = file.map(VolumePath::relative).orElse("");
+            if (!secretName.equals(Optional.of(secret)) || !files.containsKey(key)) {
+                problems.add("the sidecar's --" + flag + " " + path + " is not a file of the generated Secret " + secret + " " + files.keySet());
+            }
+        }
+        List<KubeObject> services = manifests.ofComponent(name).stream().filter(object -> object.kind().equals("SnapshotMetadataService")).toList();
+        if (services.size() != 1) {
+            problems.add(name + " holds " + services.size() + " SnapshotMetadataServices; one, named after the driver, must");
+            return problems;
+        }
+        KubeObject service = services.getFirst();
+        if (!driverName().equals(service.name())) {
+            problems.add(service.describe() + " is not named after the driver " + driverName() + ": backup tools look it up by that name");
+        }
+        if (Tree.string(service.body(), "spec", "audience") == null || Tree.string(service.body(), "spec", "audience").isBlank()) {
+            problems.add(service.describe() + " names no audience");
+        }
+        String address = String.valueOf(Tree.at(service.body(), "spec", "address"));
+        String[] host = address.substring(0, Math.max(0, address.lastIndexOf(':'))).split("\\.");
+        Optional<Integer> port = Container.port(address);
+        Optional<Object> target = manifests.ofComponent(name).stream()
+                .filter(object -> object.kind().equals("Service") && host.length == 2 && object.name().equals(host[0])
+                        && object.namespace().equals(host[1]) && selects(Tree.map(object.body(), "spec", "selector"), pod))
+                .flatMap(object -> Tree.maps(object.body(), "spec", "ports").stream())
+                .filter(servicePort -> port.isPresent() && port.get().equals(servicePort.get("port")))
+                .map(servicePort -> servicePort.get("targetPort")).findFirst();
+        Object targetPort = target.orElse(null);
+        Integer targetNumber = targetPort instanceof Integer number ? number : sidecar.get().ports().get(String.valueOf(targetPort));
+        if (targetNumber == null || !sidecar.get().flagValue("port").flatMap(Container::port).equals(Optional.of(targetNumber))) {
+            problems.add(service.describe() + "'s address " + address + " leads to no Service port of the controller pods that reaches the"
+                    + " sidecar's --port");
+        }
+        boolean caReplaced = Tree.maps(component, "replacements").stream().anyMatch(replacement ->
+                secret.equals(Tree.string(replacement, "source", "name"))
+                        && ("data." + files.entrySet().stream().filter(e -> e.getValue().endsWith("ca.crt")).map(Map.Entry::getKey)
+                                .findFirst().orElse("?")).equals(Tree.string(replacement, "source", "fieldPath"))
+                        && Tree.maps(replacement, "targets").stream().anyMatch(t -> service.name().equals(Tree.string(t, "select", "name"))
+                                && Tree.strings(t, "fieldPaths").contains("spec.caCert")));
+        if (!caReplaced) {
+            problems.add(service.describe() + "'s caCert is not filled in from the generated Secret's CA certificate");
+        }
+        List<KubeObject> crds = manifests.ofComponent(name).stream().filter(object -> object.kind().equals("CustomResourceDefinition")).toList();
+        boolean defined = crds.stream().anyMatch(crd -> CBT_GROUP.equals(Tree.string(crd.body(), "spec", "group"))
+                && "SnapshotMetadataService".equals(Tree.string(crd.body(), "spec", "names", "kind"))
+                && "snapshotmetadataservices".equals(Tree.string(crd.body(), "spec", "names", "plural"))
+                && "Cluster".equals(Tree.string(crd.body(), "spec", "scope"))
+                && Tree.maps(crd.body(), "spec", "versions").stream().anyMatch(version -> "v1beta1".equals(version.get("name"))
+                        && Boolean.TRUE.equals(version.get("served")) && Boolean.TRUE.equals(version.get("storage"))
+                        && Tree.strings(version, "schema", "openAPIV3Schema", "properties", "spec", "required")
+                                .containsAll(List.of("address", "audience", "caCert"))));
+        if (!defined) {
+            problems.add(name + " does not define SnapshotMetadataService (" + CBT_GROUP + "/v1beta1, cluster-scoped, spec.address,"
+                    + " audience and caCert required) as external-snapshot-metadata v1.1.0 reads it");
+        }
+        return problems;
+    }
+
+    /**
      * Snapshots: the base installs nothing of the snapshot CRDs' group (on a cluster without them
      * the whole apply would fail); the VolumeSnapshotClasses are in their component, which the
      * kustomization shows how to add, each of snapshot.storage.k8s.io/v1 with a deletionPolicy and
@@ -580,7 +678,7 @@ final class ManifestChecks {
     private static Set<Integer> listeningPorts(PodTemplate pod) {
         Set<Integer> ports = new HashSet<>();
         for (Container container : pod.containers()) {
-            for (String flag : List.of("http-endpoint", "agent-registry-address", "agent-address")) {
+            for (String flag : List.of("http-endpoint", "agent-registry-address", "agent-address", "port")) {
                 container.flagValue(flag).flatMap(Container::port).ifPresent(ports::add);
             }
         }
@@ -807,7 +905,7 @@ final class ManifestChecks {
     private Set<Rule> granted(PodTemplate pod) {
         Set<Rule> granted = new HashSet<>();
         for (String bindingKind : List.of("ClusterRoleBinding", "RoleBinding")) {
-            for (KubeObject binding : manifests.ofKind(bindingKind)) {
+            for (KubeObject binding : manifests.ofKind(bindingKind).stream().filter(manifests::inForce).toList()) {
                 boolean bindsPod = Tree.maps(binding.body(), "subjects").stream().anyMatch(subject ->
                         "ServiceAccount".equals(subject.get("kind")) && pod.serviceAccount().equals(subject.get("name"))
                                 && pod.namespace().equals(subject.get("namespace")));

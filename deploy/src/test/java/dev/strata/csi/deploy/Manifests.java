@@ -27,6 +27,8 @@ final class Manifests {
     static final String NFS_COMPONENT = "components/nfs-exports";
     /** The kustomize component that adds the VolumeSnapshotClasses (their CRDs are the cluster's). */
     static final String SNAPSHOT_CLASSES_COMPONENT = "components/snapshot-classes";
+    /** The kustomize component that runs external-snapshot-metadata beside controller-server, with its Service, CRD, RBAC and certificate. */
+    static final String SNAPSHOT_METADATA_COMPONENT = "components/snapshot-metadata";
     /** The kustomization that installs the snapshot CRDs and snapshot-controller on a cluster without them. */
     static final String SNAPSHOT_CONTROLLER = "snapshot-controller/" + KUSTOMIZATION;
     /** Kinds whose pod template the checks look into. */
@@ -38,6 +40,8 @@ final class Manifests {
     private final Map<String, Object> alertRules;
     private final Map<String, Map<String, Object>> components;
     private final Map<String, Object> snapshotController;
+    /** Components applied to this copy ({@link #apply}): their objects' RBAC is in force. */
+    private final Set<String> applied = new java.util.HashSet<>();
 
     private Manifests(Path dir, List<KubeObject> objects, Map<String, Object> kustomization, Map<String, Object> alertRules,
             Map<String, Map<String, Object>> components, Map<String, Object> snapshotController) {
@@ -134,6 +138,36 @@ final class Manifests {
 
     Path dir() {
         return dir;
+    }
+
+    /**
+     * This copy with {@code component} applied as kustomize would: the containers and volumes its
+     * patches add to a workload's pod template appended to it, and its objects in force
+     * ({@link #inForce}). A patch may only add containers and volumes here, not change the base's.
+     */
+    Manifests apply(String component) {
+        for (Map<String, Object> patch : Tree.maps(components.get(component), "patches")) {
+            Map<String, Object> document = Tree.map(patch, "document");
+            PodTemplate pod = pod(String.valueOf(document.get("kind")), Tree.string(document, "metadata", "name"));
+            Map<String, Object> added = Tree.map(document, "spec", "template", "spec");
+            for (String list : List.of("containers", "volumes")) {
+                List<Object> existing = Tree.list(pod.spec(), list);
+                for (Map<String, Object> item : Tree.maps(added, list)) {
+                    if (existing.stream().anyMatch(old -> old instanceof Map<?, ?> map && item.get("name").equals(map.get("name")))) {
+                        throw new AssertionError(component + " patches " + list + " " + item.get("name") + " of the base; apply only adds");
+                    }
+                    existing.add(item);
+                }
+            }
+        }
+        applied.add(component);
+        return this;
+    }
+
+    /** Whether {@code object} is installed with this copy: the base's, or of a component applied to it. */
+    boolean inForce(KubeObject object) {
+        Path relative = dir.relativize(object.file());
+        return !relative.startsWith("components") || applied.contains(relative.getParent().toString());
     }
 
     List<KubeObject> all() {

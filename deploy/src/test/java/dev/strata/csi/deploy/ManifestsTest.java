@@ -380,6 +380,52 @@ class ManifestsTest {
         assertFalse(broken(m -> m.all().removeIf(object -> object.kind().equals("VolumeSnapshotClass"))).snapshotClasses(kustomization).isEmpty());
     }
 
+    /** The checks of the manifests with the snapshot metadata component applied, after {@code edit}. */
+    private static ManifestChecks withSnapshotMetadata(Consumer<Manifests> edit) throws IOException {
+        Manifests applied = manifests().apply(Manifests.SNAPSHOT_METADATA_COMPONENT);
+        edit.accept(applied);
+        return new ManifestChecks(applied);
+    }
+
+    @Test
+    void theSnapshotMetadataComponentRunsTheSidecarWithItsCertificateAndRights() throws Exception {
+        String kustomization = Files.readString(Manifests.defaultDir().resolve(Manifests.KUSTOMIZATION));
+        ManifestChecks applied = withSnapshotMetadata(m -> { });
+        assertEquals(List.of(), applied.snapshotMetadata(kustomization));
+        assertEquals(List.of(), applied.sidecarsKnown());
+        assertEquals(List.of(), applied.imagesPinned());
+        assertEquals(List.of(), applied.rbac());
+        assertEquals(List.of(), applied.socketsAgree());
+        assertEquals(List.of(), applied.portsAgree());
+        assertEquals(List.of(), applied.replicas());
+        // Without the component, its grant is not installed: the base's rights stay exact.
+        assertEquals(List.of(), checks().rbac());
+        assertEquals(1, checks().snapshotMetadata(kustomization).size(), "the base runs no sidecar");
+        // A flag of another sidecar, a right taken away, the sidecar on another socket.
+        assertFalse(withSnapshotMetadata(m -> args(m, "Deployment", "strata-controller", "csi-snapshot-metadata").add("--leader-election"))
+                .sidecarsKnown().isEmpty());
+        List<String> noReview = withSnapshotMetadata(m -> Tree.list(m.one("ClusterRole", "strata-external-snapshot-metadata").body(), "rules")
+                .removeIf(rule -> Tree.strings(rule, "resources").contains("tokenreviews"))).rbac();
+        assertTrue(noReview.stream().anyMatch(problem -> problem.contains("lacks create authentication.k8s.io/tokenreviews (cluster)")),
+                noReview.toString());
+        assertFalse(withSnapshotMetadata(m -> replaceArg(m, "Deployment", "strata-controller", "csi-snapshot-metadata", "--csi-address",
+                "--csi-address=/run/csi/socket")).socketsAgree().isEmpty());
+        // The SnapshotMetadataService pointing elsewhere, without its CA, under another name; the certificate not mounted.
+        assertEquals(1, withSnapshotMetadata(m -> Tree.map(m.one("SnapshotMetadataService", "strata.csi.dev").body(), "spec")
+                .put("address", "strata-snapshot-metadata.strata-system:443")).snapshotMetadata(kustomization).size());
+        assertEquals(1, withSnapshotMetadata(m -> m.components().get(Manifests.SNAPSHOT_METADATA_COMPONENT).remove("replacements"))
+                .snapshotMetadata(kustomization).size());
+        List<String> renamed = withSnapshotMetadata(m -> Tree.map(m.one("SnapshotMetadataService", "strata.csi.dev").body(), "metadata")
+                .put("name", "strata")).snapshotMetadata(kustomization); // and the CA's replacement no longer finds it
+        assertTrue(renamed.stream().anyMatch(problem -> problem.contains("not named after the driver")), renamed.toString());
+        assertEquals(1, withSnapshotMetadata(m -> replaceArg(m, "Deployment", "strata-controller", "csi-snapshot-metadata", "--tls-key",
+                "--tls-key=/tmp/tls.key")).snapshotMetadata(kustomization).size());
+        assertEquals(1, withSnapshotMetadata(m -> Tree.map(m.one("CustomResourceDefinition", "snapshotmetadataservices.cbt.storage.k8s.io")
+                .body(), "spec").put("scope", "Namespaced")).snapshotMetadata(kustomization).size());
+        assertEquals(1, checks().snapshotMetadata(kustomization.replace("#   - " + Manifests.SNAPSHOT_METADATA_COMPONENT, ""))
+                .stream().filter(problem -> problem.contains("show how to add")).count());
+    }
+
     @Test
     void theSnapshotRestoreAndCloneExamplesHoldTogether() throws Exception {
         assertEquals(List.of(), checks().examplesAgree());

@@ -18,6 +18,9 @@ record Sidecar(String image, String version, Set<String> knownFlags, Set<String>
     /** external-snapshotter's sidecar, whose release deploy/snapshot-controller follows. */
     static final String SNAPSHOTTER = "registry.k8s.io/sig-storage/csi-snapshotter";
 
+    /** external-snapshot-metadata's sidecar, which serves backup tools (the SnapshotMetadata service). */
+    static final String SNAPSHOT_METADATA = "registry.k8s.io/sig-storage/csi-snapshot-metadata";
+
     /** Flags every sidecar built on csi-lib-utils' standardflags takes, and klog's --v. */
     private static final Set<String> COMMON_FLAGS = Set.of("version", "kubeconfig", "csi-address", "leader-election",
             "leader-election-namespace", "leader-election-lease-duration", "leader-election-renew-deadline",
@@ -102,6 +105,24 @@ record Sidecar(String image, String version, Set<String> knownFlags, Set<String>
                             Map.of("coordination.k8s.io/leases", "get watch list delete update create")),
                     // Without it the release exits at start ("does not support ControllerCreateSnapshot").
                     Optional.of("CREATE_DELETE_SNAPSHOT")),
+            // In its component (components/snapshot-metadata), not the base: pkg/sidecar/sidecar.go's flags, and
+            // klog's --v; the API calls of pkg/internal (authn, authz, server/grpc: auth.go, snapshot.go,
+            // snapshotter_secret.go). A Secret is read only for a VolumeSnapshotClass that names snapshotter
+            // secrets, which this driver's do not. No leader election: every replica serves.
+            new Sidecar(SNAPSHOT_METADATA, "v1.1.0",
+                    Set.of("kubeconfig", "csi-address", "version", "timeout", "port", "tls-cert", "tls-key", "audience",
+                            "max-streaming-duration-min", "kube-api-qps", "kube-api-burst", "http-endpoint", "metrics-path",
+                            "disable-metrics", "v"),
+                    Set.of("csi-address", "tls-cert", "tls-key"),
+                    rules(Map.of(
+                            "cbt.storage.k8s.io/snapshotmetadataservices", "get",
+                            "authentication.k8s.io/tokenreviews", "create",
+                            "authorization.k8s.io/subjectaccessreviews", "create",
+                            "snapshot.storage.k8s.io/volumesnapshots", "get",
+                            "snapshot.storage.k8s.io/volumesnapshotcontents", "get",
+                            "snapshot.storage.k8s.io/volumesnapshotclasses", "get list"),
+                            Map.of()),
+                    Optional.empty()),
             new Sidecar("registry.k8s.io/sig-storage/csi-node-driver-registrar", "v2.17.0",
                     Set.of("connection-timeout", "timeout", "csi-address", "plugin-registration-path",
                             "kubelet-registration-path", "health-port", "http-endpoint", "version", "mode",

@@ -348,6 +348,11 @@ public final class Cluster implements AutoCloseable {
         return csi.v1.GroupControllerGrpc.newBlockingStub(controllerChannels.getFirst());
     }
 
+    /** The SnapshotMetadata service on the controller's socket, as external-snapshot-metadata calls it. */
+    public csi.v1.SnapshotMetadataGrpc.SnapshotMetadataBlockingStub snapshotMetadata() {
+        return csi.v1.SnapshotMetadataGrpc.newBlockingStub(controllerChannels.getFirst());
+    }
+
     public IdentityGrpc.IdentityBlockingStub controllerIdentity() {
         return IdentityGrpc.newBlockingStub(controllerChannels.getFirst());
     }

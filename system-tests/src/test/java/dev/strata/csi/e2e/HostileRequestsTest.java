@@ -20,6 +20,7 @@ import csi.v1.Csi.Volume;
 import csi.v1.Csi.VolumeCapability;
 import csi.v1.IdentityGrpc;
 import csi.v1.NodeGrpc;
+import csi.v1.SnapshotMetadataGrpc;
 import dev.strata.csi.agent.api.AgentRegistryGrpc;
 import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.auth.AgentSecurity;
@@ -105,6 +106,7 @@ class HostileRequestsTest {
                 List<Target> targets = new ArrayList<>();
                 add(targets, "controller", IdentityGrpc.getServiceDescriptor(), cluster.controller().getChannel(), false);
                 add(targets, "controller", ControllerGrpc.getServiceDescriptor(), cluster.controller().getChannel(), false);
+                add(targets, "controller", SnapshotMetadataGrpc.getServiceDescriptor(), cluster.controller().getChannel(), false);
                 add(targets, "node", IdentityGrpc.getServiceDescriptor(), cluster.node(NODE).channel(), false);
                 add(targets, "node", NodeGrpc.getServiceDescriptor(), cluster.node(NODE).channel(), false);
                 add(targets, "agent", NodeAgentGrpc.getServiceDescriptor(), agent, true);
@@ -121,7 +123,12 @@ class HostileRequestsTest {
                     }
                     Status.Code code;
                     try {
-                        ClientCalls.blockingUnaryCall(target.channel(), target.method(), options, request);
+                        if (target.method().getType() == MethodDescriptor.MethodType.SERVER_STREAMING) {
+                            ClientCalls.blockingServerStreamingCall(target.channel(), target.method(), options, request)
+                                    .forEachRemaining(response -> { });
+                        } else {
+                            ClientCalls.blockingUnaryCall(target.channel(), target.method(), options, request);
+                        }
                         code = Status.Code.OK;
                     } catch (StatusRuntimeException e) {
                         code = e.getStatus().getCode();
@@ -309,12 +316,16 @@ class HostileRequestsTest {
             Descriptor input = ((ProtoMethodDescriptorSupplier) method.getSchemaDescriptor()).getMethodDescriptor().getInputType();
             Descriptor output = ((ProtoMethodDescriptorSupplier) method.getSchemaDescriptor()).getMethodDescriptor().getOutputType();
             MethodDescriptor<DynamicMessage, DynamicMessage> dynamic = MethodDescriptor.<DynamicMessage, DynamicMessage>newBuilder()
-                    .setType(MethodDescriptor.MethodType.UNARY)
+                    .setType(method.getType())
                     .setFullMethodName(method.getFullMethodName())
                     .setRequestMarshaller(ProtoUtils.marshaller(DynamicMessage.getDefaultInstance(input)))
                     .setResponseMarshaller(ProtoUtils.marshaller(DynamicMessage.getDefaultInstance(output)))
                     .build();
-            if (method.getType() == MethodDescriptor.MethodType.UNARY) {
+            // The SnapshotMetadata service's streams too: each is read to its end. The agent's streams of
+            // content have suites of their own (ContentTransferTest, TransferCrashTest).
+            boolean snapshotMetadata = service.getName().equals(SnapshotMetadataGrpc.SERVICE_NAME);
+            if (method.getType() == MethodDescriptor.MethodType.UNARY
+                    || (snapshotMetadata && method.getType() == MethodDescriptor.MethodType.SERVER_STREAMING)) {
                 targets.add(new Target(server, dynamic, input, channel, agentApi));
             }
         }
@@ -348,6 +359,9 @@ class HostileRequestsTest {
             for (String name : List.of("pvc-fuzz-1", "pvc-fuzz-2", "pvc-x", "../x", "", "pvc-" + "y".repeat(300))) {
                 ids.add("local/" + NODE + "/" + name);
                 ids.add(name);
+            }
+            for (String name : List.of("snapshot-fuzz-1", "snapshot-fuzz-2", "../snapshot", "")) {
+                ids.add("local-snapshot/" + NODE + "/" + name);
             }
             ids.addAll(List.of("local/node-b/pvc-fuzz-1", "local//pvc", "nfs/server/%2Fshare/sub/delete", "nfs/../../x/delete",
                     "local/node-a/../../../etc/passwd"));

@@ -7,6 +7,7 @@ import dev.strata.csi.agent.api.AttachVolumeRequest;
 import dev.strata.csi.agent.api.AttachVolumeResponse;
 import dev.strata.csi.agent.api.CommitVolumeGroupRequest;
 import dev.strata.csi.agent.api.CommitVolumeGroupResponse;
+import dev.strata.csi.agent.api.BlockRangeBatch;
 import dev.strata.csi.agent.api.ContentChunk;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateVolumeRequest;
@@ -21,6 +22,8 @@ import dev.strata.csi.agent.api.DetachVolumeRequest;
 import dev.strata.csi.agent.api.DetachVolumeResponse;
 import dev.strata.csi.agent.api.ExpandVolumeRequest;
 import dev.strata.csi.agent.api.ExpandVolumeResponse;
+import dev.strata.csi.agent.api.GetAllocatedRangesRequest;
+import dev.strata.csi.agent.api.GetChangedRangesRequest;
 import dev.strata.csi.agent.api.GetVolumeRequest;
 import dev.strata.csi.agent.api.GetVolumeResponse;
 import dev.strata.csi.agent.api.ListVolumesRequest;
@@ -69,6 +72,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     private final VolumeLocks locks;
     private final ContentSender sender;
     private final ContentReceiver receiver;
+    private final RangeSender ranges;
     private final Inventory inventory;
     private final VolumeIoLimits ioLimits;
     private final VolumeGroupCuts groupCuts;
@@ -88,6 +92,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
         this.sender = new ContentSender(pools, locks, transfers, crashes, log);
         this.receiver = new ContentReceiver(pools, locks, inventory, transfers, crashes, log);
         this.groupCuts = new VolumeGroupCuts(pools, locks, inventory, metrics, crashes, log);
+        this.ranges = new RangeSender(pools, locks, log);
     }
 
     @Override
@@ -259,6 +264,16 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     @Override
     public StreamObserver<WriteContentRequest> writeContent(StreamObserver<WriteContentResponse> response) {
         return receiver.receive((ServerCallStreamObserver<WriteContentResponse>) response);
+    }
+
+    @Override
+    public void getAllocatedRanges(GetAllocatedRangesRequest request, StreamObserver<BlockRangeBatch> response) {
+        ranges.allocated(request, (ServerCallStreamObserver<BlockRangeBatch>) response);
+    }
+
+    @Override
+    public void getChangedRanges(GetChangedRangesRequest request, StreamObserver<BlockRangeBatch> response) {
+        ranges.changed(request, (ServerCallStreamObserver<BlockRangeBatch>) response);
     }
 
     /** Answers without touching the pool or its locks: it tells a live agent that is busy from one that is stopped. */

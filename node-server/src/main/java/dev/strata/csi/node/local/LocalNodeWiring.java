@@ -28,6 +28,7 @@ import dev.strata.csi.node.local.image.MeteredLoopDevices;
 import dev.strata.csi.node.local.image.SystemImageFiles;
 import dev.strata.csi.node.local.image.SystemLoopDevices;
 import dev.strata.csi.node.local.lvm.SystemLogicalVolumes;
+import dev.strata.csi.node.local.lvm.SystemThinMappings;
 import dev.strata.csi.node.local.pool.ImagePool;
 import dev.strata.csi.node.local.pool.LvmPool;
 import dev.strata.csi.node.local.pool.NodePools;
@@ -141,8 +142,8 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
             } catch (IOException e) {
                 throw new UsageException("cannot use " + records + " for the LVM pool's records: " + e.getMessage());
             }
-            lvm = Optional.of(new LvmPool(records, new SystemLogicalVolumes(node.commands(), volumeGroup, thinPool, log), node.mounter(),
-                    crashes, Clock.systemUTC(), log));
+            lvm = Optional.of(new LvmPool(records, new SystemLogicalVolumes(node.commands(), volumeGroup, thinPool, log),
+                    new SystemThinMappings(node.commands(), volumeGroup, thinPool, log), node.mounter(), crashes, Clock.systemUTC(), log));
         }
         NodePools pools = new NodePools(images, imageVolumes, lvm);
         PoolMetrics.register(pools, context.metrics());

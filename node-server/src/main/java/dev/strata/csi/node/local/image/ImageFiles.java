@@ -2,6 +2,7 @@ package dev.strata.csi.node.local.image;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.linux.Kernel.DataRange;
+import dev.strata.csi.linux.Kernel.Extent;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
@@ -36,6 +37,12 @@ public interface ImageFiles {
 
     /** The ranges of {@code image} that hold data, in order; the rest reads as zeros. */
     List<DataRange> dataRanges(Path image) throws IOException;
+
+    /**
+     * The file's extents (FIEMAP), in order of offset: where each lies on the device, which tells
+     * the extents two reflinked files still share ({@link dev.strata.csi.node.local.blocks.ExtentComparison}).
+     */
+    List<Extent> extents(Path image) throws IOException;
 
     /** The file's size in bytes. */
     long sizeBytes(Path image) throws IOException;

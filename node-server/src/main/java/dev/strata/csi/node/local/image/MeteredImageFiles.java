@@ -2,6 +2,7 @@ package dev.strata.csi.node.local.image;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.linux.Kernel.DataRange;
+import dev.strata.csi.linux.Kernel.Extent;
 import dev.strata.csi.metrics.SystemSteps;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -47,6 +48,11 @@ public final class MeteredImageFiles implements ImageFiles {
     @Override
     public List<DataRange> dataRanges(Path image) throws IOException {
         return files.dataRanges(image);
+    }
+
+    @Override
+    public List<Extent> extents(Path image) throws IOException {
+        return files.extents(image);
     }
 
     @Override

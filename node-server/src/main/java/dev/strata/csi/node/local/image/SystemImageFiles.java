@@ -3,6 +3,7 @@ package dev.strata.csi.node.local.image;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.linux.FileDescriptor;
 import dev.strata.csi.linux.Kernel.DataRange;
+import dev.strata.csi.linux.Kernel.Extent;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.linux.SyscallException;
 import dev.strata.csi.node.mount.FilesystemStats;
@@ -101,6 +102,25 @@ public final class SystemImageFiles implements ImageFiles {
             return kernel.dataRanges(file, Files.size(image));
         } catch (SyscallException e) {
             throw new IOException("cannot read the data ranges of " + image + ": " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public List<Extent> extents(Path image) throws IOException {
+        try (FileDescriptor file = kernel.open(image.toString(), Kernel.O_RDONLY | Kernel.O_CLOEXEC)) {
+            long size = Files.size(image);
+            try {
+                return kernel.extents(file, size);
+            } catch (SyscallException e) {
+                if (e.errno() != Errno.EOPNOTSUPP.intValue()) {
+                    throw e;
+                }
+                // No FIEMAP (tmpfs): the data ranges, at no known place, so that only those are read and compared.
+                return kernel.dataRanges(file, size).stream()
+                        .map(range -> new Extent(range.offset(), 0, range.length(), Extent.UNKNOWN)).toList();
+            }
+        } catch (SyscallException e) {
+            throw new IOException("cannot read the extents of " + image + ": " + e.getMessage(), e);
         }
     }
 

@@ -123,6 +123,12 @@ public interface LogicalVolumes {
      */
     void snapshot(String origin, String name) throws DeviceException;
 
+    /**
+     * The thin device id of the thin volume or snapshot {@code name} in the thin pool's metadata
+     * ({@code lvs -o thin_id}): what {@link ThinMappings} takes.
+     */
+    long thinId(String name) throws DeviceException;
+
     /** Grows the volume to at least {@code sizeBytes}, active or not, in use or not; a thin one's virtual size. */
     void extend(String name, long sizeBytes) throws DeviceException;
 

@@ -26,7 +26,7 @@ import java.util.Optional;
 public final class SystemLogicalVolumes implements LogicalVolumes {
 
     static final String TAG = "strata.csi.dev";
-    private static final String CONFIG = "activation { udev_sync = 0 udev_rules = 0 verify_udev_operations = 0"
+    static final String CONFIG = "activation { udev_sync = 0 udev_rules = 0 verify_udev_operations = 0"
             + " monitoring = 0 } devices { obtain_device_list_from_udev = 0 external_device_info_source = \"none\" }";
     /** lvcreate zeroes a thin volume's first blocks and may wait on the pool's metadata; generous, never endless. */
     private static final Duration TIMEOUT = Duration.ofMinutes(2);
@@ -138,6 +138,15 @@ public final class SystemLogicalVolumes implements LogicalVolumes {
         // Without a size: a thin snapshot. LVM gives one the activation-skip flag; cleared, so that attach can activate it.
         lvm("lvcreate", "--snapshot", "--name", name, "--addtag", TAG, "--setactivationskip", "n", "--activate", "n",
                 group + "/" + origin);
+    }
+
+    @Override
+    public long thinId(String name) throws DeviceException {
+        String id = lvm("lvs", "--noheadings", "--options", "thin_id", group + "/" + name).stdout().strip();
+        if (!id.matches("[0-9]+")) {
+            throw new DeviceException("logical volume " + group + "/" + name + " has no thin device id (lvs says \"" + id + "\")");
+        }
+        return Long.parseLong(id);
     }
 
     @Override

@@ -21,6 +21,7 @@ import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.node.local.BlockDevice;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.node.local.DeviceException;
+import dev.strata.csi.node.local.blocks.ChangedBlocks;
 import dev.strata.csi.node.local.fs.FilesystemFreezer;
 import dev.strata.csi.node.local.image.ImageFiles;
 import dev.strata.csi.node.local.image.LoopDevice;
@@ -68,6 +69,7 @@ public final class ImagePool implements VolumePool {
     private final PoolSnapshots snapshots;
     private final IncomingCopies incoming;
     private final ImageOutgoingCopies outgoing;
+    private final ImageChangedBlocks changedBlocks;
     private final ImageFiles files;
     private final LoopDevices loops;
     private final Mounter mounts;
@@ -85,6 +87,7 @@ public final class ImagePool implements VolumePool {
         this.snapshots = new PoolSnapshots(snapshotStore, records, capacity, copies, files, crashes, clock, log);
         this.incoming = new IncomingCopies(records, new ImageReceiving(this, files), clock, crashes, log);
         this.outgoing = new ImageOutgoingCopies(this, files);
+        this.changedBlocks = new ImageChangedBlocks(snapshots, files);
         this.files = files;
         this.loops = loops;
         this.mounts = mounts;
@@ -129,6 +132,12 @@ public final class ImagePool implements VolumePool {
     @Override
     public OutgoingCopies outgoing() {
         return outgoing;
+    }
+
+    /** Snapshots' extent maps compared, their data read where those cannot tell. */
+    @Override
+    public ChangedBlocks changedBlocks() {
+        return changedBlocks;
     }
 
     /**

@@ -18,6 +18,8 @@ import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.node.local.BlockDevice;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.node.local.DeviceException;
+import dev.strata.csi.node.local.blocks.ChangedBlocks;
+import dev.strata.csi.node.local.lvm.ThinMappings;
 import dev.strata.csi.node.local.lvm.LogicalVolumes.LogicalVolume;
 import dev.strata.csi.node.local.lvm.LogicalVolumes;
 import dev.strata.csi.node.mount.Mounter;
@@ -94,8 +96,10 @@ public final class LvmPool implements VolumePool {
     private final VolumeSnapshots snapshotView = new Snapshots();
     private final IncomingCopies incoming;
     private final LvmOutgoingCopies outgoing;
+    private final ThinChangedBlocks changedBlocks;
 
-    public LvmPool(Path recordsDir, LogicalVolumes volumes, Mounter mounts, Crashes<CrashPoint> crashes, Clock clock, Log log) {
+    public LvmPool(Path recordsDir, LogicalVolumes volumes, ThinMappings mappings, Mounter mounts, Crashes<CrashPoint> crashes, Clock clock,
+            Log log) {
         this.records = new RecordStore(recordsDir, log);
         this.snapshots = new PoolSnapshotStore(recordsDir, log);
         this.clock = clock;
@@ -105,6 +109,7 @@ public final class LvmPool implements VolumePool {
         this.log = log;
         this.incoming = new IncomingCopies(records, new LvmReceiving(this, volumes), clock, crashes, log);
         this.outgoing = new LvmOutgoingCopies(this, snapshots, volumes);
+        this.changedBlocks = new ThinChangedBlocks(this, volumes, mappings);
     }
 
     /** The copies this pool receives from other nodes: into thin or linear logical volumes. */
@@ -117,6 +122,12 @@ public final class LvmPool implements VolumePool {
     @Override
     public OutgoingCopies outgoing() {
         return outgoing;
+    }
+
+    /** The thin snapshots' mappings in the thin pool's metadata. */
+    @Override
+    public ChangedBlocks changedBlocks() {
+        return changedBlocks;
     }
 
     @Override
@@ -602,6 +613,11 @@ public final class LvmPool implements VolumePool {
         public boolean holds(String name) throws IOException {
                 return snapshots.read(name).isPresent();
             }
+
+        @Override
+        public SnapshotRecord ready(String name) throws IOException {
+            return snapshots.ready(name);
+        }
     }
 
     private void finishSnapshotDelete(SnapshotRecord record) throws IOException, DeviceException, MountException {

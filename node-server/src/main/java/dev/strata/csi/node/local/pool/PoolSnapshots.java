@@ -143,6 +143,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
     }
 
     /** The READY snapshot {@code name}, for a restore or a transfer to read; NOT_FOUND when there is none. */
+    @Override
     public SnapshotRecord ready(String name) throws IOException {
         return store.ready(name);
     }

@@ -10,6 +10,7 @@ import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.node.local.BlockDevice;
 import dev.strata.csi.node.local.DeviceException;
+import dev.strata.csi.node.local.blocks.ChangedBlocks;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
@@ -84,6 +85,9 @@ public interface VolumePool {
 
     /** The copies of the pool's volumes and snapshots that other nodes receive (ReadContent). */
     OutgoingCopies outgoing();
+
+    /** The pool's changed-block engine, on its snapshots (the SnapshotMetadata service, incremental copies). */
+    ChangedBlocks changedBlocks();
 
     /** The device that stage and publish use: the one holding the volume's storage now, if attached. */
     Optional<? extends BlockDevice> attachedDevice(String name) throws IOException, DeviceException;

@@ -3,6 +3,7 @@ package dev.strata.csi.node.local.pool;
 import com.google.protobuf.Timestamp;
 import dev.strata.csi.agent.api.Snapshot;
 import dev.strata.csi.backend.local.records.SnapshotGroup;
+import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.node.local.DeviceException;
 import java.io.IOException;
@@ -69,6 +70,9 @@ public interface VolumeSnapshots {
 
     /** The pool's complete snapshots, but the temporary ones. */
     List<Snapshot> list() throws IOException;
+
+    /** The record of the READY snapshot {@code name}; NOT_FOUND when there is none. */
+    SnapshotRecord ready(String name) throws IOException;
 
     /** Snapshot {@code name} when {@link #list} would list it. */
     Optional<Snapshot> listed(String name) throws IOException;

@@ -2,6 +2,7 @@ package dev.strata.csi.node.local.image;
 
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.linux.Kernel.DataRange;
+import dev.strata.csi.linux.Kernel.Extent;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.ByteBuffer;
@@ -134,6 +135,16 @@ public final class InMemoryImageFiles implements ImageFiles {
     public List<DataRange> dataRanges(Path image) throws IOException {
         long bytes = allocatedBytes(image);
         return bytes == 0 ? List.of() : List.of(new DataRange(0, bytes));
+    }
+
+    /**
+     * One extent over the whole file, at no known place: it tells nothing of sharing or holes (a
+     * test may write the file directly, past the stand-in's accounting), so the caller reads.
+     */
+    @Override
+    public List<Extent> extents(Path image) throws IOException {
+        long size = Files.size(image);
+        return size == 0 ? List.of() : List.of(new Extent(0, 0, size, Extent.UNKNOWN | Extent.LAST));
     }
 
     @Override

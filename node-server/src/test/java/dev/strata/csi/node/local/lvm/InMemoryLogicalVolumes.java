@@ -45,6 +45,7 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
     private final long thinPoolBytes;
     private final long metadataBytes;
     private final Map<String, State> volumes = new LinkedHashMap<>();
+    private final Map<String, Long> thinIds = new java.util.HashMap<>();
     private long thinDataBytes;
     private double metadataPercent;
     private int nextMinor;
@@ -260,6 +261,16 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
                 throw new UncheckedIOException(e);
             }
         }
+    }
+
+    /** Thin device ids as the thin pool hands them out: one more for each thin volume and snapshot, by name here. */
+    @Override
+    public synchronized long thinId(String name) throws DeviceException {
+        State state = existing(name, "lvs -o thin_id " + group + "/" + name);
+        if (!state.thin) {
+            throw new DeviceException("logical volume " + group + "/" + name + " has no thin device id (lvs says \"\")");
+        }
+        return thinIds.computeIfAbsent(name, n -> (long) thinIds.size() + 1);
     }
 
     @Override

@@ -187,6 +187,11 @@ class ImageExpansionTest {
             }
 
             @Override
+            public List<dev.strata.csi.linux.Kernel.Extent> extents(Path image) throws IOException {
+                return real.extents(image);
+            }
+
+            @Override
             public long sizeBytes(Path image) throws IOException {
                 return real.sizeBytes(image);
             }

@@ -15,6 +15,7 @@ import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.image.ImageContent;
 import dev.strata.csi.node.local.lvm.InMemoryLogicalVolumes;
+import dev.strata.csi.node.local.lvm.InMemoryThinMappings;
 import dev.strata.csi.node.mount.InMemoryMounter;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Crashes;
@@ -74,7 +75,7 @@ class LvmCopiesTest {
     }
 
     private LvmPool pool() throws Exception {
-        LvmPool pool = new LvmPool(dir.resolve("records"), lvm, new InMemoryMounter(), Crashes.none(), clock,
+        LvmPool pool = new LvmPool(dir.resolve("records"), lvm, new InMemoryThinMappings(), new InMemoryMounter(), Crashes.none(), clock,
                 new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
         pool.reconcile();
         return pool;

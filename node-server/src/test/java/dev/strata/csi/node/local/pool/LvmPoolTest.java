@@ -11,6 +11,7 @@ import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.node.local.lvm.InMemoryLogicalVolumes;
+import dev.strata.csi.node.local.lvm.InMemoryThinMappings;
 import dev.strata.csi.node.local.lvm.LogicalVolumes;
 import dev.strata.csi.node.mount.InMemoryMounter;
 import dev.strata.csi.rpc.CsiException;
@@ -46,7 +47,7 @@ class LvmPoolTest {
     private final ByteArrayOutputStream logged = new ByteArrayOutputStream();
 
     private LvmPool pool() throws Exception {
-        LvmPool pool = new LvmPool(dir, lvm, mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
+        LvmPool pool = new LvmPool(dir, lvm, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
         pool.reconcile();
         return pool;
     }
@@ -85,12 +86,12 @@ class LvmPoolTest {
         InMemoryLogicalVolumes disk = new InMemoryLogicalVolumes("vg-strata", 256 * MIB, "thinpool", 64 * MIB)
                 .devicesIn(Files.createDirectories(dir.resolve("devices")));
         Path records = Files.createDirectories(dir.resolve("records"));
-        LvmPool pool = reconciled(new LvmPool(records, disk, mounter, Crashes.none(), java.time.Clock.systemUTC(), quiet()));
+        LvmPool pool = reconciled(new LvmPool(records, disk, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(), quiet()));
 
         disk.failNext("blkdiscard"); // lvcreate done, the node dies before its extents are zeroed
         assertThrows(DeviceException.class, () -> PlainVolumes.create(pool, "pvc-linear", 8 * MIB, LvType.LINEAR, Optional.empty()));
         assertEquals(InMemoryLogicalVolumes.OLD_DATA, Files.readAllBytes(device(disk, "pvc-linear"))[(int) MIB], "old data, not handed out");
-        reconciled(new LvmPool(records, disk, mounter, Crashes.none(), java.time.Clock.systemUTC(), quiet()));
+        reconciled(new LvmPool(records, disk, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(), quiet()));
         assertTrue(disk.find("pvc-linear").isEmpty(), "the next start removes the unzeroed volume of the CREATING record");
 
         disk.failNext("blkdiscard");
@@ -105,7 +106,7 @@ class LvmPoolTest {
         assertThrows(DeviceException.class, () -> pool.expand("pvc-linear", 16 * MIB));
         assertEquals(8 * MIB, pool.records().ready("pvc-linear").getZeroFromBytes(), "recorded before lvextend");
         assertEquals(InMemoryLogicalVolumes.OLD_DATA, Files.readAllBytes(device(disk, "pvc-linear"))[(int) (12 * MIB)]);
-        LvmPool restarted = reconciled(new LvmPool(records, disk, mounter, Crashes.none(), java.time.Clock.systemUTC(), quiet()));
+        LvmPool restarted = reconciled(new LvmPool(records, disk, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(), quiet()));
         byte[] grown = Files.readAllBytes(device(disk, "pvc-linear"));
         assertEquals(16 * MIB, grown.length);
         assertEquals(0x17, grown[(int) (8 * MIB - 1)], "the tenant's data is kept");
@@ -292,7 +293,7 @@ class LvmPoolTest {
     @Test
     void aGroupWhoseNameLeavesNoRoomForAHashRefusesTheNamesThatNeedOne() throws Exception {
         InMemoryLogicalVolumes longGroup = new InMemoryLogicalVolumes("g".repeat(100), 20 * GIB, "thinpool", 10 * GIB);
-        LvmPool pool = new LvmPool(dir, longGroup, mounter, Crashes.none(), java.time.Clock.systemUTC(),
+        LvmPool pool = new LvmPool(dir, longGroup, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(),
                 new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
         PlainVolumes.create(pool, "pvc-1", GIB, LvType.THIN, Optional.empty());
         assertTrue(longGroup.find("pvc-1").isPresent());
@@ -327,7 +328,7 @@ class LvmPoolTest {
                 dev.strata.csi.backend.local.records.ImageRecord.newBuilder().setName("pvc-a").setCapacityBytes(GIB)
                         .setLvType(dev.strata.csi.backend.local.records.ImageRecord.LvType.THIN)
                         .setState(dev.strata.csi.backend.local.records.ImageRecord.State.CREATING).build());
-        LvmPool restarted = new LvmPool(dir, lvm, mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
+        LvmPool restarted = new LvmPool(dir, lvm, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
         Volume made = PlainVolumes.create(restarted, "pvc-a", GIB, LvType.THIN, Optional.empty());
         assertEquals(GIB, made.getCapacityBytes());
         assertTrue(lvm.find("pvc-a").isPresent());

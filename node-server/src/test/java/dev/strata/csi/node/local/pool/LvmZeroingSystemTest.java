@@ -14,6 +14,7 @@ import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Command;
 import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.Programs;
+import dev.strata.csi.node.local.lvm.SystemThinMappings;
 import dev.strata.csi.testing.TestVolumeGroup;
 import io.grpc.Status;
 import java.io.PrintStream;
@@ -73,7 +74,7 @@ class LvmZeroingSystemTest {
 
     @Test
     void newVolumesOnExtentsADeletedVolumeFilledShowNoByteOfItAndZeroingIsTimed() throws Exception {
-        LvmPool pool = new LvmPool(Files.createDirectories(dir.resolve("records")), volumes,
+        LvmPool pool = new LvmPool(Files.createDirectories(dir.resolve("records")), volumes, new SystemThinMappings(new Command(), group, TestVolumeGroup.THIN_POOL, log),
                 new SystemMounter(new Kernel(), new Command(), MountHelpers.none()), Crashes.none(), java.time.Clock.systemUTC(), log);
         pool.reconcile();
         long linearBytes = volumes.groupSpace().freeBytes();

@@ -15,6 +15,7 @@ import dev.strata.csi.node.local.fs.SystemFilesystemFreezer;
 import dev.strata.csi.node.local.image.InMemoryImageFiles;
 import dev.strata.csi.node.local.image.InMemoryLoopDevices;
 import dev.strata.csi.node.local.lvm.InMemoryLogicalVolumes;
+import dev.strata.csi.node.local.lvm.InMemoryThinMappings;
 import dev.strata.csi.node.mount.InMemoryMounter;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Crashes;
@@ -53,7 +54,7 @@ class NodePoolsTest {
 
     private LvmPool lvm() throws Exception {
         return new LvmPool(Files.createDirectories(dir.resolve("lvm/vg-strata")),
-                new InMemoryLogicalVolumes("vg-strata", 20 * GIB, "thinpool", 10 * GIB), mounter, Crashes.none(), Clock.systemUTC(), log);
+                new InMemoryLogicalVolumes("vg-strata", 20 * GIB, "thinpool", 10 * GIB), new InMemoryThinMappings(), mounter, Crashes.none(), Clock.systemUTC(), log);
     }
 
     private static List<PoolKind> kinds(List<PoolStatus> statuses) {
