@@ -265,6 +265,15 @@ public final class VolumeIndex {
             deleted.apply(view).clear();
         }
 
+        /**
+         * Another agent process of the node: its entries stay (and whether this controller made
+         * them), but at no generation, so that the new process's first report decides.
+         */
+        void restart(View view) {
+            of(view.nodeId).replaceAll((key, stored) -> packer.pack(stored.item(key.name()), -1, view, stored.own()));
+            deleted.apply(view).clear();
+        }
+
         List<Located<T>> from(String nodeAndName, int limit) {
             List<Located<T>> page = new ArrayList<>(Math.min(limit, 1024));
             for (var entry : sorted.tailMap(Key.of(nodeAndName), true).entrySet()) {
@@ -295,8 +304,8 @@ public final class VolumeIndex {
                 view.complete = false;
                 view.generation = -1;
                 // No entry of the process before may count as newer than this one's reports.
-                volumes.forget(view);
-                snapshots.forget(view);
+                volumes.restart(view);
+                snapshots.restart(view);
             }
             long generation = request.getGeneration();
             if (request.hasInventory()) {

@@ -118,6 +118,18 @@ class VolumeIndexTest {
         assertFalse(index.complete("n1"));
     }
 
+    /** A restarted agent process counts its generations from 0: the entries of the process before never outrank its reports. */
+    @Test
+    void anotherAgentProcessesFirstReportDecidesAndKeepsWhatThisControllerMade() {
+        index.report(everything("n1", 40, List.of(volume("kept", 1), volume("gone", 1)), List.of()));
+        index.volume("n1", "made", volume("made", 1), 41);
+        index.report(RegisterRequest.newBuilder().setNodeId("n1").setInstance("restarted").setGeneration(2)
+                .setInventory(Inventory.newBuilder().addVolumes(volume("kept", 2)).addVolumes(volume("made", 1))).build());
+        assertEquals(List.of("n1/kept", "n1/made"), page("", 10), "the old process's entry at generation 40 is no longer listed");
+        assertEquals(2, index.volumes("kept").getFirst().item().getCapacityBytes());
+        assertTrue(index.volumes("made").getFirst().made(), "still this controller's");
+    }
+
     @Test
     void aNameOnTwoNodesIsFoundOnBothUntilOneLetsItGo() {
         index.report(everything("n1", 1, List.of(volume("v", 1)), List.of()));
