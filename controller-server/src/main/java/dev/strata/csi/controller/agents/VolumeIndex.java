@@ -147,20 +147,27 @@ public final class VolumeIndex {
         S pack(T item, long generation, View view, boolean own);
     }
 
+    /** Told of every entry entered (and what it replaced) or removed: {@code before} or {@code after} null when there was or is none. */
+    private interface Watcher<T> {
+        void changed(String nodeId, String name, T before, T after);
+    }
+
     /** Volumes or snapshots: every entry in id order, and which nodes hold each name. */
     private final class Kind<T, S extends Stored<T>> {
         private final Function<T, String> name;
         private final Packer<T, S> packer;
         private final Function<View, Map<String, Long>> deleted;
+        private final Watcher<T> watcher;
         /** Everything held: the order of the ids, for pages that cost their own size only. */
         private final ConcurrentSkipListMap<Key, S> sorted = new ConcurrentSkipListMap<>();
         /** Name to the node holding it, or to a list of nodes when two replicas raced (docs/scale.md). */
         private final Map<String, Object> holders = new ConcurrentHashMap<>();
 
-        Kind(Function<T, String> name, Packer<T, S> packer, Function<View, Map<String, Long>> deleted) {
+        Kind(Function<T, String> name, Packer<T, S> packer, Function<View, Map<String, Long>> deleted, Watcher<T> watcher) {
             this.name = name;
             this.packer = packer;
             this.deleted = deleted;
+            this.watcher = watcher;
         }
 
         List<Located<T>> find(String wanted) {
@@ -225,6 +232,9 @@ public final class VolumeIndex {
                 sorted.put(at, packer.pack(item, generation, view, own || known != null && known.own()));
                 hold(view.nodeId, key);
             }
+            if (known != null || item != null) {
+                watcher.changed(view.nodeId, key, known == null ? null : known.item(key), item);
+            }
         }
 
         @SuppressWarnings("unchecked")
@@ -260,6 +270,7 @@ public final class VolumeIndex {
 
         void forget(View view) {
             var entries = of(view.nodeId);
+            entries.forEach((key, stored) -> watcher.changed(view.nodeId, key.name(), stored.item(key.name()), null));
             entries.keySet().forEach(key -> release(view.nodeId, key.name()));
             entries.clear();
             deleted.apply(view).clear();
@@ -287,9 +298,37 @@ public final class VolumeIndex {
     }
 
     private final Map<String, View> views = new ConcurrentHashMap<>();
-    private final Kind<Volume, StoredVolume> volumes = new Kind<>(Volume::getName, StoredVolume::of, view -> view.deletedVolumes);
+    private final Kind<Volume, StoredVolume> volumes = new Kind<>(Volume::getName, StoredVolume::of, view -> view.deletedVolumes,
+            (nodeId, name, before, after) -> { });
+    /**
+     * Snapshots kept on other nodes than the one that took them (Snapshot.origin_node: copies), by
+     * the origin's {@code <node>/<name>}: the nodes holding a complete copy. So a snapshot whose
+     * node is gone is found, and listed in the order of its id, from its copies.
+     */
+    private final ConcurrentSkipListMap<Key, Set<String>> copies = new ConcurrentSkipListMap<>();
     private final Kind<Snapshot, StoredSnapshot> snapshots = new Kind<Snapshot, StoredSnapshot>(Snapshot::getName,
-            (snapshot, generation, view, own) -> new StoredSnapshot(snapshot, generation, own), view -> view.deletedSnapshots);
+            (snapshot, generation, view, own) -> new StoredSnapshot(snapshot, generation, own), view -> view.deletedSnapshots,
+            this::copyChanged);
+
+    private void copyChanged(String nodeId, String name, Snapshot before, Snapshot after) {
+        if (before != null && !before.getOriginNode().isEmpty()) {
+            copies.computeIfPresent(new Key(before.getOriginNode(), name), (key, nodes) -> {
+                Set<String> left = new java.util.TreeSet<>(nodes);
+                left.remove(nodeId);
+                return left.isEmpty() ? null : Set.copyOf(left);
+            });
+        }
+        if (after != null && !after.getOriginNode().isEmpty()) {
+            copies.compute(new Key(after.getOriginNode(), name), (key, nodes) -> {
+                Set<String> held = new java.util.TreeSet<>(nodes == null ? Set.of() : nodes);
+                held.add(nodeId);
+                return Set.copyOf(held);
+            });
+        }
+    }
+
+    /** A snapshot as the node that took it names it: its id is {@code local-snapshot/<origin>/<name>}. */
+    public record SnapshotKey(String originNode, String name) {}
 
     private View view(String nodeId) {
         return views.computeIfAbsent(nodeId, View::new);
@@ -378,6 +417,28 @@ public final class VolumeIndex {
     /** At most {@code limit} snapshots in the order of {@code <node>/<name>}, from {@code nodeAndName} on. */
     public List<Located<Snapshot>> snapshotsFrom(String nodeAndName, int limit) {
         return snapshots.from(nodeAndName, limit);
+    }
+
+    /** The copies of the snapshot {@code name} that {@code originNode} took, kept complete on other nodes (none: empty). */
+    public List<Located<Snapshot>> copiesOf(String originNode, String name) {
+        return snapshots.find(name).stream()
+                .filter(located -> located.item().getOriginNode().equals(originNode) && !located.nodeId().equals(originNode))
+                .toList();
+    }
+
+    /**
+     * At most {@code limit} snapshots that have copies on other nodes, in the order of the
+     * origin's {@code <node>/<name>}, from {@code originAndName} on.
+     */
+    public List<SnapshotKey> copiedFrom(String originAndName, int limit) {
+        List<SnapshotKey> page = new ArrayList<>(Math.min(limit, 1024));
+        for (Key key : copies.tailMap(Key.of(originAndName), true).keySet()) {
+            if (page.size() >= limit) {
+                break;
+            }
+            page.add(new SnapshotKey(key.node(), key.name()));
+        }
+        return page;
     }
 
     /** The snapshots of {@code nodeId}, in name order. */
