@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.backend.local.LocalParameters;
 import dev.strata.csi.backend.nfs.NfsParameters;
+import dev.strata.csi.controller.local.LocalCrashPoint;
 import dev.strata.csi.controller.nfs.NfsCrashPoint;
 import dev.strata.csi.node.local.CrashPoint;
 import java.io.IOException;
@@ -101,6 +102,15 @@ class DocsTest {
         documented.removeIf(key -> key.startsWith("csi.storage.k8s.io/"));
         assertEquals(new TreeSet<>(LocalParameters.ATTRIBUTES_CLASS.administrator()), documented,
                 "VolumeAttributesClass keys in docs/parameters.md (local volumes take them, NFS none)");
+    }
+
+    @Test
+    void parametersListEveryVolumeSnapshotClassKeyAndNoOther() throws Exception {
+        Set<String> documented = new TreeSet<>(firstColumnCodes(section("## VolumeSnapshotClass")));
+        documented.removeIf(key -> key.startsWith("csi.storage.k8s.io/"));
+        assertEquals(new TreeSet<>(LocalParameters.SNAPSHOT_CLASS.administrator()), documented,
+                "VolumeSnapshotClass keys in docs/parameters.md (local snapshots take copies, NFS none)");
+        assertEquals(Set.of(), NfsParameters.SNAPSHOT_CLASS.administrator());
     }
 
     @Test
@@ -200,7 +210,7 @@ class DocsTest {
      * Every "N crash points" the pages cite is a figure of the code, and CHANGELOG.md gives each:
      * the node's points CrashRecoveryTest arms, those of copies between nodes (TransferCrashTest),
      * of group snapshots (GroupSnapshotCrashTest), of encryption (EncryptionTest) and of the LVM pool (LvmCrashRecoveryTest), and
-     * controller-server's NFS points (NfsCrashRecoveryTest).
+     * controller-server's NFS points (NfsCrashRecoveryTest) and those of snapshot copies (SnapshotCopyCrashTest).
      */
     @Test
     void crashPointFiguresAreTheCodes() throws IOException {
@@ -215,7 +225,9 @@ class DocsTest {
                 Stream.of(CrashPoint.values()).filter(CrashPoints::encryption).count(),
                 "node-server's crash points of the LVM pool (CrashPoints.lvmPool, LvmCrashRecoveryTest)",
                 Stream.of(CrashPoint.values()).filter(CrashPoints::lvmPool).count(),
-                "controller-server's NFS crash points (NfsCrashPoint)", (long) NfsCrashPoint.values().length);
+                "controller-server's NFS crash points (NfsCrashPoint)", (long) NfsCrashPoint.values().length,
+                "controller-server's crash points of snapshot copies (LocalCrashPoint, SnapshotCopyCrashTest)",
+                (long) LocalCrashPoint.values().length);
         Pattern cited = Pattern.compile("(\\d+) crash points");
         List<String> wrong = new ArrayList<>();
         for (Path page : pages()) {

@@ -357,7 +357,8 @@ class ManifestsTest {
         assertEquals(List.of(), checks().snapshotClasses(kustomization));
         List<String> classes = manifests().ofComponent(Manifests.SNAPSHOT_CLASSES_COMPONENT).stream()
                 .filter(object -> object.kind().equals("VolumeSnapshotClass")).map(KubeObject::name).sorted().toList();
-        assertEquals(List.of("strata-local", "strata-nfs"), classes);
+        assertEquals(List.of("strata-local", "strata-local-copies", "strata-nfs"), classes);
+        assertEquals(Map.of("copies", "2"), Tree.map(manifests().one("VolumeSnapshotClass", "strata-local-copies").body(), "parameters"));
         for (String name : classes) {
             assertEquals("Delete", Tree.string(manifests().one("VolumeSnapshotClass", name).body(), "deletionPolicy"));
         }
