@@ -365,7 +365,7 @@ class ManifestsTest {
         // In the base, the install would fail on a cluster without the CRDs.
         List<String> inBase = broken(m -> Tree.list(m.kustomization(), "resources")
                 .add("components/snapshot-classes/volumesnapshotclasses.yaml")).snapshotClasses(kustomization);
-        assertEquals(2, inBase.size(), inBase.toString());
+        assertEquals(3, inBase.size(), inBase.toString());
         assertEquals(1, checks().snapshotClasses(kustomization.replace("components/snapshot-classes", "components/snapshots")).size());
         assertFalse(broken(m -> m.one("VolumeSnapshotClass", "strata-nfs").body().put("driver", "nfs.csi.k8s.io"))
                 .driverNameAgrees().isEmpty());
