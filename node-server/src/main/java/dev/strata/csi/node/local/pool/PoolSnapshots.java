@@ -152,7 +152,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
     }
 
     /** What a copy to another node calls the snapshot's content: taken once, it never changes. */
-    static String contentTag(SnapshotRecord record) {
+    public static String contentTag(SnapshotRecord record) {
         var taken = record.getCreationTime();
         return "snapshot/" + record.getName() + "/" + taken.getSeconds() + "." + taken.getNanos();
     }
