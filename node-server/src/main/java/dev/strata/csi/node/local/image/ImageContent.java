@@ -179,6 +179,11 @@ public final class ImageContent {
         return (int) crc.getValue();
     }
 
+    /** Whether {@code length} bytes of {@code bytes} at {@code from} (an index, regardless of its position) are all zero. */
+    public static boolean isZero(ByteBuffer bytes, int from, int length) {
+        return bytes.slice(from, length).mismatch(ZERO_BLOCK.slice(0, length)) < 0;
+    }
+
     private static boolean zero(byte[] bytes, int from, int length) {
         return Arrays.mismatch(bytes, from, from + length, ZEROS, 0, length) < 0;
     }

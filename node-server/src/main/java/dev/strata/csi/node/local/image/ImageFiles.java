@@ -35,6 +35,12 @@ public interface ImageFiles {
      */
     CopyMethod copy(Path source, Path target) throws IOException;
 
+    /**
+     * Makes {@code length} bytes at {@code offset} of {@code image} read as zeros, as a hole where
+     * the filesystem can punch one (else written as zeros); the file keeps its size.
+     */
+    void punchHole(Path image, long offset, long length) throws IOException;
+
     /** The ranges of {@code image} that hold data, in order; the rest reads as zeros. */
     List<DataRange> dataRanges(Path image) throws IOException;
 

@@ -116,6 +116,13 @@ public interface LogicalVolumes {
     void zero(String name, long fromBytes) throws DeviceException;
 
     /**
+     * Writes zeros over {@code length} bytes at {@code offset} (multiples of 512) of the active
+     * volume {@code name}, as {@link #zero} does: on a thin volume the range is unmapped, no data
+     * written, so it stays a hole.
+     */
+    void zero(String name, long offset, long length) throws DeviceException;
+
+    /**
      * A thin snapshot of the thin volume {@code origin}, named {@code name}, made inactive: instant,
      * sharing the origin's blocks until either is written, independent of the origin's later
      * writes and of its removal. LVM suspends the origin for the moment it takes, which freezes a

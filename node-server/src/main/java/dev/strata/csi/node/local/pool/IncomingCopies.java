@@ -95,6 +95,40 @@ public final class IncomingCopies {
         }
     }
 
+    /** The RECEIVING volume {@code name} as a stream writes it. */
+    public Receiving target(String name) {
+        return new Receiving() {
+            @Override
+            public Progress progress() throws IOException {
+                return IncomingCopies.progress(receiving(name));
+            }
+
+            @Override
+            public Progress restart(String tag) throws IOException, DeviceException {
+                return IncomingCopies.progress(IncomingCopies.this.restart(name, tag));
+            }
+
+            @Override
+            public void receivedUpTo(long receivedBytes) throws IOException {
+                IncomingCopies.this.receivedUpTo(name, receivedBytes);
+            }
+
+            @Override
+            public IncomingContent open() throws IOException, DeviceException {
+                return IncomingCopies.this.open(name);
+            }
+
+            @Override
+            public void remove() throws IOException, DeviceException, MountException {
+                storage.delete(name);
+            }
+        };
+    }
+
+    private static Receiving.Progress progress(ImageRecord record) {
+        return new Receiving.Progress(record.getCapacityBytes(), true, record.getEncrypted(), record.getReceiveTag(), record.getReceivedBytes(), "");
+    }
+
     /** The RECEIVING volume, for a transfer's next step; FAILED_PRECONDITION when it is not being received. */
     public ImageRecord receiving(String name) throws IOException {
         return records.read(name)

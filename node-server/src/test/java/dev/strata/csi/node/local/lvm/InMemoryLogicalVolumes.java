@@ -197,6 +197,21 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
         zeroedFrom.add(fromBytes);
     }
 
+    @Override
+    public synchronized void zero(String name, long offset, long length) throws DeviceException {
+        String command = "blkdiscard --zeroout --offset " + offset + " --length " + length + " " + device(name);
+        existing(name, command);
+        injected("blkdiscard", command);
+        if (devices == null) {
+            return;
+        }
+        try (FileChannel file = FileChannel.open(device(name), StandardOpenOption.WRITE)) {
+            file.write(ByteBuffer.allocate((int) length), offset);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
     /** Where {@link #zero} was asked to zero from, in order: what a test checks of the pool's zeroing. */
     public synchronized List<Long> zeroedFrom() {
         return List.copyOf(zeroedFrom);

@@ -182,6 +182,11 @@ class ImageExpansionTest {
             }
 
             @Override
+            public void punchHole(Path image, long offset, long length) throws IOException {
+                real.punchHole(image, offset, length);
+            }
+
+            @Override
             public List<DataRange> dataRanges(Path image) throws IOException {
                 return real.dataRanges(image);
             }
