@@ -8,6 +8,7 @@ import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.Snapshot;
+import dev.strata.csi.agent.api.SnapshotTombstone;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -115,6 +116,15 @@ public final class VolumeIndex {
         }
     }
 
+    /** Tombstones of snapshots deleted while a node holding them was down: few, kept as reported. */
+    private record StoredTombstone(SnapshotTombstone tombstone, long generation, boolean own) implements Stored<SnapshotTombstone> {
+
+        @Override
+        public SnapshotTombstone item(String name) {
+            return tombstone;
+        }
+    }
+
     /** Snapshots are one or a few per volume at most: kept as reported. */
     private record StoredSnapshot(Snapshot snapshot, long generation, boolean own) implements Stored<Snapshot> {
 
@@ -135,6 +145,7 @@ public final class VolumeIndex {
         /** Names this controller's own calls deleted, with the generation of the deletion, until a report as new says so too. */
         private final Map<String, Long> deletedVolumes = new HashMap<>();
         private final Map<String, Long> deletedSnapshots = new HashMap<>();
+        private final Map<String, Long> deletedTombstones = new HashMap<>();
 
         View(String nodeId) {
             this.nodeId = nodeId;
@@ -327,6 +338,10 @@ public final class VolumeIndex {
         }
     }
 
+    private final Kind<SnapshotTombstone, StoredTombstone> tombstones = new Kind<SnapshotTombstone, StoredTombstone>(
+            SnapshotTombstone::getName, (tombstone, generation, view, own) -> new StoredTombstone(tombstone, generation, own),
+            view -> view.deletedTombstones, (nodeId, name, before, after) -> { });
+
     /** A snapshot as the node that took it names it: its id is {@code local-snapshot/<origin>/<name>}. */
     public record SnapshotKey(String originNode, String name) {}
 
@@ -345,11 +360,13 @@ public final class VolumeIndex {
                 // No entry of the process before may count as newer than this one's reports.
                 volumes.restart(view);
                 snapshots.restart(view);
+                tombstones.restart(view);
             }
             long generation = request.getGeneration();
             if (request.hasInventory()) {
                 volumes.replace(view, request.getInventory().getVolumesList(), generation);
                 snapshots.replace(view, request.getInventory().getSnapshotsList(), generation);
+                tombstones.replace(view, request.getInventory().getTombstonesList(), generation);
                 view.complete = true;
             } else if (request.hasChanges()) {
                 InventoryChanges changes = request.getChanges();
@@ -360,12 +377,15 @@ public final class VolumeIndex {
                 changes.getRemovedVolumesList().forEach(name -> volumes.put(view, name, null, generation, false));
                 changes.getSnapshotsList().forEach(snapshot -> snapshots.put(view, snapshot.getName(), snapshot, generation, false));
                 changes.getRemovedSnapshotsList().forEach(name -> snapshots.put(view, name, null, generation, false));
+                changes.getTombstonesList().forEach(tombstone -> tombstones.put(view, tombstone.getName(), tombstone, generation, false));
+                changes.getRemovedTombstonesList().forEach(name -> tombstones.put(view, name, null, generation, false));
             } else {
                 return !view.complete || generation != view.generation;
             }
             view.generation = generation;
             volumes.settle(view, generation);
             snapshots.settle(view, generation);
+            tombstones.settle(view, generation);
             return false;
         }
     }
@@ -377,6 +397,21 @@ public final class VolumeIndex {
 
     public void snapshot(String nodeId, String name, Snapshot snapshot, long generation) {
         own(nodeId, view -> snapshots.put(view, name, snapshot, generation, true));
+    }
+
+    /** What this controller's DeleteSnapshot to {@code nodeId} left of the tombstone {@code name} (null: none). */
+    public void tombstone(String nodeId, String name, SnapshotTombstone tombstone, long generation) {
+        own(nodeId, view -> tombstones.put(view, name, tombstone, generation, true));
+    }
+
+    /** The tombstones of the snapshot {@code name}, each with the node that keeps it. */
+    public List<Located<SnapshotTombstone>> tombstones(String name) {
+        return tombstones.find(name);
+    }
+
+    /** Every tombstone, with the node that keeps it. */
+    public List<Located<SnapshotTombstone>> tombstones() {
+        return tombstones.from("", Integer.MAX_VALUE);
     }
 
     private void own(String nodeId, Consumer<View> change) {
@@ -453,6 +488,7 @@ public final class VolumeIndex {
             synchronized (view) {
                 volumes.forget(view);
                 snapshots.forget(view);
+                tombstones.forget(view);
             }
         }
     }

@@ -320,9 +320,8 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
     }
 
     /**
-     * Deletes the snapshot's copies on other nodes first ({@link SnapshotCopies#delete}), then the
-     * snapshot on its own node, whose record names the nodes copied to until then: a call cut
-     * short is repeated whole. A node that never registered (or was forgotten) holds nothing.
+     * Deletes the snapshot on its own node and every copy ({@link SnapshotCopies#delete}); a node
+     * that never registered (or was removed) holds nothing.
      */
     @Override
     public void deleteSnapshot(String snapshotId) {
@@ -335,17 +334,18 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
         Optional<dev.strata.csi.agent.api.Snapshot> recorded = agents.index().snapshots(name).stream()
                 .filter(located -> located.nodeId().equals(origin) && located.item().getOriginNode().isEmpty())
                 .map(located -> located.item()).findFirst();
-        snapshotCopies.delete(origin, name, recorded);
-        try {
-            agents.requireKnown(origin, "node " + origin + " has no agent");
-        } catch (CsiException e) {
-            if (e.code() == Status.Code.NOT_FOUND) {
-                return;
+        if (recorded.isEmpty() && agents.index().copiesOf(origin, name).isEmpty() && agents.index().tombstones(name).isEmpty()) {
+            // Neither it nor a copy is known: its node may still have it (not reported yet, or a temporary snapshot).
+            try {
+                agents.requireKnown(origin, "node " + origin + " has no agent");
+            } catch (CsiException e) {
+                if (e.code() == Status.Code.NOT_FOUND) {
+                    return;
+                }
+                throw e;
             }
-            throw e;
         }
-        var deleted = agents.stub(origin).deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(name).build());
-        agents.index().snapshot(origin, name, null, deleted.getGeneration());
+        snapshotCopies.delete(origin, name, recorded);
     }
 
     /**
@@ -402,8 +402,11 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
                 .findFirst().map(located -> snapshot(nodeId, located.item(), snapshotCopies.ready(nodeId, located.item())));
     }
 
-    /** The snapshot as a copy has it, a live one first; empty when none is reported. */
+    /** The snapshot as a copy has it, a live one first; empty when none is reported, or it is deleted (a copy on a node back from down). */
     private Optional<Snapshot> fromCopy(String origin, String name) {
+        if (!agents.index().tombstones(name).isEmpty()) {
+            return Optional.empty();
+        }
         var copies = agents.index().copiesOf(origin, name);
         return copies.stream().filter(copy -> agents.live(copy.nodeId()).isPresent()).findFirst()
                 .or(() -> copies.stream().findFirst())

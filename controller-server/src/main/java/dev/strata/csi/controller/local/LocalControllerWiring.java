@@ -24,6 +24,15 @@ public final class LocalControllerWiring {
                 new ContentRelay(metrics, context.log()), crashes, context.log());
         SnapshotCopies copies = local.snapshotCopies();
         metrics.watch(copies::unready);
+        // A node back: the copies of snapshots deleted while it was down go at once.
+        agents.onNewAgent(nodeId -> {
+            try {
+                copies.reconcileTombstones(java.util.Optional.of(nodeId));
+            } catch (RuntimeException e) {
+                context.log().warn("cannot delete the copies of deleted snapshots on a node back", "node", nodeId,
+                        "reason", String.valueOf(e.getMessage()));
+            }
+        });
         // Copies no call waits for: after a restart of this controller, or a node back from down.
         Thread.ofPlatform().daemon().name("snapshot-copies").start(() -> {
             while (true) {

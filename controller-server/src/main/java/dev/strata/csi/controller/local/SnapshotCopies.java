@@ -5,6 +5,7 @@ import dev.strata.csi.agent.api.DeleteSnapshotRequest;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.ReceiveSnapshotCopyRequest;
 import dev.strata.csi.agent.api.Snapshot;
+import dev.strata.csi.agent.api.SnapshotTombstone;
 import dev.strata.csi.backend.local.LocalParameters;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.VolumeIndex;
@@ -233,35 +234,101 @@ final class SnapshotCopies {
     }
 
     /**
-     * Deletes the copies of the snapshot {@code name} of {@code origin}: on the nodes its record
-     * names ({@code recorded}, when its node still reports it) and wherever a copy is reported.
-     * A copy's transfer still running is stopped first. UNAVAILABLE, with every other copy deleted,
-     * while a node that may hold one is registered but down: DeleteSnapshot is retried until it
-     * is back (its copy is then deleted) or forgotten (a node gone for good keeps nothing).
+     * Deletes the snapshot {@code name} that {@code origin} took, and every copy of it: on the
+     * nodes its record names ({@code recorded}, while its node still reports it), wherever a copy
+     * is reported, and on the nodes an earlier call's tombstone names. Running transfers of it are
+     * stopped first. A node that is down keeps its copy for now: one live node that held the
+     * snapshot (one keeping a tombstone of it already, else its own node, else a copy node) keeps a
+     * tombstone naming the down nodes, in its pool and its inventory, deleted last, and
+     * {@link #reconcile} deletes their copies when they come back. UNAVAILABLE only when no node
+     * that held it is live to keep the tombstone. Nothing is deleted on a node that was never
+     * told of the snapshot, and a removed node ({@link AgentDirectory#removed}) is not waited for.
      */
     void delete(String origin, String name, Optional<Snapshot> recorded) {
-        Set<String> nodes = new LinkedHashSet<>();
-        recorded.ifPresent(snapshot -> nodes.addAll(snapshot.getCopyNodesList()));
-        agents.index().copiesOf(origin, name).forEach(copy -> nodes.add(copy.nodeId()));
-        nodes.remove(origin);
+        Set<String> holders = new java.util.TreeSet<>();
+        holders.add(origin);
+        recorded.ifPresent(snapshot -> holders.addAll(snapshot.getCopyNodesList()));
+        agents.index().copiesOf(origin, name).forEach(copy -> holders.add(copy.nodeId()));
+        var tombstones = agents.index().tombstones(name);
+        tombstones.forEach(tombstone -> holders.addAll(tombstone.item().getNodesList()));
+        holders.forEach(nodeId -> transfers.stop(key(name, nodeId)));
+        List<String> live = new ArrayList<>();
         List<String> down = new ArrayList<>();
-        for (String nodeId : nodes) {
-            transfers.stop(key(name, nodeId));
-            if (agents.registered().stream().noneMatch(agent -> agent.nodeId().equals(nodeId))) {
-                continue; // never registered, or forgotten: its node is gone, with what it held
-            }
-            if (agents.live(nodeId).isEmpty()) {
+        for (String nodeId : holders) {
+            if (agents.live(nodeId).isPresent()) {
+                live.add(nodeId);
+            } else if (!agents.removed(nodeId)) {
                 down.add(nodeId);
-                continue;
             }
-            var deleted = agents.stub(nodeId).deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(name).build());
-            agents.index().snapshot(nodeId, name, null, deleted.getGeneration());
-            crashes.reach(LocalCrashPoint.COPY_REMOTE_DELETED);
+        }
+        List<String> keepers = new ArrayList<>();
+        tombstones.forEach(tombstone -> keepers.add(tombstone.nodeId()));
+        keepers.add(origin);
+        keepers.addAll(live);
+        Optional<String> keeper = keepers.stream().filter(nodeId -> agents.live(nodeId).isPresent()).findFirst();
+        if (keeper.isEmpty()) {
+            if (down.isEmpty()) {
+                return; // every node that held it is removed: nothing is left anywhere
+            }
+            throw CsiException.unavailable("snapshot " + name + " cannot be deleted now: every node that holds it or a copy ("
+                    + String.join(", ", down) + ") is down, and none is live to keep the record of its deletion; retried");
+        }
+        for (String nodeId : live) {
+            if (!nodeId.equals(keeper.get())) {
+                deleteOn(nodeId, name, origin, List.of());
+                if (!nodeId.equals(origin)) {
+                    crashes.reach(LocalCrashPoint.COPY_REMOTE_DELETED);
+                }
+            }
+        }
+        for (var tombstone : tombstones) { // an earlier call's, on another node than the keeper
+            if (!tombstone.nodeId().equals(keeper.get()) && agents.live(tombstone.nodeId()).isPresent() && !live.contains(tombstone.nodeId())) {
+                deleteOn(tombstone.nodeId(), name, origin, List.of());
+            }
+        }
+        deleteOn(keeper.get(), name, origin, down);
+        if (!down.isEmpty()) {
+            log.info("snapshot deleted; its copies on nodes that are down are deleted when they come back", "snapshot", name,
+                    "origin", origin, "down", String.join(",", down), "tombstone_on", keeper.get());
+        }
+    }
+
+    /** DeleteSnapshot on {@code nodeId}: the snapshot or copy gone there, and its tombstone naming {@code down} (none: no tombstone). */
+    private void deleteOn(String nodeId, String name, String origin, List<String> down) {
+        var deleted = agents.stub(nodeId).deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(name)
+                .addAllTombstoneNodes(down).setOriginNode(down.isEmpty() ? "" : origin).build());
+        agents.index().snapshot(nodeId, name, null, deleted.getGeneration());
+        agents.index().tombstone(nodeId, name, down.isEmpty() ? null
+                : SnapshotTombstone.newBuilder().setName(name).setOriginNode(origin).addAllNodes(down).build(), deleted.getGeneration());
+        if (!nodeId.equals(origin)) {
             log.info("snapshot copy deleted", "snapshot", name, "origin", origin, "node", nodeId);
         }
-        if (!down.isEmpty()) {
-            throw CsiException.unavailable("snapshot " + name + ": the copies on " + String.join(", ", down) + " cannot be deleted while"
-                    + " their node agents are down; the others are deleted. Retried until they are back, or forgotten as removed nodes");
+    }
+
+    /**
+     * Deletes the copies that tombstones name on nodes that are back (or drops removed nodes from
+     * them), then the tombstone, or what is left of it, on its node: a node that comes back never
+     * keeps a copy of a deleted snapshot. {@code only}: the node that just registered; empty: every one.
+     */
+    void reconcileTombstones(Optional<String> only) {
+        for (var tombstone : agents.index().tombstones()) {
+            SnapshotTombstone kept = tombstone.item();
+            if (only.isPresent() && !kept.getNodesList().contains(only.get()) || agents.live(tombstone.nodeId()).isEmpty()) {
+                continue;
+            }
+            List<String> left = new ArrayList<>();
+            for (String nodeId : kept.getNodesList()) {
+                if (agents.live(nodeId).isPresent()) {
+                    deleteOn(nodeId, kept.getName(), kept.getOriginNode(), List.of());
+                    crashes.reach(LocalCrashPoint.COPY_REMOTE_DELETED);
+                    log.info("deleted snapshot's copy removed from a node back from down", "snapshot", kept.getName(), "node", nodeId);
+                } else if (!agents.removed(nodeId)) {
+                    left.add(nodeId);
+                }
+            }
+            if (!left.equals(kept.getNodesList())) {
+                deleteOn(tombstone.nodeId(), kept.getName(), kept.getOriginNode(), left);
+            }
         }
     }
 
@@ -270,6 +337,11 @@ final class SnapshotCopies {
      * copying: after a restart of this controller, or once a node that was down is back.
      */
     void reconcile() {
+        try {
+            reconcileTombstones(Optional.empty());
+        } catch (RuntimeException e) {
+            log.warn("cannot delete the copies of deleted snapshots on nodes back from down", "reason", reason(e));
+        }
         planned().forEach(planned -> {
             try {
                 ensure(planned.origin(), planned.snapshot());

@@ -17,6 +17,7 @@ import dev.strata.csi.agent.api.CreateSnapshotResponse;
 import dev.strata.csi.agent.api.DeleteVolumeRequest;
 import dev.strata.csi.agent.api.DeleteVolumeResponse;
 import dev.strata.csi.agent.api.DeleteSnapshotRequest;
+import dev.strata.csi.agent.api.SnapshotTombstone;
 import dev.strata.csi.agent.api.DeleteSnapshotResponse;
 import dev.strata.csi.agent.api.DetachVolumeRequest;
 import dev.strata.csi.agent.api.DetachVolumeResponse;
@@ -79,6 +80,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     private final ContentReceiver receiver;
     private final RangeSender ranges;
     private final Inventory inventory;
+    private final SnapshotTombstones tombstones;
     private final VolumeIoLimits ioLimits;
     private final VolumeGroupCuts groupCuts;
 
@@ -87,11 +89,12 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
      * Every change is counted in {@code inventory} under the name's lock, and the generation that
      * includes it is in the reply, so the controller can tell a report made before it from one after.
      */
-    public NodeAgentService(NodePools pools, VolumeLocks locks, Inventory inventory, VolumeIoLimits ioLimits,
-            PrometheusRegistry metrics, Crashes<CrashPoint> crashes, Log log) {
+    public NodeAgentService(NodePools pools, VolumeLocks locks, Inventory inventory, SnapshotTombstones tombstones,
+            VolumeIoLimits ioLimits, PrometheusRegistry metrics, Crashes<CrashPoint> crashes, Log log) {
         this.pools = pools;
         this.locks = locks;
         this.inventory = inventory;
+        this.tombstones = tombstones;
         this.ioLimits = ioLimits;
         TransferMetrics transfers = new TransferMetrics(metrics);
         this.sender = new ContentSender(pools, locks, transfers, crashes, log);
@@ -228,8 +231,11 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
             try (var held = locks.acquire(snapshotName(request.getName()))) {
                 try {
                     pools.holdingSnapshot(request.getName()).snapshots().delete(request.getName());
+                    // After the snapshot: a tombstone is kept only once what it stands for is gone here.
+                    tombstones.put(SnapshotTombstone.newBuilder().setName(request.getName())
+                            .setOriginNode(request.getOriginNode()).addAllNodes(request.getTombstoneNodesList()).build());
                 } finally {
-                    inventory.snapshotChanged(request.getName());
+                    inventory.snapshotAndTombstoneChanged(request.getName());
                 }
                 return DeleteSnapshotResponse.newBuilder().setGeneration(inventory.generation()).build();
             }
