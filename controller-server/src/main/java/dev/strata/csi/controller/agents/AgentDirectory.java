@@ -96,8 +96,8 @@ public final class AgentDirectory implements AutoCloseable {
     private final VolumeIndex index = new VolumeIndex();
     /** Nodes whose agent process has registered but not yet reported everything. */
     private final Set<String> unreported = ConcurrentHashMap.newKeySet();
-    /** Told the node id of each agent process that registers anew (a node back, or restarted), on a thread of its own. */
-    private final List<java.util.function.Consumer<String>> newAgentListeners = new java.util.concurrent.CopyOnWriteArrayList<>();
+    /** Told the node id of each agent process once the index holds all it reported (a node new, back, or restarted), on a thread of its own. */
+    private final List<java.util.function.Consumer<String>> reportedListeners = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final Instant startedAt;
 
     /**
@@ -130,8 +130,10 @@ public final class AgentDirectory implements AutoCloseable {
     boolean register(RegisterRequest request) {
         // The report first: from the moment the node is in the directory, its names are in the index or it is unreported.
         boolean sendInventory = index.report(request);
-        if (index.complete(request.getNodeId())) {
-            unreported.remove(request.getNodeId());
+        boolean complete = index.complete(request.getNodeId());
+        boolean nowReported = false;
+        if (complete) {
+            nowReported = unreported.remove(request.getNodeId());
         } else {
             unreported.add(request.getNodeId());
         }
@@ -166,7 +168,9 @@ public final class AgentDirectory implements AutoCloseable {
             responsiveness.forget(agent.nodeId()); // a new agent process: the old one's silence says nothing of it
             log.info("agent registered", "node", agent.nodeId(), "address", agent.address(), "instance", request.getInstance(),
                     "available_bytes", agent.pool().getAvailableBytes());
-            newAgentListeners.forEach(listener -> Thread.ofVirtual().start(() -> listener.accept(agent.nodeId())));
+        }
+        if (complete && (newAgent[0] || nowReported)) {
+            reportedListeners.forEach(listener -> Thread.ofVirtual().start(() -> listener.accept(agent.nodeId())));
         }
         probe(agent.nodeId()); // a stopped agent that was continued renews: it takes calls again once it answers
         return sendInventory;
@@ -304,9 +308,9 @@ public final class AgentDirectory implements AutoCloseable {
         }
     }
 
-    /** Calls {@code listener} with the node id of every agent process that registers anew, once its report is in the index. */
-    public void onNewAgent(java.util.function.Consumer<String> listener) {
-        newAgentListeners.add(listener);
+    /** Calls {@code listener} with the node id of every agent process that registers anew, once all it reported is in the index. */
+    public void onReported(java.util.function.Consumer<String> listener) {
+        reportedListeners.add(listener);
     }
 
     /**

@@ -224,15 +224,7 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
         if (!named.source().hasSnapshot()) {
             return named;
         }
-        String name = named.source().getSnapshot();
-        List<String> holders = new ArrayList<>();
-        boolean onOrigin = agents.index().snapshots(name).stream()
-                .anyMatch(located -> located.nodeId().equals(named.nodeId()) && located.item().getOriginNode().isEmpty());
-        if (onOrigin && agents.live(named.nodeId()).isPresent()) {
-            holders.add(named.nodeId());
-        }
-        agents.index().copiesOf(named.nodeId(), name).stream().map(copy -> copy.nodeId())
-                .filter(nodeId -> agents.live(nodeId).isPresent() && agents.answering(nodeId)).forEach(holders::add);
+        List<String> holders = snapshotCopies.holders(named.nodeId(), named.source().getSnapshot());
         if (holders.isEmpty() || holders.equals(List.of(named.nodeId()))) {
             return named;
         }
@@ -331,9 +323,7 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
         }
         String origin = id.get().nodeId();
         String name = id.get().name();
-        Optional<dev.strata.csi.agent.api.Snapshot> recorded = agents.index().snapshots(name).stream()
-                .filter(located -> located.nodeId().equals(origin) && located.item().getOriginNode().isEmpty())
-                .map(located -> located.item()).findFirst();
+        Optional<dev.strata.csi.agent.api.Snapshot> recorded = snapshotCopies.recorded(origin, name);
         if (recorded.isEmpty() && agents.index().copiesOf(origin, name).isEmpty() && agents.index().tombstones(name).isEmpty()) {
             // Neither it nor a copy is known: its node may still have it (not reported yet, or a temporary snapshot).
             try {
@@ -377,7 +367,8 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
             String nodeId = source.get().nodeId();
             agents.requireReported(nodeId, "the snapshots of volume " + source.get());
             List<Snapshot> originals = agents.index().snapshotsOf(nodeId).stream() // in name order: the order of the ids
-                    .filter(snapshot -> snapshot.getOriginNode().isEmpty() && snapshot.getSourceVolume().equals(source.get().name()))
+                    .filter(snapshot -> snapshot.getOriginNode().isEmpty() && snapshot.getSourceVolume().equals(source.get().name())
+                            && !snapshotCopies.deleted(snapshot.getName()))
                     .map(snapshot -> snapshot(nodeId, snapshot, snapshotCopies.ready(nodeId, snapshot)))
                     .toList();
             List<Snapshot> fromCopies = agents.index().copiedFrom(nodeId + "/", Integer.MAX_VALUE).stream()
@@ -397,14 +388,13 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
 
     /** The snapshot as the node that took it reports it. */
     private Optional<Snapshot> original(String nodeId, String name) {
-        return agents.index().snapshots(name).stream()
-                .filter(located -> located.nodeId().equals(nodeId) && located.item().getOriginNode().isEmpty())
-                .findFirst().map(located -> snapshot(nodeId, located.item(), snapshotCopies.ready(nodeId, located.item())));
+        return snapshotCopies.recorded(nodeId, name).filter(snapshot -> !snapshotCopies.deleted(name))
+                .map(snapshot -> snapshot(nodeId, snapshot, snapshotCopies.ready(nodeId, snapshot)));
     }
 
     /** The snapshot as a copy has it, a live one first; empty when none is reported, or it is deleted (a copy on a node back from down). */
     private Optional<Snapshot> fromCopy(String origin, String name) {
-        if (!agents.index().tombstones(name).isEmpty()) {
+        if (snapshotCopies.deleted(name)) {
             return Optional.empty();
         }
         var copies = agents.index().copiesOf(origin, name);
@@ -425,7 +415,7 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
         while (page.size() < limit) {
             var read = agents.index().snapshotsFrom(cursor, limit);
             for (var found : read) {
-                if (found.item().getOriginNode().isEmpty() && page.size() < limit) {
+                if (found.item().getOriginNode().isEmpty() && page.size() < limit && !snapshotCopies.deleted(found.item().getName())) {
                     page.add(snapshot(found.nodeId(), found.item(), snapshotCopies.ready(found.nodeId(), found.item())));
                 }
             }

@@ -25,7 +25,7 @@ public final class LocalControllerWiring {
         SnapshotCopies copies = local.snapshotCopies();
         metrics.watch(copies::unready);
         // A node back: the copies of snapshots deleted while it was down go at once.
-        agents.onNewAgent(nodeId -> {
+        agents.onReported(nodeId -> {
             try {
                 copies.reconcileTombstones(java.util.Optional.of(nodeId));
             } catch (RuntimeException e) {

@@ -169,15 +169,34 @@ final class SnapshotCopies {
                 progress -> copy(holder.get(), origin, snapshot, target, progress));
     }
 
+    /** Whether the snapshot {@code name} is deleted, though a node that was down may still report it or a copy: a tombstone names it. */
+    boolean deleted(String name) {
+        return !agents.index().tombstones(name).isEmpty();
+    }
+
+    /** The snapshot {@code name} as {@code origin}, the node that took it, reports it (with the copy nodes it recorded). */
+    Optional<Snapshot> recorded(String origin, String name) {
+        return agents.index().snapshots(name).stream()
+                .filter(located -> located.nodeId().equals(origin) && located.item().getOriginNode().isEmpty())
+                .map(VolumeIndex.Located::item).findFirst();
+    }
+
     /** A live node that holds the snapshot complete: its own node first, else one with a copy. */
     Optional<String> holder(String origin, String name) {
-        boolean onOrigin = agents.index().snapshots(name).stream()
-                .anyMatch(located -> located.nodeId().equals(origin) && located.item().getOriginNode().isEmpty());
-        if (onOrigin && agents.live(origin).isPresent() && agents.answering(origin)) {
-            return Optional.of(origin);
+        return holders(origin, name).stream().findFirst();
+    }
+
+    /** The live nodes that hold the snapshot complete and answer: its own node first, then those with a copy. */
+    List<String> holders(String origin, String name) {
+        if (deleted(name)) {
+            return List.of();
         }
-        return agents.index().copiesOf(origin, name).stream().map(VolumeIndex.Located::nodeId)
-                .filter(nodeId -> agents.live(nodeId).isPresent() && agents.answering(nodeId)).findFirst();
+        List<String> holders = new ArrayList<>();
+        if (recorded(origin, name).isPresent()) {
+            holders.add(origin);
+        }
+        agents.index().copiesOf(origin, name).forEach(copy -> holders.add(copy.nodeId()));
+        return holders.stream().filter(nodeId -> agents.live(nodeId).isPresent() && agents.answering(nodeId)).toList();
     }
 
     private Snapshot copy(String holder, String origin, Snapshot snapshot, String target, java.util.concurrent.atomic.AtomicLong progress)
@@ -308,12 +327,14 @@ final class SnapshotCopies {
     /**
      * Deletes the copies that tombstones name on nodes that are back (or drops removed nodes from
      * them), then the tombstone, or what is left of it, on its node: a node that comes back never
-     * keeps a copy of a deleted snapshot. {@code only}: the node that just registered; empty: every one.
+     * keeps a copy of a deleted snapshot. {@code only}: the tombstones that name or are kept by the
+     * node that just reported; empty: every one.
      */
     void reconcileTombstones(Optional<String> only) {
         for (var tombstone : agents.index().tombstones()) {
             SnapshotTombstone kept = tombstone.item();
-            if (only.isPresent() && !kept.getNodesList().contains(only.get()) || agents.live(tombstone.nodeId()).isEmpty()) {
+            boolean concerned = only.isEmpty() || kept.getNodesList().contains(only.get()) || tombstone.nodeId().equals(only.get());
+            if (!concerned || agents.live(tombstone.nodeId()).isEmpty()) {
                 continue;
             }
             List<String> left = new ArrayList<>();
