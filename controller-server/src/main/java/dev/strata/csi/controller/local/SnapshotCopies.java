@@ -2,6 +2,7 @@ package dev.strata.csi.controller.local;
 
 import com.google.protobuf.Timestamp;
 import dev.strata.csi.agent.api.DeleteSnapshotRequest;
+import dev.strata.csi.agent.api.DeleteSnapshotResponse;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.ReceiveSnapshotCopyRequest;
 import dev.strata.csi.agent.api.Snapshot;
@@ -41,6 +42,8 @@ import java.util.stream.Stream;
 final class SnapshotCopies {
 
     static final Duration RECONCILE_EVERY = Duration.ofSeconds(30);
+    /** How long a deletion waits for a node that answers ABORTED (its end of a stopped copy still closing). */
+    private static final Duration BUSY_WAIT = Duration.ofSeconds(10);
 
     private static final Comparator<Timestamp> TAKEN = Comparator.comparingLong(Timestamp::getSeconds).thenComparingInt(Timestamp::getNanos);
 
@@ -50,6 +53,8 @@ final class SnapshotCopies {
     private final Clock clock;
     private final Log log;
     private final Transfers<Snapshot> transfers = new Transfers<>();
+    /** Snapshots a DeleteSnapshot is deleting: no copy of them is started meanwhile. */
+    private final Set<String> deleting = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     SnapshotCopies(AgentDirectory agents, ContentRelay relay, Crashes<LocalCrashPoint> crashes, Clock clock, Log log) {
         this.agents = agents;
@@ -158,7 +163,7 @@ final class SnapshotCopies {
 
     private void start(String origin, Snapshot snapshot, String target) {
         String name = snapshot.getName();
-        if (agents.live(target).isEmpty() || transfers.running(key(name, target))) {
+        if (agents.live(target).isEmpty() || transfers.running(key(name, target)) || deleting.contains(name)) {
             return;
         }
         Optional<String> holder = holder(origin, name);
@@ -220,14 +225,28 @@ final class SnapshotCopies {
                     "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
             return copied.snapshot();
         } catch (StatusRuntimeException | CsiException e) {
-            log.warn("snapshot copy failed; the next CreateSnapshot call or reconcile pass resumes it", "snapshot", name,
-                    "origin", origin, "from", holder, "to", target, "data_bytes", progress.get(), "reason", reason(e));
+            if (deleting.contains(name)) {
+                log.info("snapshot copy stopped: the snapshot is being deleted", "snapshot", name, "to", target);
+            } else {
+                log.warn("snapshot copy failed; the next CreateSnapshot call or reconcile pass resumes it", "snapshot", name,
+                        "origin", origin, "from", holder, "to", target, "data_bytes", progress.get(), "reason", reason(e));
+            }
             throw e;
         }
     }
 
+    private static void sleep(Duration pause) {
+        try {
+            Thread.sleep(pause);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw CsiException.aborted("interrupted while waiting for a node to finish a snapshot copy; retry");
+        }
+    }
+
     private static String reason(RuntimeException e) {
-        return e instanceof StatusRuntimeException status ? status.getStatus().toString() : e.getMessage();
+        return e instanceof StatusRuntimeException status
+                ? status.getStatus().getCode() + ": " + status.getStatus().getDescription() : e.getMessage();
     }
 
     /** The pool of the snapshot's source volume on its node, as the index has it; the image pool once the volume is gone. */
@@ -264,6 +283,15 @@ final class SnapshotCopies {
      * told of the snapshot, and a removed node ({@link AgentDirectory#removed}) is not waited for.
      */
     void delete(String origin, String name, Optional<Snapshot> recorded) {
+        deleting.add(name);
+        try {
+            deleteEverywhere(origin, name, recorded);
+        } finally {
+            deleting.remove(name);
+        }
+    }
+
+    private void deleteEverywhere(String origin, String name, Optional<Snapshot> recorded) {
         Set<String> holders = new java.util.TreeSet<>();
         holders.add(origin);
         recorded.ifPresent(snapshot -> holders.addAll(snapshot.getCopyNodesList()));
@@ -314,8 +342,22 @@ final class SnapshotCopies {
 
     /** DeleteSnapshot on {@code nodeId}: the snapshot or copy gone there, and its tombstone naming {@code down} (none: no tombstone). */
     private void deleteOn(String nodeId, String name, String origin, List<String> down) {
-        var deleted = agents.stub(nodeId).deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(name)
-                .addAllTombstoneNodes(down).setOriginNode(down.isEmpty() ? "" : origin).build());
+        DeleteSnapshotRequest request = DeleteSnapshotRequest.newBuilder().setName(name)
+                .addAllTombstoneNodes(down).setOriginNode(down.isEmpty() ? "" : origin).build();
+        DeleteSnapshotResponse deleted;
+        long until = System.nanoTime() + BUSY_WAIT.toNanos();
+        while (true) {
+            try {
+                deleted = agents.stub(nodeId).deleteSnapshot(request);
+                break;
+            } catch (StatusRuntimeException e) {
+                // A copy's receive just stopped holds the name on its node until its stream is closed there.
+                if (e.getStatus().getCode() != io.grpc.Status.Code.ABORTED || System.nanoTime() > until) {
+                    throw e;
+                }
+                sleep(Duration.ofMillis(100));
+            }
+        }
         agents.index().snapshot(nodeId, name, null, deleted.getGeneration());
         agents.index().tombstone(nodeId, name, down.isEmpty() ? null
                 : SnapshotTombstone.newBuilder().setName(name).setOriginNode(origin).addAllNodes(down).build(), deleted.getGeneration());
