@@ -210,7 +210,7 @@ class DocsTest {
      * Every "N crash points" the pages cite is a figure of the code, and CHANGELOG.md gives each:
      * the node's points CrashRecoveryTest arms, those of copies between nodes (TransferCrashTest),
      * of group snapshots (GroupSnapshotCrashTest), of encryption (EncryptionTest) and of the LVM pool (LvmCrashRecoveryTest), and
-     * controller-server's NFS points (NfsCrashRecoveryTest) and those of snapshot copies (SnapshotCopyCrashTest).
+     * controller-server's NFS points (NfsCrashRecoveryTest) and those of snapshot copies (SnapshotCopyControllerCrashTest).
      */
     @Test
     void crashPointFiguresAreTheCodes() throws IOException {
@@ -226,7 +226,7 @@ class DocsTest {
                 "node-server's crash points of the LVM pool (CrashPoints.lvmPool, LvmCrashRecoveryTest)",
                 Stream.of(CrashPoint.values()).filter(CrashPoints::lvmPool).count(),
                 "controller-server's NFS crash points (NfsCrashPoint)", (long) NfsCrashPoint.values().length,
-                "controller-server's crash points of snapshot copies (LocalCrashPoint, SnapshotCopyCrashTest)",
+                "controller-server's crash points of snapshot copies (LocalCrashPoint, SnapshotCopyControllerCrashTest)",
                 (long) LocalCrashPoint.values().length);
         Pattern cited = Pattern.compile("(\\d+) crash points");
         List<String> wrong = new ArrayList<>();

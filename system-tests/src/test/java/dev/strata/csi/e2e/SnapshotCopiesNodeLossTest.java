@@ -43,7 +43,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * left on any node: no image, record, loop device or mount.
  */
 @Tag("root")
-class SnapshotCopiesTest {
+class SnapshotCopiesNodeLossTest {
 
     private static final Map<String, String> TWO_COPIES = Map.of("copies", "2");
     private static final Duration READY_WITHIN = Duration.ofSeconds(120);

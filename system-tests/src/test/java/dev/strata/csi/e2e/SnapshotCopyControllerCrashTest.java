@@ -34,7 +34,7 @@ import org.junit.jupiter.api.io.TempDir;
  * removal completes; nothing is left on either node.
  */
 @Tag("root")
-class SnapshotCopyCrashTest {
+class SnapshotCopyControllerCrashTest {
 
     @TempDir
     Path dir;
