@@ -337,7 +337,7 @@ class SnapshotCopyTest {
         }
     }
 
-    private static String sha256(Path file) throws Exception {
+    static String sha256(Path file) throws Exception {
         MessageDigest digest = MessageDigest.getInstance("SHA-256");
         try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ)) {
             ByteBuffer buffer = ByteBuffer.allocate(1 << 20);
