@@ -68,9 +68,9 @@ public final class SnapshotCopiesBench {
             try (RandomAccessFile file = new RandomAccessFile(image.toFile(), "rw")) {
                 file.setLength(5 * size + 1024 * MIB); // the volume, two snapshots and two copies as the pool reserves them, metadata
             }
-            run(fs.equals("xfs") ? List.of("mkfs.xfs", "-q", "-m", "reflink=1", image.toString())
+            SnapshotMetadataBench.run(fs.equals("xfs") ? List.of("mkfs.xfs", "-q", "-m", "reflink=1", image.toString())
                     : List.of("mkfs.ext4", "-q", "-F", image.toString()));
-            run(List.of("mount", "-o", "loop", image.toString(), pool.toString()));
+            SnapshotMetadataBench.run(List.of("mount", "-o", "loop", image.toString(), pool.toString()));
             mounted.add(pool);
         };
         try (LocalCluster cluster = LocalCluster.start(repo, LocalCluster.Jvm.deployed(repo), pools,
@@ -89,13 +89,14 @@ public final class SnapshotCopiesBench {
                                         .setMode(VolumeCapability.AccessMode.Mode.SINGLE_NODE_WRITER)))
                         .setAccessibilityRequirements(TopologyRequirement.newBuilder().addRequisite(LocalCluster.on("node-a"))).build());
                 Path image = cluster.pool("node-a").resolve("bench-copies.img");
-                fill(image, size);
+                SnapshotMetadataBench.fill(image, size);
                 var agentA = NodeAgentGrpc.newBlockingStub(a).withCallCredentials(token);
                 var agentB = NodeAgentGrpc.newBlockingStub(b).withCallCredentials(token);
                 Snapshot s1 = agentA.withDeadlineAfter(300, TimeUnit.SECONDS).createSnapshot(CreateSnapshotRequest.newBuilder()
                         .setName("bench-s1").setSourceVolume("bench-copies").addCopyNodes("node-b").build()).getSnapshot();
                 Result first = copy(a, b, token, metrics, s1, "");
-                long changed = rewriteOnePercent(image, size);
+                Rewrite rewrite = rewriteOnePercent(image, size);
+                long changed = rewrite.bytes();
                 Snapshot s2 = agentA.withDeadlineAfter(300, TimeUnit.SECONDS).createSnapshot(CreateSnapshotRequest.newBuilder()
                         .setName("bench-s2").setSourceVolume("bench-copies").addCopyNodes("node-b").build()).getSnapshot();
                 Result incremental = copy(a, b, token, metrics, s2, "bench-s1");
@@ -108,7 +109,7 @@ public final class SnapshotCopiesBench {
                 print("S2, whole (no base)", whole);
                 double ratio = (double) incremental.sent() / changed;
                 System.out.printf("%nchanged between S1 and S2: %d bytes in %d writes of 4 to 64 KiB; incremental sent %d: %.3fx the changed bytes"
-                        + " (at most 1.1x: %s); %.2f%% of the whole copy's%n", changed, writes, incremental.sent(), ratio,
+                        + " (at most 1.1x: %s); %.2f%% of the whole copy's%n", changed, rewrite.writes(), incremental.sent(), ratio,
                         ratio <= 1.1 ? "holds" : "FAILS", 100.0 * incremental.sent() / whole.sent());
                 System.out.printf("(bytes sent: node-a's strata_transfer_bytes_total{direction=\"sent\"}, data bytes; zero ranges are"
                         + " messages of 16 bytes; written on b: WriteSnapshotCopyResponse.written_bytes)%nthe servers' logs: %s%n", cluster.work);
@@ -126,7 +127,7 @@ public final class SnapshotCopiesBench {
             }
         } finally {
             for (Path pool : mounted) {
-                unmount(pool);
+                SnapshotMetadataBench.unmount(pool); // as SnapshotMetadataBench's pools
                 Files.delete(pool.resolveSibling("pool-filesystem.img"));
             }
         }
@@ -192,31 +193,21 @@ public final class SnapshotCopiesBench {
         return found.find() ? (long) Double.parseDouble(found.group(1)) : 0;
     }
 
-    /** Every byte of the image written with pseudo-random data, synced. */
-    private static void fill(Path image, long size) throws Exception {
-        Random random = new Random(39);
-        byte[] data = new byte[(int) MIB];
-        try (FileChannel file = FileChannel.open(image, StandardOpenOption.WRITE)) {
-            for (long at = 0; at < size; at += MIB) {
-                random.nextBytes(data);
-                file.write(ByteBuffer.wrap(data), at);
-            }
-            file.force(true);
-        }
-    }
 
-    private static long writes;
+    /** What a rewrite wrote: bytes, in how many writes. */
+    private record Rewrite(long bytes, int writes) {}
 
     /**
      * 1% of the volume rewritten by writes of 4 to 64 KiB (whole blocks) at random places, each in
-     * a 128 KiB slot of its own so that none overlaps another; returns the bytes written.
+     * a 128 KiB slot of its own so that none overlaps another.
      */
-    private static long rewriteOnePercent(Path image, long size) throws Exception {
+    private static Rewrite rewriteOnePercent(Path image, long size) throws Exception {
         Random random = new Random(36);
         long slot = 128 * 1024;
         long[] slots = random.longs(size / slot, 0, size / slot).distinct().toArray();
         long target = size / 100;
         long written = 0;
+        int writes = 0;
         byte[] data = new byte[64 * 1024];
         try (FileChannel file = FileChannel.open(image, StandardOpenOption.WRITE)) {
             for (int i = 0; i < slots.length && written < target; i++) {
@@ -229,30 +220,6 @@ public final class SnapshotCopiesBench {
             }
             file.force(true);
         }
-        return written;
-    }
-
-    /** Unmounts the pool once the killed node-server has let go of it. */
-    private static void unmount(Path pool) throws Exception {
-        for (int attempt = 1; ; attempt++) {
-            try {
-                run(List.of("umount", pool.toString()));
-                return;
-            } catch (IllegalStateException e) {
-                if (attempt == 20) {
-                    System.err.println("cannot unmount " + pool + ": " + e.getMessage());
-                    return;
-                }
-                Thread.sleep(500);
-            }
-        }
-    }
-
-    private static void run(List<String> command) throws Exception {
-        Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
-        String output = new String(process.getInputStream().readAllBytes());
-        if (process.waitFor() != 0) {
-            throw new IllegalStateException(String.join(" ", command) + ": " + output);
-        }
+        return new Rewrite(written, writes);
     }
 }
