@@ -23,7 +23,7 @@
 #   snapshots of a block volume with known blocks written between them (the ranges, paging, errors);
 # - LvmSnapshotCopySystemTest keeps snapshot copies in the pool: one received whole into a thin
 #   volume, the next on a thin snapshot of it with only the changed ranges written and a range of
-#   zeros unmapped, both read out again incrementally (thin_delta on the copies), a restore;
+#   zeros discarded (unmapped), both read out again incrementally (thin_delta on the copies), a restore;
 # - LvmCrashRecoveryTest kills node-server at each crash point of the LVM pool's steps and checks
 #   that the retried calls finish the volume's life with its data;
 # then csi-sanity (CSI_SANITY, default /opt/csi-sanity/csi-sanity; built by you, not part of this

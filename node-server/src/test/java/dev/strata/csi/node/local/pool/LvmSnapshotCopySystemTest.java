@@ -40,7 +40,7 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * Snapshot copies in the LVM pool on the real lvm2 tools and device-mapper (hack/lvm-vm.sh): a
  * copy received whole into a new thin volume, the next built on it as a thin snapshot with only
- * the changed ranges written and a range that reads zeros unmapped (blkdiscard --zeroout), byte
+ * the changed ranges written and a range that reads zeros unmapped (blkdiscard), byte
  * for byte; then both copies read out of the pool again, the second on the first (thin_delta
  * on the copies), into a second pool's copies; a restore from a copy; nothing left.
  */

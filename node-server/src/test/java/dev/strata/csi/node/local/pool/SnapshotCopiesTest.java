@@ -112,12 +112,14 @@ class SnapshotCopiesTest {
         assertEquals(SnapshotRecord.State.READY, pool.snapshotCopies().receive("snap-1", "node-a", snapshot("snap-1", 100), "").getState(),
                 "asked again: complete");
 
-        // Rewritten: a MiB of data with zeros, data elsewhere; the changed ranges cover both.
+        // Rewritten: a MiB of data with zeros, a block of data with zeros (a discard of part of a
+        // thin chunk, which keeps its data), data elsewhere; the changed ranges cover them.
         byte[] second = first.clone();
         Arrays.fill(second, (int) MIB, (int) (2 * MIB), (byte) 0);
+        Arrays.fill(second, (int) (5 * MIB), (int) (5 * MIB + 4096), (byte) 0);
         byte[] fresh = content(2, new long[] {6 * MIB, 64 * 1024});
         System.arraycopy(fresh, (int) (6 * MIB), second, (int) (6 * MIB), 64 * 1024);
-        List<BlockRange> changed = List.of(new BlockRange(MIB, MIB), new BlockRange(6 * MIB, 64 * 1024));
+        List<BlockRange> changed = List.of(new BlockRange(MIB, MIB), new BlockRange(5 * MIB, 4096), new BlockRange(6 * MIB, 64 * 1024));
         SnapshotRecord built = pool.snapshotCopies().receive("snap-2", "node-a", snapshot("snap-2", 200), "snap-1");
         assertEquals("snap-1", built.getBaseSnapshot(), "built on the copy of snap-1");
         assertArrayEquals(first, copyData("snap-2"), "a thin snapshot of its base: its content to begin with");
