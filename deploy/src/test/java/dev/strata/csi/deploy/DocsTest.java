@@ -208,7 +208,8 @@ class DocsTest {
 
     /**
      * Every "N crash points" the pages cite is a figure of the code, and CHANGELOG.md gives each:
-     * the node's points CrashRecoveryTest arms, those of copies between nodes (TransferCrashTest),
+     * the node's points CrashRecoveryTest arms, those of copies between nodes (TransferCrashTest), of
+     * snapshot copies (SnapshotCopyCrashTest),
      * of group snapshots (GroupSnapshotCrashTest), of encryption (EncryptionTest) and of the LVM pool (LvmCrashRecoveryTest), and
      * controller-server's NFS points (NfsCrashRecoveryTest) and those of snapshot copies (SnapshotCopyControllerCrashTest).
      */
@@ -221,6 +222,8 @@ class DocsTest {
                 Stream.of(CrashPoint.values()).filter(CrashPoints::group).count(),
                 "node-server's crash points of copies between nodes (CrashPoints.transfer, TransferCrashTest)",
                 Stream.of(CrashPoint.values()).filter(CrashPoints::transfer).count(),
+                "node-server's crash points of snapshot copies (CrashPoints.snapshotCopy, SnapshotCopyCrashTest)",
+                Stream.of(CrashPoint.values()).filter(CrashPoints::snapshotCopy).count(),
                 "node-server's crash points of encryption (CrashPoints.encryption, EncryptionTest and EncryptedLvmTest)",
                 Stream.of(CrashPoint.values()).filter(CrashPoints::encryption).count(),
                 "node-server's crash points of the LVM pool (CrashPoints.lvmPool, LvmCrashRecoveryTest)",

@@ -59,21 +59,7 @@ final class SnapshotCopyRelay {
                         .setBaseSnapshot(receiving.getBaseSnapshot()).setTag(receiving.getTag()).setOffset(receiving.getReceivedBytes()).build()));
         CompletableFuture<WriteSnapshotCopyResponse> result = new CompletableFuture<>();
         StreamObserver<WriteContentRequest> write = NodeAgentGrpc.newStub(to).withCallCredentials(token)
-                .withDeadlineAfter(300, TimeUnit.SECONDS).writeSnapshotCopy(new StreamObserver<>() {
-                    @Override
-                    public void onNext(WriteSnapshotCopyResponse response) {
-                        result.complete(response);
-                    }
-
-                    @Override
-                    public void onError(Throwable t) {
-                        result.completeExceptionally(t);
-                    }
-
-                    @Override
-                    public void onCompleted() {
-                    }
-                });
+                .withDeadlineAfter(300, TimeUnit.SECONDS).writeSnapshotCopy(Relays.answer(result));
         int data = 0;
         while (read.hasNext()) {
             ContentChunk chunk = read.next();

@@ -240,7 +240,7 @@ class SnapshotCopyTest {
         new Random(1).nextBytes(data.array());
         CompletableFuture<WriteSnapshotCopyResponse> result = new CompletableFuture<>();
         StreamObserver<WriteContentRequest> stream = NodeAgentGrpc.newStub(channelB).withCallCredentials(token)
-                .withDeadlineAfter(30, TimeUnit.SECONDS).writeSnapshotCopy(observer(result));
+                .withDeadlineAfter(30, TimeUnit.SECONDS).writeSnapshotCopy(Relays.answer(result));
         for (ContentChunk chunk : List.of(
                 ContentChunk.newBuilder().setStart(ContentStart.newBuilder().setTag("test/damaged").setSizeBytes(8 * MIB)).build(),
                 ContentChunk.newBuilder().setData(ContentData.newBuilder().setOffset(0).setData(ByteString.copyFrom(data.array()))
@@ -268,23 +268,6 @@ class SnapshotCopyTest {
         }
     }
 
-    private static <T> StreamObserver<T> observer(CompletableFuture<T> result) {
-        return new StreamObserver<>() {
-            @Override
-            public void onNext(T response) {
-                result.complete(response);
-            }
-
-            @Override
-            public void onError(Throwable t) {
-                result.completeExceptionally(t);
-            }
-
-            @Override
-            public void onCompleted() {
-            }
-        };
-    }
 
     private static void read(ManagedChannel channel, String snapshot, String base) {
         NodeAgentGrpc.newBlockingStub(channel).withCallCredentials(token).withDeadlineAfter(30, TimeUnit.SECONDS)
@@ -337,7 +320,7 @@ class SnapshotCopyTest {
         }
     }
 
-    private static String sha256(Path file) throws Exception {
+    static String sha256(Path file) throws Exception {
         MessageDigest digest = MessageDigest.getInstance("SHA-256");
         try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ)) {
             ByteBuffer buffer = ByteBuffer.allocate(1 << 20);

@@ -45,7 +45,7 @@ public final class AbandonedCopies implements Component {
         this.log = log;
         this.removed = Counter.builder()
                 .name("strata_abandoned_copies_removed_total")
-                .help("Partly received volumes removed after no transfer step for --abandoned-copy-expiry")
+                .help("Partly received volumes and snapshot copies removed after no transfer step for --abandoned-copy-expiry")
                 .register(metrics);
     }
 

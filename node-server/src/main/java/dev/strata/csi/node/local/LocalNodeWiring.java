@@ -85,7 +85,8 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
     public static final Flag ADVERTISE_HOST = new Flag("agent-advertise-host", "NODE_IP", "127.0.0.1",
             "host or IP controller-server dials to reach this agent (usually status.hostIP via the downward API)");
     public static final Flag ABANDONED_COPY_EXPIRY = Flag.of("abandoned-copy-expiry", "1h",
-            "a volume partly received from another node (restore or clone across nodes) that no step of its copy touched for "
+            "a volume or snapshot copy partly received from another node (restore or clone across nodes, a snapshot's copy) "
+                    + "that no step of its copy touched for "
                     + "this long is removed, its capacity freed: its PVC was deleted and nobody comes back for it. A copy in "
                     + "progress records a step at least every 64 MiB, and external-provisioner retries CreateVolume at least "
                     + "every 5 minutes by default, each retry a step; 0 keeps them forever");

@@ -116,11 +116,12 @@ public interface LogicalVolumes {
     void zero(String name, long fromBytes) throws DeviceException;
 
     /**
-     * Writes zeros over {@code length} bytes at {@code offset} (multiples of 512) of the active
-     * volume {@code name}, as {@link #zero} does: on a thin volume the range is unmapped, no data
-     * written, so it stays a hole.
+     * Discards {@code length} bytes at {@code offset} (multiples of 512) of the active volume
+     * {@code name} (blkdiscard): a thin volume unmaps the thin pool's chunks the range covers
+     * whole, which then read as zeros and take no space; what it covers of a chunk only may keep
+     * its data, so the caller reads the range back where it needs zeros.
      */
-    void zero(String name, long offset, long length) throws DeviceException;
+    void discard(String name, long offset, long length) throws DeviceException;
 
     /**
      * A thin snapshot of the thin volume {@code origin}, named {@code name}, made inactive: instant,

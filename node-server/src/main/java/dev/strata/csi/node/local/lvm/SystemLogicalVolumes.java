@@ -131,16 +131,18 @@ public final class SystemLogicalVolumes implements LogicalVolumes {
         zeroDevice(volume, fromBytes, volume.sizeBytes() - fromBytes);
     }
 
-    @Override
-    public void zero(String name, long offset, long length) throws DeviceException {
-        LogicalVolume volume = find(name).filter(LogicalVolume::active)
-                .orElseThrow(() -> new DeviceException("no active logical volume " + group + "/" + name));
-        zeroDevice(volume, offset, length);
-    }
-
     private void zeroDevice(LogicalVolume volume, long offset, long length) throws DeviceException {
         String[] argv = {"blkdiscard", "--zeroout", "--force", "--offset", Long.toString(offset),
                 "--length", Long.toString(length), volume.device().toString()};
+        run(ZERO_TIMEOUT, String.join(" ", argv), argv);
+    }
+
+    @Override
+    public void discard(String name, long offset, long length) throws DeviceException {
+        LogicalVolume volume = find(name).filter(LogicalVolume::active)
+                .orElseThrow(() -> new DeviceException("no active logical volume " + group + "/" + name));
+        String[] argv = {"blkdiscard", "--force", "--offset", Long.toString(offset), "--length", Long.toString(length),
+                volume.device().toString()};
         run(ZERO_TIMEOUT, String.join(" ", argv), argv);
     }
 

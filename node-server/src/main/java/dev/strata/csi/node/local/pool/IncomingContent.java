@@ -67,7 +67,7 @@ public final class IncomingContent implements AutoCloseable {
         this.zeroesGaps = zeroesGaps;
         this.digest = digest;
         this.release = release;
-        this.file = FileChannel.open(storage, StandardOpenOption.WRITE);
+        this.file = FileChannel.open(storage, StandardOpenOption.READ, StandardOpenOption.WRITE); // read: a zero range is read back
     }
 
     /**

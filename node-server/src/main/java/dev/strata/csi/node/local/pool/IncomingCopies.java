@@ -1,5 +1,6 @@
 package dev.strata.csi.node.local.pool;
 
+import com.google.protobuf.Timestamp;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
@@ -197,8 +198,7 @@ public final class IncomingCopies {
             return false;
         }
         ImageRecord record = found.get();
-        Instant last = Instant.ofEpochSecond(record.getReceiveProgressTime().getSeconds(), record.getReceiveProgressTime().getNanos());
-        Duration idle = Duration.between(last, clock.instant());
+        Duration idle = idle(record.getReceiveProgressTime(), clock);
         if (idle.compareTo(expiry) < 0) {
             return false;
         }
@@ -207,6 +207,11 @@ public final class IncomingCopies {
                         + "its capacity is free again", "volume", name, "received_bytes", record.getReceivedBytes(),
                 "capacity_bytes", record.getCapacityBytes(), "idle_seconds", idle.toSeconds(), "expiry_seconds", expiry.toSeconds());
         return true;
+    }
+
+    /** How long since {@code progress}, the time a RECEIVING record says a transfer step last touched it. */
+    static Duration idle(Timestamp progress, Clock clock) {
+        return Duration.between(Instant.ofEpochSecond(progress.getSeconds(), progress.getNanos()), clock.instant());
     }
 
     /** Writes the RECEIVING record with the time of this transfer step: the volume is not abandoned. */

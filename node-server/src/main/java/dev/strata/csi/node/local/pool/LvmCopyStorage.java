@@ -8,13 +8,14 @@ import dev.strata.csi.node.local.lvm.LogicalVolumes;
 import dev.strata.csi.node.local.lvm.LogicalVolumes.LogicalVolume;
 import dev.strata.csi.rpc.CsiException;
 import java.io.IOException;
+import java.nio.channels.FileChannel;
 import java.util.Optional;
 
 /**
  * The LVM pool's snapshot copies: a thin volume named as its own snapshots are, new and empty, or a
  * thin snapshot of the base copy's volume, sharing its blocks; a range the source reads as zeros
- * is unmapped (blkdiscard --zeroout, which a thin volume does without writing), so it stays a
- * hole. Thin, whatever the volume's type on its origin node: a thin pool that does not zero new
+ * is discarded, which unmaps the thin pool's chunks it covers whole (a hole again), and zeros are
+ * written where its ends leave data. Thin, whatever the volume's type on its origin node: a thin pool that does not zero new
  * chunks takes no copy, as it takes no new thin volume. Activated for each stream, deactivated after.
  */
 final class LvmCopyStorage implements SnapshotCopies.Storage {
@@ -66,7 +67,7 @@ final class LvmCopyStorage implements SnapshotCopies.Storage {
         try {
             long capacity = record.getCapacityBytes();
             return new IncomingContent(volume.device(), capacity, false, !record.getBaseSnapshot().isEmpty(),
-                    (file, offset, length) -> zero(lv, offset, length), device -> ImageContent.digestDevice(device, capacity),
+                    (file, offset, length) -> zero(file, lv, offset, length), device -> ImageContent.digestDevice(device, capacity),
                     () -> volumes.deactivate(lv));
         } catch (IOException | RuntimeException e) {
             volumes.deactivate(lv);
@@ -74,12 +75,14 @@ final class LvmCopyStorage implements SnapshotCopies.Storage {
         }
     }
 
-    private void zero(String lv, long offset, long length) throws IOException {
+    /** Discarded (unmapped, where it covers the thin pool's chunks whole), then zeros written where data is left. */
+    private void zero(FileChannel device, String lv, long offset, long length) throws IOException {
         try {
-            volumes.zero(lv, offset, length);
+            volumes.discard(lv, offset, length);
         } catch (DeviceException e) {
             throw new IOException(e.getMessage(), e);
         }
+        ImageContent.zeroData(device, offset, offset + length);
     }
 
     @Override

@@ -15,7 +15,6 @@ import dev.strata.csi.system.Crashes;
 import java.io.IOException;
 import java.time.Clock;
 import java.time.Duration;
-import java.time.Instant;
 import java.util.List;
 import java.util.Optional;
 
@@ -75,7 +74,11 @@ public final class SnapshotCopies {
      * The copy {@code name} of {@code snapshot} as {@code originNode} reports it: made RECEIVING,
      * built on {@code base} when this pool holds a complete copy of it from the same node (else
      * empty, and the whole content is to be sent), or the copy an earlier attempt made, with its
-     * base and progress (touched: it is not abandoned), or the complete copy. ALREADY_EXISTS when
+     * base and progress (touched: it is not abandoned), or the complete copy. A copy on a base
+     * starts as a copy of the base's storage, made here: instant where the pool reflinks or takes
+     * thin snapshots, as long as the base's data takes to copy elsewhere (an ext4 image pool), in
+     * which case the call outlives its caller's deadline and the retries find the name busy
+     * (ABORTED) until it is done. ALREADY_EXISTS when
      * the name is this node's own snapshot's, or another origin's or another volume's copy;
      * INVALID_ARGUMENT for a base of another volume, or not taken before the snapshot.
      */
@@ -244,8 +247,7 @@ public final class SnapshotCopies {
             return false;
         }
         SnapshotRecord record = found.get();
-        Instant last = Instant.ofEpochSecond(record.getReceiveProgressTime().getSeconds(), record.getReceiveProgressTime().getNanos());
-        Duration idle = Duration.between(last, clock.instant());
+        Duration idle = IncomingCopies.idle(record.getReceiveProgressTime(), clock);
         if (idle.compareTo(expiry) < 0) {
             return false;
         }

@@ -197,16 +197,23 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
         zeroedFrom.add(fromBytes);
     }
 
+    /**
+     * The thin pool's chunks ({@link InMemoryThinMappings#CHUNK}) the range covers whole read zeros
+     * once discarded, as dm-thin unmaps them; what it covers of a chunk only keeps its data.
+     */
     @Override
-    public synchronized void zero(String name, long offset, long length) throws DeviceException {
-        String command = "blkdiscard --zeroout --offset " + offset + " --length " + length + " " + device(name);
+    public synchronized void discard(String name, long offset, long length) throws DeviceException {
+        String command = "blkdiscard --offset " + offset + " --length " + length + " " + device(name);
         existing(name, command);
         injected("blkdiscard", command);
-        if (devices == null) {
+        long chunk = InMemoryThinMappings.CHUNK;
+        long from = Math.ceilDiv(offset, chunk) * chunk;
+        long to = Math.floorDiv(offset + length, chunk) * chunk;
+        if (devices == null || to <= from) {
             return;
         }
         try (FileChannel file = FileChannel.open(device(name), StandardOpenOption.WRITE)) {
-            file.write(ByteBuffer.allocate((int) length), offset);
+            file.write(ByteBuffer.allocate((int) (to - from)), from);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
