@@ -204,6 +204,42 @@ class SnapshotCopiesNodeLossTest {
         }
     }
 
+    /**
+     * A later snapshot of the same volume goes to the node holding the earlier one's copy, built on
+     * it: only what changed is sent (1 MiB rewritten of 16), and it restores there byte for byte.
+     */
+    @Test
+    void aLaterSnapshotIsCopiedOnTheEarlierOne() throws Exception {
+        start();
+        Volume source = SnapshotTest.create("pvc-source", 64 * MIB, PipelineTest.block(), "node-a", null);
+        Path image = cluster.node("node-a").pool().resolve("pvc-source.img");
+        TransferCrashTest.write(image, 0, 16 * MIB, 5);
+        Snapshot first = untilReady(CreateSnapshotRequest.newBuilder().setName("snap-first")
+                .setSourceVolumeId(source.getVolumeId()).putAllParameters(TWO_COPIES).build());
+        TransferCrashTest.write(image, 4 * MIB, MIB, 6);
+        String then = ContentTransferTest.sha256(image);
+        Snapshot second = untilReady(CreateSnapshotRequest.newBuilder().setName("snap-second")
+                .setSourceVolumeId(source.getVolumeId()).putAllParameters(TWO_COPIES).build());
+        String log = cluster.controllerProcess().output();
+        var complete = java.util.regex.Pattern.compile("snapshot copy complete\" snapshot=snap-second origin=node-a from=node-a to=(\\S+)"
+                + " base_snapshot=(\\S+) resumed_at=0 data_bytes=(\\d+)").matcher(log);
+        assertTrue(complete.find(), log);
+        assertEquals("node-b", complete.group(1), "the node holding the earlier copy keeps the later one");
+        assertEquals("snap-first", complete.group(2));
+        long sent = Long.parseLong(complete.group(3));
+        assertTrue(sent <= MIB * 11 / 10, "only what changed is sent: " + sent + " bytes for 1 MiB rewritten");
+
+        Volume onB = retried(() -> SnapshotTest.create("pvc-on-b", 0, PipelineTest.block(), "node-b", SnapshotTest.from(second)));
+        assertEquals("local/node-b/pvc-on-b", onB.getVolumeId());
+        assertEquals(then, ContentTransferTest.sha256(cluster.node("node-b").pool().resolve("pvc-on-b.img")),
+                "restored on node-b from the copy built on the earlier one: byte for byte");
+        SnapshotTest.deleteVolume(onB);
+        for (Snapshot snapshot : List.of(first, second)) {
+            cluster.controller().deleteSnapshot(DeleteSnapshotRequest.newBuilder().setSnapshotId(snapshot.getSnapshotId()).build());
+        }
+        SnapshotTest.deleteVolume(source);
+    }
+
     /** INVALID_ARGUMENT for a value that is no number, below 1, or above the nodes there are. */
     @Test
     void copiesBeyondTheNodesAreRefused() throws Exception {

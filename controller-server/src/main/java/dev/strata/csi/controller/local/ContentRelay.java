@@ -73,25 +73,13 @@ public final class ContentRelay {
             return receiving.getVolume();
         }
         long started = System.nanoTime();
-        Status.Code outcome = Status.Code.UNKNOWN;
-        try {
-            Volume volume = relay(holder, ReadContentRequest.newBuilder().setSource(read)
-                    .setTag(receiving.getTag()).setOffset(receiving.getReceivedBytes()).build(), target, "volume " + name, name,
-                    capacityBytes, progress, RelayMetrics.VOLUME, target.streams()::writeContent).getVolume();
-            outcome = Status.Code.OK;
-            log.info("volume content copied across nodes", "volume", name, "from", holder.nodeId(), "to", target.nodeId(),
-                    "resumed_at", receiving.getReceivedBytes(), "data_bytes", progress.get(),
-                    "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
-            return volume;
-        } catch (StatusRuntimeException e) {
-            outcome = e.getStatus().getCode();
-            throw e;
-        } catch (CsiException e) {
-            outcome = e.code();
-            throw e;
-        } finally {
-            metrics.copied(RelayMetrics.VOLUME, outcome, started);
-        }
+        Volume volume = relay(holder, ReadContentRequest.newBuilder().setSource(read)
+                .setTag(receiving.getTag()).setOffset(receiving.getReceivedBytes()).build(), target, "volume " + name, name,
+                capacityBytes, progress, RelayMetrics.VOLUME, target.streams()::writeContent).getVolume();
+        log.info("volume content copied across nodes", "volume", name, "from", holder.nodeId(), "to", target.nodeId(),
+                "resumed_at", receiving.getReceivedBytes(), "data_bytes", progress.get(),
+                "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
+        return volume;
     }
 
     /** A snapshot's copy as it goes: made anew, or resumed, or found complete ({@code snapshot} set). */
@@ -109,26 +97,13 @@ public final class ContentRelay {
             return new SnapshotCopy(receiving.getSnapshot(), -1, receiving.getBaseSnapshot(), receiving.getReceivedBytes());
         }
         String name = receive.getName();
-        long started = System.nanoTime();
-        Status.Code outcome = Status.Code.UNKNOWN;
-        try {
-            WriteSnapshotCopyResponse written = relay(holder, ReadContentRequest.newBuilder()
-                    .setSource(ContentSource.newBuilder().setSnapshot(name))
-                    .setBaseSnapshot(receiving.getBaseSnapshot())
-                    .setTag(receiving.getTag()).setOffset(receiving.getReceivedBytes()).build(),
-                    target, "snapshot " + name, name, receive.getSnapshot().getCapacityBytes(), progress, RelayMetrics.SNAPSHOT_COPY,
-                    target.streams()::writeSnapshotCopy);
-            outcome = Status.Code.OK;
-            return new SnapshotCopy(written.getSnapshot(), written.getGeneration(), receiving.getBaseSnapshot(), receiving.getReceivedBytes());
-        } catch (StatusRuntimeException e) {
-            outcome = e.getStatus().getCode();
-            throw e;
-        } catch (CsiException e) {
-            outcome = e.code();
-            throw e;
-        } finally {
-            metrics.copied(RelayMetrics.SNAPSHOT_COPY, outcome, started);
-        }
+        WriteSnapshotCopyResponse written = relay(holder, ReadContentRequest.newBuilder()
+                .setSource(ContentSource.newBuilder().setSnapshot(name))
+                .setBaseSnapshot(receiving.getBaseSnapshot())
+                .setTag(receiving.getTag()).setOffset(receiving.getReceivedBytes()).build(),
+                target, "snapshot " + name, name, receive.getSnapshot().getCapacityBytes(), progress, RelayMetrics.SNAPSHOT_COPY,
+                target.streams()::writeSnapshotCopy);
+        return new SnapshotCopy(written.getSnapshot(), written.getGeneration(), receiving.getBaseSnapshot(), receiving.getReceivedBytes());
     }
 
     /** How the target's stream is opened: WriteContent or WriteSnapshotCopy, which take the same stream. */
@@ -145,7 +120,27 @@ public final class ContentRelay {
     private record TargetDone(Object response) implements Event {}
     private record TargetFailed(Status status) implements Event {}
 
+    /** {@link #stream}, timed in {@link RelayMetrics} by {@code content} and outcome. */
     private <R> R relay(Agent holder, ReadContentRequest read, Agent target, String what, String name, long capacityBytes,
+            AtomicLong progress, String content, Opener<R> open) throws InterruptedException {
+        long started = System.nanoTime();
+        Status.Code outcome = Status.Code.UNKNOWN;
+        try {
+            R answered = stream(holder, read, target, what, name, capacityBytes, progress, content, open);
+            outcome = Status.Code.OK;
+            return answered;
+        } catch (StatusRuntimeException e) {
+            outcome = e.getStatus().getCode();
+            throw e;
+        } catch (CsiException e) {
+            outcome = e.code();
+            throw e;
+        } finally {
+            metrics.copied(content, outcome, started);
+        }
+    }
+
+    private <R> R stream(Agent holder, ReadContentRequest read, Agent target, String what, String name, long capacityBytes,
             AtomicLong progress, String content, Opener<R> open) throws InterruptedException {
         BlockingQueue<Event> events = new LinkedBlockingQueue<>(); // holds a chunk at most: the holder is asked for one at a time
         Writing<R> writing = new Writing<>(events);
