@@ -399,7 +399,7 @@ final class ContentReceiver {
         /** Damaged content: what was received goes, so that the retry starts over. */
         private void discard(String why) {
             metrics.receiveEnded("refused", started);
-            log.error("content refused; what was received is removed", destination.logKey(), name, "reason", why);
+            log.error("content refused; partial " + destination.noun() + " removed", destination.logKey(), name, "reason", why);
             close();
             if (incoming == null) {
                 return;
@@ -407,7 +407,7 @@ final class ContentReceiver {
             try {
                 incoming.remove();
             } catch (Exception e) {
-                log.error("cannot remove what was received", destination.logKey(), name, "error", e.toString());
+                log.error("cannot remove partial " + destination.noun(), destination.logKey(), name, "error", e.toString());
             }
         }
 

@@ -58,8 +58,8 @@ final class ContentSender {
     private static final int CHUNKS_BEFORE_CRASH_POINT = 4;
 
     /**
-     * What a stream reads, and the locks it holds until the stream ends; on a base, the ranges that
-     * changed since it (from the stream's start on) and the base's name.
+     * What a stream reads, under which tag, and the locks it holds until the stream ends; on a base,
+     * the base and what changed since it.
      */
     private record Source(String name, OutgoingContent content, String tag, Optional<Delta> delta, List<VolumeLocks.Held> held)
             implements AutoCloseable {
@@ -69,7 +69,13 @@ final class ContentSender {
         }
     }
 
-    private record Delta(String base, List<BlockRange> changed) {}
+    /** A stream on a base: its name, and the ranges that changed since, which the stream's thread asks the engine for. */
+    private record Delta(String base, ChangedRanges changed) {}
+
+    @FunctionalInterface
+    private interface ChangedRanges {
+        List<BlockRange> get() throws IOException, DeviceException, InterruptedException;
+    }
 
     private final NodePools pools;
     private final VolumeLocks locks;
@@ -96,9 +102,6 @@ final class ContentSender {
         } catch (IOException | DeviceException e) {
             out.onError(CsiException.internal(CsiException.describe(e)).toStatus().asRuntimeException());
             return;
-        } catch (InterruptedException e) {
-            out.onError(Status.ABORTED.withDescription("interrupted").asRuntimeException());
-            return;
         }
         long from = source.tag().equals(request.getTag()) ? request.getOffset() : 0;
         StreamReadiness ready = new StreamReadiness(out, STALL);
@@ -106,7 +109,7 @@ final class ContentSender {
         Thread.ofPlatform().daemon(true).name("send-" + source.name()).start(() -> stream(source, from, out, ready));
     }
 
-    private Source open(ReadContentRequest request) throws IOException, DeviceException, InterruptedException {
+    private Source open(ReadContentRequest request) throws IOException, DeviceException {
         if (request.getOffset() < 0) {
             throw CsiException.invalidArgument("offset must not be negative, got " + request.getOffset());
         }
@@ -157,9 +160,10 @@ final class ContentSender {
 
     /**
      * Snapshot {@code name} on the earlier snapshot {@code base} of the same volume, in the same
-     * pool, both held by their locks: the ranges that changed, told before the stream starts.
+     * pool, both held by their locks; the ranges that changed are told on the stream's thread
+     * (where the engine reads data to tell, seconds), before its start goes out.
      */
-    private Source delta(String name, String base) throws IOException, DeviceException, InterruptedException {
+    private Source delta(String name, String base) throws IOException, DeviceException {
         if (name.isEmpty()) {
             throw CsiException.missing("source.snapshot");
         }
@@ -179,12 +183,15 @@ final class ContentSender {
             if (!earlier.getOriginNode().equals(target.getOriginNode())) {
                 throw CsiException.invalidArgument("snapshots " + base + " and " + name + " were taken on different nodes");
             }
-            List<BlockRange> changed = new ArrayList<>();
-            pool.changedBlocks().changed(earlier, target, 0, changed::add);
+            ChangedRanges changed = () -> {
+                List<BlockRange> ranges = new ArrayList<>();
+                pool.changedBlocks().changed(earlier, target, 0, ranges::add);
+                return ranges;
+            };
             OutgoingContent content = pool.outgoing().snapshot(name);
             return new Source(name, content, content.tag() + "/since/" + PoolSnapshots.contentTag(earlier),
                     Optional.of(new Delta(base, changed)), held);
-        } catch (IOException | DeviceException | InterruptedException | RuntimeException e) {
+        } catch (IOException | DeviceException | RuntimeException e) {
             held.forEach(VolumeLocks.Held::close);
             throw e;
         }
@@ -225,6 +232,7 @@ final class ContentSender {
             long[] sent, int[] chunks) throws IOException, DeviceException, InterruptedException {
         OutgoingContent content = source.content();
         try (content) {
+            List<BlockRange> changed = source.delta().isPresent() ? source.delta().get().changed().get() : List.of();
             ready.await();
             out.onNext(ContentChunk.newBuilder().setStart(ContentStart.newBuilder()
                     .setTag(source.tag()).setSizeBytes(content.sizeBytes()).setOffset(from)
@@ -257,7 +265,7 @@ final class ContentSender {
             if (source.delta().isEmpty()) {
                 return content.read(from, chunkOut::data);
             }
-            DeltaChunks delta = new DeltaChunks(source.delta().get().changed(), from, content.sizeBytes(), chunkOut);
+            DeltaChunks delta = new DeltaChunks(changed, from, content.sizeBytes(), chunkOut);
             byte[] digest = content.read(from, delta);
             delta.finish();
             return digest;

@@ -219,7 +219,6 @@ public final class SnapshotCopies {
         SnapshotRecord ready = store.write(receiving(name).toBuilder()
                 .setState(SnapshotRecord.State.READY)
                 .clearReceiveProgressTime()
-                .clearReceiveZeroesGaps()
                 .setCopyBytes(0)
                 .setFilesystem(start.getFilesystem())
                 .setUsedAsBlock(start.getUsedAsBlock())
