@@ -154,6 +154,9 @@ class GroupConsistencyTest {
             line.append(String.format(" %d volumes %.1f ms (%s);", size, windows.get(2), windows));
         }
         System.out.println(line.append(String.format(" 16 / 1 = %.2f", medians[2] / medians[0])));
+        // Where a window's time goes, as node-a logs it: each member's FIFREEZE, copy and FITHAW.
+        cluster.node("node-a").process().output().lines().filter(l -> l.contains("cut timeline") && l.contains("window-16-"))
+                .forEach(System.out::println);
         for (SnapshotTest.Published p : volumes) {
             SnapshotTest.delete(p);
         }

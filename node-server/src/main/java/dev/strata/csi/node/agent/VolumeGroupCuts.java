@@ -207,9 +207,15 @@ final class VolumeGroupCuts {
             if (frozen.thawed()) {
                 throw CsiException.aborted("group snapshot " + freeze.getGroup().getName() + ": the freeze passed its deadline before the take");
             }
-            Concurrently.run(pending, member -> {
+            long took = System.nanoTime();
+            long[][] copies = new long[pending.size()][2];
+            List<Integer> order = java.util.stream.IntStream.range(0, pending.size()).boxed().toList();
+            Concurrently.run(order, i -> {
+                VolumeSnapshots.Pending member = pending.get(i);
                 try {
+                    copies[i][0] = System.nanoTime();
                     member.copy();
+                    copies[i][1] = System.nanoTime();
                 } catch (DeviceException e) {
                     if (e.getMessage().contains("suspend") && e.getMessage().contains("busy")) {
                         // lvcreate suspends a thin snapshot's origin, which freezes its filesystem again: a
@@ -237,6 +243,13 @@ final class VolumeGroupCuts {
                 inventory.snapshotChanged(member.getSnapshot());
             }
             windows.labelValues("taken").observe(window.toNanos() / 1e9);
+            long origin = frozen.freezing();
+            StringBuilder copyTimes = new StringBuilder();
+            for (int i = 0; i < copies.length; i++) {
+                copyTimes.append(String.format("%s:%.1f/%.1f ", members.get(i).getVolume(), (copies[i][0] - origin) / 1e6, (copies[i][1] - origin) / 1e6));
+            }
+            log.info("group snapshot: cut timeline (ms from the first FIFREEZE)", "group", freeze.getGroup().getName(),
+                    "take_at", String.format("%.1f", (took - origin) / 1e6), "freezes", frozen.timeline(origin), "copies", copyTimes.toString().strip());
             log.info("group snapshot: members taken, filesystems thawed", "group", freeze.getGroup().getName(), "members", members.size(),
                     "frozen", frozen.count(), "freeze_window_ms", String.format("%.3f", window.toNanos() / 1e6));
             crashes.reach(CrashPoint.GROUP_THAWED);

@@ -53,6 +53,10 @@ final class Freezes {
         private final String image;
         private final Path mountPoint;
         private final AtomicBoolean frozenHere = new AtomicBoolean();
+        /** System.nanoTime() as FIFREEZE was called, as it returned, and as FITHAW returned; 0 before. */
+        private volatile long freezing;
+        private volatile long frozenAt;
+        private volatile long thawedAt;
 
         private Frozen(String image, Path mountPoint) {
             this.image = image;
@@ -61,7 +65,9 @@ final class Freezes {
 
         /** FIFREEZE. */
         void freeze() throws DeviceException {
+            freezing = System.nanoTime();
             freezer.freeze(mountPoint);
+            frozenAt = System.nanoTime();
             frozenHere.set(true);
             frozen.add(image);
             log.info("filesystem frozen for a copy", "volume", image, "mount_point", mountPoint);
@@ -72,8 +78,25 @@ final class Freezes {
         void thaw() throws DeviceException {
             if (frozenHere.compareAndSet(true, false)) {
                 freezer.thaw(mountPoint);
+                thawedAt = System.nanoTime();
                 frozen.remove(image);
             }
+        }
+
+        String image() {
+            return image;
+        }
+
+        long freezing() {
+            return freezing;
+        }
+
+        long frozenAt() {
+            return frozenAt;
+        }
+
+        long thawedAt() {
+            return thawedAt;
         }
 
         /** Forgets the freeze, once thawed. */

@@ -54,6 +54,21 @@ public final class FrozenVolumes {
         return new FrozenVolumes(recorded, start);
     }
 
+    /** When the first FIFREEZE was called (System.nanoTime()). */
+    public long freezing() {
+        return frozenAt;
+    }
+
+    /** Each filesystem's FIFREEZE call, its return and its FITHAW's return, in ms from {@code origin} (System.nanoTime()). */
+    public String timeline(long origin) {
+        StringBuilder out = new StringBuilder();
+        for (Freezes.Frozen one : frozen) {
+            out.append(String.format("%s:%.1f/%.1f/%.1f ", one.image(), (one.freezing() - origin) / 1e6, (one.frozenAt() - origin) / 1e6,
+                    (one.thawedAt() - origin) / 1e6));
+        }
+        return out.toString().strip();
+    }
+
     public int count() {
         return frozen.size();
     }
