@@ -16,6 +16,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -50,7 +51,8 @@ class GroupConsistencyTest {
     static void start() throws Exception {
         Root.require();
         xfsPool = LoopFilesystem.mount(dir.resolve("xfs-pool.img"), 2L << 30, dir.resolve("node-a/pool"), "-m", "reflink=1");
-        cluster = Cluster.start(dir, "node-a", "node-b");
+        // Debug on the nodes: each cut's timeline (every member's FIFREEZE, copy and FITHAW).
+        cluster = Cluster.start(dir, List.of("--agent-plaintext", "true"), List.of(), Map.of("LOG_VERBOSITY", "5"), "node-a", "node-b");
         PipelineTest.cluster = cluster;
         SnapshotTest.cluster = cluster;
     }
@@ -155,7 +157,7 @@ class GroupConsistencyTest {
         }
         System.out.println(line.append(String.format(" 16 / 1 = %.2f", medians[2] / medians[0])));
         // Where a window's time goes, as node-a logs it: each member's FIFREEZE, copy and FITHAW.
-        cluster.node("node-a").process().output().lines().filter(l -> l.contains("cut timeline") && l.contains("window-16-"))
+        cluster.node("node-a").process().output().lines().filter(l -> l.contains("the cut's timeline") && l.contains("window-16-"))
                 .forEach(System.out::println);
         for (SnapshotTest.Published p : volumes) {
             SnapshotTest.delete(p);

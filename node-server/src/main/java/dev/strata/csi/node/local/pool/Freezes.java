@@ -47,7 +47,8 @@ final class Freezes {
     /**
      * A filesystem to freeze, its freeze recorded; closing it thaws the filesystem, then forgets
      * the freeze. A group snapshot's cut records every freeze first, freezes them together, thaws
-     * them together and forgets them last, so that its freeze window holds no record write.
+     * each once its member is taken and forgets them last, so that its freeze window holds no
+     * record write ({@link FrozenVolumes}).
      */
     final class Frozen implements AutoCloseable {
         private final String image;
@@ -74,17 +75,13 @@ final class Freezes {
             crashes.reach(CrashPoint.FROZEN);
         }
 
-        /** FITHAW, once, whoever calls it; nothing when never frozen. */
+        /** FITHAW, once, whoever calls it first; nothing when never frozen. */
         void thaw() throws DeviceException {
             if (frozenHere.compareAndSet(true, false)) {
                 freezer.thaw(mountPoint);
                 thawedAt = System.nanoTime();
                 frozen.remove(image);
             }
-        }
-
-        String image() {
-            return image;
         }
 
         long freezing() {
@@ -97,6 +94,14 @@ final class Freezes {
 
         long thawedAt() {
             return thawedAt;
+        }
+
+        /** Nanoseconds from the FIFREEZE call to the FITHAW's return (until now while frozen); 0 when never frozen. */
+        long frozenFor() {
+            if (frozenAt == 0) {
+                return 0;
+            }
+            return (thawedAt != 0 ? thawedAt : System.nanoTime()) - freezing;
         }
 
         /** Forgets the freeze, once thawed. */
