@@ -5,6 +5,7 @@ import dev.strata.csi.node.local.DeviceException;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -32,9 +33,13 @@ public final class Concurrently {
             return;
         }
         List<Future<Void>> running = new ArrayList<>();
+        // Every thread started before any step: on busy cores, starting 16 threads takes longer than a step.
+        CountDownLatch started = new CountDownLatch(items.size());
         try (ExecutorService threads = Executors.newThreadPerTaskExecutor(Thread.ofPlatform().name("volume-step-", 0).factory())) {
             for (T item : items) {
                 running.add(threads.submit(() -> {
+                    started.countDown();
+                    started.await();
                     step.run(item);
                     return null;
                 }));
