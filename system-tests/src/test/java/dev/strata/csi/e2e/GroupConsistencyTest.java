@@ -114,9 +114,12 @@ class GroupConsistencyTest {
                 assertTrue(writer.isAlive(), "the writer ran throughout");
                 System.out.printf("group snapshots under load (%s): the invariant held in %d of %d (the writer at %d); "
                         + "single snapshots of A then B: broken in %d of %d%n", where, ROUNDS - groupBroken, ROUNDS, lastA, singleBroken, ROUNDS);
+                System.out.printf("the slowest agent calls (%s): %s%n", where, slowestCalls());
                 assertEquals(0, groupBroken, "group snapshots that broke the writer's invariant (" + where + ")");
                 assertTrue(lastA > 0, "the writer wrote");
             } finally {
+                cluster.controllerProcess().output().lines().filter(l -> l.contains("did not answer within the call deadline"))
+                        .forEach(System.out::println);
                 SystemState.run("kill", "-KILL", "--", "-" + writer.pid());
                 writer.waitFor(10, TimeUnit.SECONDS);
                 while (!SystemState.run("pgrep", "-g", String.valueOf(writer.pid())).isBlank()) {
@@ -138,22 +141,25 @@ class GroupConsistencyTest {
             VolumeData.write(p.target().resolve("data"), MIB);
             volumes.add(p);
         }
-        StringBuilder line = new StringBuilder("group snapshot freeze window on one node (reflink pool, median of 5):");
-        double[] medians = new double[3];
-        int k = 0;
-        for (int size : List.of(1, 4, 16)) {
-            List<Double> windows = new ArrayList<>();
-            for (int round = 0; round < 5; round++) {
-                String name = "window-" + size + "-" + round;
+        List<Integer> sizes = List.of(1, 4, 16);
+        List<List<Double>> windows = sizes.stream().map(size -> (List<Double>) new ArrayList<Double>()).toList();
+        // The sizes in turn, round after round: a change of the machine's load touches each alike.
+        for (int round = 0; round < 5; round++) {
+            for (int k = 0; k < sizes.size(); k++) {
+                String name = "window-" + sizes.get(k) + "-" + round;
                 var request = CreateVolumeGroupSnapshotRequest.newBuilder().setName(name);
-                volumes.subList(0, size).forEach(p -> request.addSourceVolumeIds(p.volume().getVolumeId()));
+                volumes.subList(0, sizes.get(k)).forEach(p -> request.addSourceVolumeIds(p.volume().getVolumeId()));
                 VolumeGroupSnapshot group = cluster.groupController().createVolumeGroupSnapshot(request.build()).getGroupSnapshot();
-                windows.add(window(name));
+                windows.get(k).add(window(name));
                 GroupSnapshotTest.deleteGroup(group);
             }
-            Collections.sort(windows);
-            medians[k++] = windows.get(2);
-            line.append(String.format(" %d volumes %.1f ms (%s);", size, windows.get(2), windows));
+        }
+        StringBuilder line = new StringBuilder("group snapshot freeze window on one node (reflink pool, median of 5):");
+        double[] medians = new double[sizes.size()];
+        for (int k = 0; k < sizes.size(); k++) {
+            Collections.sort(windows.get(k));
+            medians[k] = windows.get(k).get(2);
+            line.append(String.format(" %d volumes %.1f ms (%s);", sizes.get(k), medians[k], windows.get(k)));
         }
         System.out.println(line.append(String.format(" 16 / 1 = %.2f", medians[2] / medians[0])));
         // Where a window's time goes, as node-a logs it: each member's FIFREEZE, copy and FITHAW.
@@ -162,6 +168,25 @@ class GroupConsistencyTest {
         for (SnapshotTest.Published p : volumes) {
             SnapshotTest.delete(p);
         }
+    }
+
+    private static final Pattern CALL = Pattern.compile("msg=call method=\\S+/(\\S+) .*?duration_ms=([0-9.]+)");
+
+    /** Each node-server's three slowest calls so far, with their time: what a call deadline must allow. */
+    private static String slowestCalls() {
+        StringBuilder out = new StringBuilder();
+        for (String node : List.of("node-a", "node-b")) {
+            record Call(String method, double ms) {}
+            List<Call> calls = new ArrayList<>();
+            Matcher found = CALL.matcher(cluster.node(node).process().output());
+            while (found.find()) {
+                calls.add(new Call(found.group(1), Double.parseDouble(found.group(2))));
+            }
+            calls.sort(java.util.Comparator.comparingDouble(Call::ms).reversed());
+            out.append(node).append(' ').append(calls.subList(0, Math.min(3, calls.size())).stream()
+                    .map(call -> String.format("%s %.0f ms", call.method(), call.ms())).toList()).append("; ");
+        }
+        return out.toString();
     }
 
     private static double window(String group) throws InterruptedException {

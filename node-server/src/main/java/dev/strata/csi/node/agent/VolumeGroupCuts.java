@@ -72,7 +72,8 @@ final class VolumeGroupCuts {
         this.log = log;
         this.windows = Histogram.builder()
                 .name("strata_group_snapshot_freeze_seconds")
-                .help("How long the filesystems of a group snapshot's volumes on this node stayed frozen, by outcome (taken; abandoned: the stream ended first; lapsed: the deadline passed)")
+                .help("The longest time one of a group snapshot's filesystems on this node was frozen, from its FIFREEZE to its FITHAW, "
+                        + "by outcome (taken; abandoned: the stream ended first; lapsed: the deadline passed)")
                 .labelNames("outcome")
                 .classicOnly()
                 .classicUpperBounds(Buckets.OPERATIONS)
