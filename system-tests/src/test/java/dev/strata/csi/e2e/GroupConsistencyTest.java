@@ -15,6 +15,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -172,19 +173,17 @@ class GroupConsistencyTest {
 
     private static final Pattern CALL = Pattern.compile("msg=call method=\\S+/(\\S+) .*?duration_ms=([0-9.]+)");
 
-    /** Each node-server's three slowest calls so far, with their time: what a call deadline must allow. */
+    /** Each node-server's slowest call of each method so far, slowest first: what a call deadline must allow. */
     private static String slowestCalls() {
         StringBuilder out = new StringBuilder();
         for (String node : List.of("node-a", "node-b")) {
-            record Call(String method, double ms) {}
-            List<Call> calls = new ArrayList<>();
+            Map<String, Double> slowest = new HashMap<>();
             Matcher found = CALL.matcher(cluster.node(node).process().output());
             while (found.find()) {
-                calls.add(new Call(found.group(1), Double.parseDouble(found.group(2))));
+                slowest.merge(found.group(1), Double.parseDouble(found.group(2)), Math::max);
             }
-            calls.sort(java.util.Comparator.comparingDouble(Call::ms).reversed());
-            out.append(node).append(' ').append(calls.subList(0, Math.min(3, calls.size())).stream()
-                    .map(call -> String.format("%s %.0f ms", call.method(), call.ms())).toList()).append("; ");
+            out.append(node).append(' ').append(slowest.entrySet().stream().sorted(Map.Entry.<String, Double>comparingByValue().reversed())
+                    .limit(5).map(call -> String.format("%s %.0f ms", call.getKey(), call.getValue())).toList()).append("; ");
         }
         return out.toString();
     }

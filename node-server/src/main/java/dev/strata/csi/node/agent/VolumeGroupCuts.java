@@ -246,7 +246,7 @@ final class VolumeGroupCuts {
                 inventory.snapshotChanged(member.getSnapshot());
             }
             windows.labelValues("taken").observe(window.toNanos() / 1e9);
-            if (log.debugEnabled()) {
+            if (log.debugEnabled() && frozen.count() > 0) {
                 long origin = frozen.freezing();
                 StringBuilder copies = new StringBuilder();
                 for (int i = 0; i < copied.length; i++) {

@@ -96,6 +96,11 @@ final class Freezes {
             return thawedAt;
         }
 
+        /** Whether it was frozen and its FITHAW failed: it may still be frozen. */
+        boolean thawFailed() {
+            return frozenAt != 0 && thawedAt == 0 && !frozenHere.get();
+        }
+
         /** Nanoseconds from the FIFREEZE call to the FITHAW's return (until now while frozen); 0 when never frozen. */
         long frozenFor() {
             if (frozenAt == 0) {

@@ -92,7 +92,9 @@ public final class FrozenVolumes {
                 throw new IllegalStateException(e); // a thaw mounts nothing
             }
             for (Freezes.Frozen one : frozen.values()) {
-                one.forget();
+                if (!one.thawFailed()) { // a failed FITHAW keeps its record for the next start
+                    one.forget();
+                }
             }
         }
         return window();
