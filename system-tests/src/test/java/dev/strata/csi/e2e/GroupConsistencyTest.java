@@ -41,6 +41,7 @@ class GroupConsistencyTest {
 
     private static final int ROUNDS = Integer.getInteger("strata.group.rounds", 100);
     private static final Pattern WINDOW = Pattern.compile("group snapshot taken.*?group[=\\\" :]+([A-Za-z0-9._-]+).*?freeze_window_ms[=\\\" :]+([0-9.]+)");
+    private static final Pattern CALL = Pattern.compile("msg=call method=\\S+/(\\S+) .*?duration_ms=([0-9.]+)");
 
     @TempDir
     static Path dir;
@@ -170,8 +171,6 @@ class GroupConsistencyTest {
             SnapshotTest.delete(p);
         }
     }
-
-    private static final Pattern CALL = Pattern.compile("msg=call method=\\S+/(\\S+) .*?duration_ms=([0-9.]+)");
 
     /** Each node-server's slowest call of each method so far, slowest first: what a call deadline must allow. */
     private static String slowestCalls() {

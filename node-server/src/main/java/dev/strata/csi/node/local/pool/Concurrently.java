@@ -10,6 +10,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 
 /**
  * One step for each of several volumes at once (a platform thread each), waiting for all: a group
@@ -39,7 +40,7 @@ public final class Concurrently {
             for (T item : items) {
                 running.add(threads.submit(() -> {
                     started.countDown();
-                    started.await();
+                    started.await(1, TimeUnit.SECONDS); // bounded: a thread that could not be started must not hold the others
                     step.run(item);
                     return null;
                 }));
