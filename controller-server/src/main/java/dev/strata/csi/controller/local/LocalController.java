@@ -243,7 +243,8 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
             throw CsiException.alreadyExists("snapshot " + name + " exists on node " + elsewhere.nodeId()
                     + ", of another volume than " + source);
         }
-        var taken = agents.stub(source.nodeId()).createSnapshot(CreateSnapshotRequest.newBuilder()
+        // The agent freezes the volume's filesystem and copies it: on a busy node that waits as long as a group's freeze may.
+        var taken = agents.stub(source.nodeId(), GroupSnapshots.FREEZE_DEADLINE).createSnapshot(CreateSnapshotRequest.newBuilder()
                 .setName(name).setSourceVolume(source.name()).build());
         agents.index().snapshot(source.nodeId(), name, taken.getSnapshot(), taken.getGeneration());
         return snapshot(source.nodeId(), taken.getSnapshot());

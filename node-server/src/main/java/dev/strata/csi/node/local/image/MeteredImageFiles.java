@@ -11,7 +11,7 @@ import java.util.List;
 /**
  * {@link ImageFiles} whose steps that change files are timed: {@code create_image} (truncate or
  * fallocate to the size), {@code grow_image}, {@code reflink_image} or {@code copy_image} (as the
- * copy was made; a failed copy counts as {@code copy_image}).
+ * copy was made; a failed copy counts as {@code copy_image}), {@code sync_image} (a copy made durable).
  */
 public final class MeteredImageFiles implements ImageFiles {
 
@@ -43,6 +43,11 @@ public final class MeteredImageFiles implements ImageFiles {
         } finally { // a reflink takes milliseconds, a copy seconds: two steps, not one blurred histogram
             steps.record(method == CopyMethod.REFLINK ? "reflink_image" : "copy_image", start, method != null);
         }
+    }
+
+    @Override
+    public void sync(Path image) throws IOException {
+        steps.time("sync_image", () -> files.sync(image));
     }
 
     @Override

@@ -88,11 +88,19 @@ public final class SystemImageFiles implements ImageFiles {
                 method = CopyMethod.SPARSE_COPY;
             }
             kernel.ftruncate(to, size); // a hole at the end is part of the size
-            kernel.fsync(to);
             return method;
         } catch (SyscallException e) {
             Files.deleteIfExists(target);
             throw new IOException("cannot copy " + source + " to " + target + ": " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public void sync(Path image) throws IOException {
+        try (FileDescriptor file = kernel.open(image.toString(), Kernel.O_RDONLY | Kernel.O_CLOEXEC)) {
+            kernel.fsync(file);
+        } catch (SyscallException e) {
+            throw new IOException("cannot sync " + image + ": " + e.getMessage(), e);
         }
     }
 
