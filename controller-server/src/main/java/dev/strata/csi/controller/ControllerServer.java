@@ -30,7 +30,7 @@ public final class ControllerServer {
     static final Flag AGENT_TIMEOUT = Flag.of("agent-call-timeout", "5s",
             "deadline for one call to a node agent, well inside the sidecars' timeouts (10 s by default); an agent that "
                     + "lets one pass is probed, and calls that need its node fail UNAVAILABLE at once until it answers. "
-                    + "Copies between nodes stream with no deadline and fail when idle for 2 min");
+                    + "A snapshot's call (a freeze and a copy) gets 30 s more; copies between nodes stream with no deadline and fail when idle for 2 min");
     static final Flag ALLOW_UNBOUND_NODE_IDENTITY = Flag.bool("allow-unbound-node-identity", false,
             "given (or =true): take the registration of a node whose identity token carries no node claim (Kubernetes before "
                     + "1.30), on the node's word. RISK: root on any one node can then register as any other node and take "

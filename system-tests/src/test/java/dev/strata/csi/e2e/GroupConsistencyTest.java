@@ -15,7 +15,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -39,6 +41,7 @@ class GroupConsistencyTest {
 
     private static final int ROUNDS = Integer.getInteger("strata.group.rounds", 100);
     private static final Pattern WINDOW = Pattern.compile("group snapshot taken.*?group[=\\\" :]+([A-Za-z0-9._-]+).*?freeze_window_ms[=\\\" :]+([0-9.]+)");
+    private static final Pattern CALL = Pattern.compile("msg=call method=\\S+/(\\S+) .*?duration_ms=([0-9.]+)");
 
     @TempDir
     static Path dir;
@@ -50,7 +53,8 @@ class GroupConsistencyTest {
     static void start() throws Exception {
         Root.require();
         xfsPool = LoopFilesystem.mount(dir.resolve("xfs-pool.img"), 2L << 30, dir.resolve("node-a/pool"), "-m", "reflink=1");
-        cluster = Cluster.start(dir, "node-a", "node-b");
+        // Debug on the nodes: each cut's timeline (every member's FIFREEZE, copy and FITHAW).
+        cluster = Cluster.start(dir, List.of("--agent-plaintext", "true"), List.of(), Map.of("LOG_VERBOSITY", "5"), "node-a", "node-b");
         PipelineTest.cluster = cluster;
         SnapshotTest.cluster = cluster;
     }
@@ -112,9 +116,12 @@ class GroupConsistencyTest {
                 assertTrue(writer.isAlive(), "the writer ran throughout");
                 System.out.printf("group snapshots under load (%s): the invariant held in %d of %d (the writer at %d); "
                         + "single snapshots of A then B: broken in %d of %d%n", where, ROUNDS - groupBroken, ROUNDS, lastA, singleBroken, ROUNDS);
+                System.out.printf("the slowest agent calls (%s): %s%n", where, slowestCalls());
                 assertEquals(0, groupBroken, "group snapshots that broke the writer's invariant (" + where + ")");
                 assertTrue(lastA > 0, "the writer wrote");
             } finally {
+                cluster.controllerProcess().output().lines().filter(l -> l.contains("did not answer within the call deadline"))
+                        .forEach(System.out::println);
                 SystemState.run("kill", "-KILL", "--", "-" + writer.pid());
                 writer.waitFor(10, TimeUnit.SECONDS);
                 while (!SystemState.run("pgrep", "-g", String.valueOf(writer.pid())).isBlank()) {
@@ -136,27 +143,48 @@ class GroupConsistencyTest {
             VolumeData.write(p.target().resolve("data"), MIB);
             volumes.add(p);
         }
-        StringBuilder line = new StringBuilder("group snapshot freeze window on one node (reflink pool, median of 5):");
-        double[] medians = new double[3];
-        int k = 0;
-        for (int size : List.of(1, 4, 16)) {
-            List<Double> windows = new ArrayList<>();
-            for (int round = 0; round < 5; round++) {
-                String name = "window-" + size + "-" + round;
+        List<Integer> sizes = List.of(1, 4, 16);
+        List<List<Double>> windows = sizes.stream().map(size -> (List<Double>) new ArrayList<Double>()).toList();
+        // The sizes in turn, round after round: a change of the machine's load touches each alike.
+        for (int round = 0; round < 5; round++) {
+            for (int k = 0; k < sizes.size(); k++) {
+                String name = "window-" + sizes.get(k) + "-" + round;
                 var request = CreateVolumeGroupSnapshotRequest.newBuilder().setName(name);
-                volumes.subList(0, size).forEach(p -> request.addSourceVolumeIds(p.volume().getVolumeId()));
+                volumes.subList(0, sizes.get(k)).forEach(p -> request.addSourceVolumeIds(p.volume().getVolumeId()));
                 VolumeGroupSnapshot group = cluster.groupController().createVolumeGroupSnapshot(request.build()).getGroupSnapshot();
-                windows.add(window(name));
+                windows.get(k).add(window(name));
                 GroupSnapshotTest.deleteGroup(group);
             }
-            Collections.sort(windows);
-            medians[k++] = windows.get(2);
-            line.append(String.format(" %d volumes %.1f ms (%s);", size, windows.get(2), windows));
+        }
+        StringBuilder line = new StringBuilder("group snapshot freeze window on one node (reflink pool, median of 5):");
+        double[] medians = new double[sizes.size()];
+        for (int k = 0; k < sizes.size(); k++) {
+            Collections.sort(windows.get(k));
+            medians[k] = windows.get(k).get(2);
+            line.append(String.format(" %d volumes %.1f ms (%s);", sizes.get(k), medians[k], windows.get(k)));
         }
         System.out.println(line.append(String.format(" 16 / 1 = %.2f", medians[2] / medians[0])));
+        // Where a window's time goes, as node-a logs it: each member's FIFREEZE, copy and FITHAW.
+        cluster.node("node-a").process().output().lines().filter(l -> l.contains("the cut's timeline") && l.contains("window-16-"))
+                .forEach(System.out::println);
         for (SnapshotTest.Published p : volumes) {
             SnapshotTest.delete(p);
         }
+    }
+
+    /** Each node-server's slowest call of each method so far, slowest first: what a call deadline must allow. */
+    private static String slowestCalls() {
+        StringBuilder out = new StringBuilder();
+        for (String node : List.of("node-a", "node-b")) {
+            Map<String, Double> slowest = new HashMap<>();
+            Matcher found = CALL.matcher(cluster.node(node).process().output());
+            while (found.find()) {
+                slowest.merge(found.group(1), Double.parseDouble(found.group(2)), Math::max);
+            }
+            out.append(node).append(' ').append(slowest.entrySet().stream().sorted(Map.Entry.<String, Double>comparingByValue().reversed())
+                    .limit(5).map(call -> String.format("%s %.0f ms", call.getKey(), call.getValue())).toList()).append("; ");
+        }
+        return out.toString();
     }
 
     private static double window(String group) throws InterruptedException {

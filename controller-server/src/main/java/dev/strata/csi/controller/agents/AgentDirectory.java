@@ -373,10 +373,21 @@ public final class AgentDirectory implements AutoCloseable {
      * naming the node, and marks it.
      */
     public NodeAgentGrpc.NodeAgentBlockingStub stub(String nodeId) {
+        return stub(nodeId, Duration.ZERO);
+    }
+
+    /**
+     * {@link #stub(String)} for a call that may wait {@code longer} than the call deadline for what
+     * the node cannot hurry: a snapshot's freeze (FIFREEZE flushes what the volume's writers wrote)
+     * and its copy, which a busy disk stretches past a short deadline without anything being wrong
+     * with the agent. The CSI caller's own deadline, when earlier, still ends it (gRPC's context).
+     */
+    public NodeAgentGrpc.NodeAgentBlockingStub stub(String nodeId, Duration longer) {
+        Duration deadline = callTimeout.plus(longer);
         return NodeAgentGrpc.newBlockingStub(channel(nodeId))
-                .withInterceptors(metrics.forNode(nodeId), deadlines(nodeId))
+                .withInterceptors(metrics.forNode(nodeId), deadlines(nodeId, deadline))
                 .withCallCredentials(security.credentials())
-                .withDeadlineAfter(callTimeout.toMillis(), TimeUnit.MILLISECONDS);
+                .withDeadlineAfter(deadline.toMillis(), TimeUnit.MILLISECONDS);
     }
 
     /**
@@ -399,7 +410,7 @@ public final class AgentDirectory implements AutoCloseable {
     }
 
     /** Marks the node of a call that passed its deadline and probes it; the caller gets UNAVAILABLE naming the node. */
-    private ClientInterceptor deadlines(String nodeId) {
+    private ClientInterceptor deadlines(String nodeId, Duration deadline) {
         return new ClientInterceptor() {
             @Override
             public <ReqT, RespT> ClientCall<ReqT, RespT> interceptCall(
@@ -411,7 +422,7 @@ public final class AgentDirectory implements AutoCloseable {
                             @Override
                             public void onClose(Status status, Metadata trailers) {
                                 if (status.getCode() == Status.Code.DEADLINE_EXCEEDED) {
-                                    status = Status.UNAVAILABLE.withDescription(responsiveness.timedOut(nodeId));
+                                    status = Status.UNAVAILABLE.withDescription(responsiveness.timedOut(nodeId, deadline));
                                     log.warn("node agent did not answer within the call deadline; calls that need its node fail "
                                             + "until it answers a probe", "node", nodeId, "method", method.getBareMethodName());
                                     probe(nodeId);

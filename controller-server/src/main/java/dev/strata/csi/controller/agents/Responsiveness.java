@@ -37,9 +37,9 @@ final class Responsiveness {
     }
 
     /** The message of a call that passed its deadline. */
-    String timedOut(String nodeId) {
+    String timedOut(String nodeId, Duration deadline) {
         silentSince.putIfAbsent(nodeId, clock.instant());
-        return "the node agent of " + nodeId + " did not answer within " + callTimeout.toSeconds()
+        return "the node agent of " + nodeId + " did not answer within " + deadline.toSeconds()
                 + " s; calls that need node " + nodeId + " fail until it answers again";
     }
 

@@ -45,7 +45,7 @@ final class CrossNodeCopies {
             ContentSource read = source;
             if (source.hasVolume() && attached(holder, source.getVolume())) {
                 String snapshot = temporarySnapshot(wanted.name());
-                agents.stub(holder).createSnapshot(CreateSnapshotRequest.newBuilder()
+                agents.stub(holder, GroupSnapshots.FREEZE_DEADLINE).createSnapshot(CreateSnapshotRequest.newBuilder() // a freeze and a copy
                         .setName(snapshot).setSourceVolume(source.getVolume()).setTemporary(true).build());
                 read = ContentSource.newBuilder().setSnapshot(snapshot).build();
             }

@@ -22,7 +22,7 @@ public final class GroupSnapshotMetrics {
                 .register(registry);
         window = Histogram.builder()
                 .name("strata_group_snapshot_freeze_window_seconds")
-                .help("The longest time a node of a group snapshot kept its filesystems frozen, per group")
+                .help("A group snapshot's freeze window: the longest time any member's filesystem was frozen, from its FIFREEZE to its FITHAW")
                 .classicOnly()
                 .classicUpperBounds(Buckets.OPERATIONS)
                 .register(registry);

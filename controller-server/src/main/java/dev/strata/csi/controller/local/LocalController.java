@@ -296,7 +296,8 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
             dev.strata.csi.agent.api.Volume volume = get(source);
             take.addAllCopyNodes(snapshotCopies.choose(source.nodeId(), source.name(), volume.getCapacityBytes(), volume.getPool(), wanted - 1));
         }
-        var answered = agents.stub(source.nodeId()).createSnapshot(take.build());
+        // The agent freezes the volume's filesystem and copies it: on a busy node that waits as long as a group's freeze may.
+        var answered = agents.stub(source.nodeId(), GroupSnapshots.FREEZE_DEADLINE).createSnapshot(take.build());
         agents.index().snapshot(source.nodeId(), name, answered.getSnapshot(), answered.getGeneration());
         dev.strata.csi.agent.api.Snapshot snapshot = answered.getSnapshot();
         if (wanted > 1 && snapshot.getCopyNodesCount() == 0) {

@@ -38,6 +38,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.IntStream;
 
 /**
  * This node's part of a group snapshot's cut (CutVolumeGroup): freeze the filesystems of the
@@ -71,7 +72,8 @@ final class VolumeGroupCuts {
         this.log = log;
         this.windows = Histogram.builder()
                 .name("strata_group_snapshot_freeze_seconds")
-                .help("How long the filesystems of a group snapshot's volumes on this node stayed frozen, by outcome (taken; abandoned: the stream ended first; lapsed: the deadline passed)")
+                .help("The longest time one of a group snapshot's filesystems on this node was frozen, from its FIFREEZE to its FITHAW, "
+                        + "by outcome (taken; abandoned: the stream ended first; lapsed: the deadline passed)")
                 .labelNames("outcome")
                 .classicOnly()
                 .classicUpperBounds(Buckets.OPERATIONS)
@@ -197,19 +199,24 @@ final class VolumeGroupCuts {
         }
 
         /**
-         * Every member of this node, then the thaw. Should the deadline have thawed meanwhile, a copy
-         * may have seen writes after the cut: the members are deleted, ABORTED.
+         * Every member of this node, each thawed as soon as it is taken: every member of the group
+         * is frozen now (the controller takes once every node is), so that moment is the cut, and a
+         * member's writers need not wait for the others' copies. Then the freezes are forgotten and
+         * the copies made durable, the window closed. Should the deadline have thawed meanwhile, a
+         * copy may have seen writes after the cut: the members are deleted, ABORTED.
          */
         private VolumeGroupTaken take() throws Exception {
             if (frozen == null) {
                 throw CsiException.failedPrecondition("a group cut takes its snapshots once frozen");
             }
-            if (frozen.thawed()) {
+            if (frozen.released()) {
                 throw CsiException.aborted("group snapshot " + freeze.getGroup().getName() + ": the freeze passed its deadline before the take");
             }
-            Concurrently.run(pending, member -> {
+            long took = System.nanoTime();
+            long[] copied = new long[pending.size()];
+            Concurrently.run(IntStream.range(0, pending.size()).boxed().toList(), i -> {
                 try {
-                    member.copy();
+                    pending.get(i).copy();
                 } catch (DeviceException e) {
                     if (e.getMessage().contains("suspend") && e.getMessage().contains("busy")) {
                         // lvcreate suspends a thin snapshot's origin, which freezes its filesystem again: a
@@ -220,10 +227,12 @@ final class VolumeGroupCuts {
                     }
                     throw e;
                 }
+                copied[i] = System.nanoTime();
                 crashes.reach(CrashPoint.GROUP_MEMBER_TAKEN);
+                frozen.thawTaken(members.get(i).getVolume());
             });
-            boolean lapsed = frozen.thawed();
-            Duration window = frozen.thaw();
+            boolean lapsed = frozen.released();
+            Duration window = frozen.release();
             if (lapsed) {
                 discard();
                 throw CsiException.aborted("group snapshot " + freeze.getGroup().getName() + ": the freeze passed its deadline during the take");
@@ -237,6 +246,15 @@ final class VolumeGroupCuts {
                 inventory.snapshotChanged(member.getSnapshot());
             }
             windows.labelValues("taken").observe(window.toNanos() / 1e9);
+            if (log.debugEnabled() && frozen.count() > 0) {
+                long origin = frozen.freezing();
+                StringBuilder copies = new StringBuilder();
+                for (int i = 0; i < copied.length; i++) {
+                    copies.append(String.format("%s:%.1f ", members.get(i).getVolume(), (copied[i] - origin) / 1e6));
+                }
+                log.debug("group snapshot: the cut's timeline, ms from the first FIFREEZE", "group", freeze.getGroup().getName(),
+                        "freezes", frozen.timeline(origin), "take", String.format("%.1f", (took - origin) / 1e6), "copied", copies.toString().strip());
+            }
             log.info("group snapshot: members taken, filesystems thawed", "group", freeze.getGroup().getName(), "members", members.size(),
                     "frozen", frozen.count(), "freeze_window_ms", String.format("%.3f", window.toNanos() / 1e6));
             crashes.reach(CrashPoint.GROUP_THAWED);
@@ -286,11 +304,11 @@ final class VolumeGroupCuts {
 
         /** Thaws {@code frozen} unless thawed already, for a cut that will not take its members as they were. */
         private void thaw(FrozenVolumes frozen, String outcome, String why) {
-            if (frozen.thawed()) {
+            if (frozen.released()) {
                 return;
             }
             try {
-                Duration window = frozen.thaw();
+                Duration window = frozen.release();
                 windows.labelValues(outcome).observe(window.toNanos() / 1e9);
                 log.warn("group snapshot: filesystems thawed without a take", "group", freeze.getGroup().getName(), "why", why,
                         "freeze_window_ms", window.toMillis());

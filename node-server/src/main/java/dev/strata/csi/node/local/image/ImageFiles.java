@@ -30,8 +30,10 @@ public interface ImageFiles {
 
     /**
      * Makes {@code target} (replacing a leftover of an interrupted copy) a copy of {@code source}
-     * of the same size, durable on return: a reflink where the filesystem can, else a sparse copy.
-     * The caller keeps {@code source} from being written meanwhile (a frozen filesystem, a lock).
+     * of the same size: a reflink where the filesystem can, else a sparse copy. Not durable until
+     * {@link #sync}: the copy is what a frozen source is needed for, the sync is not, so a caller
+     * holding the source frozen syncs after the thaw. The caller keeps {@code source} from being
+     * written meanwhile (a frozen filesystem, a lock).
      */
     CopyMethod copy(Path source, Path target) throws IOException;
 
@@ -40,6 +42,9 @@ public interface ImageFiles {
      * the filesystem can punch one (else written as zeros); the file keeps its size.
      */
     void punchHole(Path image, long offset, long length) throws IOException;
+
+    /** Makes {@code image}'s data and size durable (fsync). */
+    void sync(Path image) throws IOException;
 
     /** The ranges of {@code image} that hold data, in order; the rest reads as zeros. */
     List<DataRange> dataRanges(Path image) throws IOException;

@@ -11,7 +11,7 @@ import java.util.List;
 /**
  * {@link ImageFiles} whose steps that change files are timed: {@code create_image} (truncate or
  * fallocate to the size), {@code grow_image}, {@code reflink_image} or {@code copy_image} (as the
- * copy was made; a failed copy counts as {@code copy_image}).
+ * copy was made; a failed copy counts as {@code copy_image}), {@code sync_image} (a copy made durable).
  */
 public final class MeteredImageFiles implements ImageFiles {
 
@@ -48,6 +48,11 @@ public final class MeteredImageFiles implements ImageFiles {
     @Override
     public void punchHole(Path image, long offset, long length) throws IOException {
         files.punchHole(image, offset, length);
+    }
+
+    @Override
+    public void sync(Path image) throws IOException {
+        steps.time("sync_image", () -> files.sync(image));
     }
 
     @Override

@@ -90,7 +90,6 @@ public final class SystemImageFiles implements ImageFiles {
                 method = CopyMethod.SPARSE_COPY;
             }
             kernel.ftruncate(to, size); // a hole at the end is part of the size
-            kernel.fsync(to);
             return method;
         } catch (SyscallException e) {
             Files.deleteIfExists(target);
@@ -113,6 +112,15 @@ public final class SystemImageFiles implements ImageFiles {
             }
         } catch (SyscallException e) {
             throw new IOException("cannot punch a hole in " + image + ": " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public void sync(Path image) throws IOException {
+        try (FileDescriptor file = kernel.open(image.toString(), Kernel.O_RDONLY | Kernel.O_CLOEXEC)) {
+            kernel.fsync(file);
+        } catch (SyscallException e) {
+            throw new IOException("cannot sync " + image + ": " + e.getMessage(), e);
         }
     }
 

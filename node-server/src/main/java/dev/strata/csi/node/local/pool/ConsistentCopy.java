@@ -59,7 +59,7 @@ final class ConsistentCopy {
         return freezes;
     }
 
-    /** Copies {@code content} to {@code to}, replacing a leftover of an interrupted copy; durable on return. */
+    /** Copies {@code content} to {@code to}, replacing a leftover of an interrupted copy; durable once synced ({@link ImageFiles#sync}). */
     ImageFiles.CopyMethod copy(Content content, Path to) throws IOException, DeviceException, MountException {
         Optional<Path> mounted = Optional.empty();
         if (content.liveImage().isPresent() && !content.usedAsBlock() && !freezes.frozen(content.liveImage().get())) { // a group's cut holds it frozen

@@ -47,12 +47,17 @@ final class Freezes {
     /**
      * A filesystem to freeze, its freeze recorded; closing it thaws the filesystem, then forgets
      * the freeze. A group snapshot's cut records every freeze first, freezes them together, thaws
-     * them together and forgets them last, so that its freeze window holds no record write.
+     * each once its member is taken and forgets them last, so that its freeze window holds no
+     * record write ({@link FrozenVolumes}).
      */
     final class Frozen implements AutoCloseable {
         private final String image;
         private final Path mountPoint;
         private final AtomicBoolean frozenHere = new AtomicBoolean();
+        /** System.nanoTime() as FIFREEZE was called, as it returned, and as FITHAW returned; 0 before. */
+        private volatile long freezing;
+        private volatile long frozenAt;
+        private volatile long thawedAt;
 
         private Frozen(String image, Path mountPoint) {
             this.image = image;
@@ -61,19 +66,47 @@ final class Freezes {
 
         /** FIFREEZE. */
         void freeze() throws DeviceException {
+            freezing = System.nanoTime();
             freezer.freeze(mountPoint);
+            frozenAt = System.nanoTime();
             frozenHere.set(true);
             frozen.add(image);
             log.info("filesystem frozen for a copy", "volume", image, "mount_point", mountPoint);
             crashes.reach(CrashPoint.FROZEN);
         }
 
-        /** FITHAW, once, whoever calls it; nothing when never frozen. */
+        /** FITHAW, once, whoever calls it first; nothing when never frozen. */
         void thaw() throws DeviceException {
             if (frozenHere.compareAndSet(true, false)) {
                 freezer.thaw(mountPoint);
+                thawedAt = System.nanoTime();
                 frozen.remove(image);
             }
+        }
+
+        long freezing() {
+            return freezing;
+        }
+
+        long frozenAt() {
+            return frozenAt;
+        }
+
+        long thawedAt() {
+            return thawedAt;
+        }
+
+        /** Whether it was frozen and its FITHAW failed: it may still be frozen. */
+        boolean thawFailed() {
+            return frozenAt != 0 && thawedAt == 0 && !frozenHere.get();
+        }
+
+        /** Nanoseconds from the FIFREEZE call to the FITHAW's return (until now while frozen); 0 when never frozen. */
+        long frozenFor() {
+            if (frozenAt == 0) {
+                return 0;
+            }
+            return (thawedAt != 0 ? thawedAt : System.nanoTime()) - freezing;
         }
 
         /** Forgets the freeze, once thawed. */

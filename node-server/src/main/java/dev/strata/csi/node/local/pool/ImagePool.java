@@ -211,7 +211,7 @@ public final class ImagePool implements VolumePool {
         if (content.isPresent()) {
             ImageFiles.CopyMethod copied = copies.copy(content.get(), imagePath(name));
             crashes.reach(CrashPoint.RESTORE_COPIED);
-            // The copy is as large as its source, and sparse: grown, and allocated in full where asked.
+            // The copy is as large as its source, and sparse: grown, and allocated in full where asked; durable then (grow syncs).
             files.grow(imagePath(name), capacityBytes, allocation);
             record = record.toBuilder().setReflinked(copied == ImageFiles.CopyMethod.REFLINK).build();
             log.info("image copied", "volume", name, "from", describe(wantedSource), "how", copied, "bytes", capacityBytes);

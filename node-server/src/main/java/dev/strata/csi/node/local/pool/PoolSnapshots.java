@@ -114,6 +114,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
             @Override
             public Snapshot finish() throws IOException {
                 crashes.reach(CrashPoint.SNAPSHOT_COPIED);
+                files.sync(path(name)); // after the copy's thaw: a group's window holds no fsync
                 SnapshotRecord ready = store.write(record.toBuilder()
                         .setState(SnapshotRecord.State.READY)
                         .setReflinked(copied == ImageFiles.CopyMethod.REFLINK)

@@ -140,6 +140,11 @@ public final class InMemoryImageFiles implements ImageFiles {
     }
 
     @Override
+    public void sync(Path image) {
+        // the files are the test's scratch: nothing to make durable
+    }
+
+    @Override
     public List<DataRange> dataRanges(Path image) throws IOException {
         long bytes = allocatedBytes(image);
         return bytes == 0 ? List.of() : List.of(new DataRange(0, bytes));

@@ -125,13 +125,20 @@ class GroupCutTest {
         assertEquals(2, frozen.count());
         assertEquals(List.of(a, b), freezer.frozen.stream().sorted().toList());
         assertEquals(2, freezeRecords().size(), "each freeze recorded");
-        for (VolumeSnapshots.Pending member : pending) {
-            member.copy(); // a copy of a frozen member does not freeze it again (EBUSY)
+        pending.getFirst().copy(); // a copy of a frozen member does not freeze it again (EBUSY)
+        frozen.thawTaken("pvc-a");
+        assertEquals(List.of(b), freezer.frozen, "a member taken is thawed at once, the others stay frozen");
+        assertEquals(2, freezeRecords().size(), "the freezes stay recorded until released");
+        for (VolumeSnapshots.Pending member : pending.subList(1, pending.size())) {
+            member.copy();
         }
-        assertTrue(frozen.thaw().toNanos() >= 0);
+        assertFalse(frozen.released());
+        assertTrue(frozen.release().toNanos() > 0, "the window: the longest member's");
+        assertTrue(frozen.released());
         assertEquals(List.of(), freezer.frozen);
         assertEquals(List.of(), freezeRecords(), "forgotten once thawed");
-        frozen.thaw();
+        frozen.release();
+        frozen.thawTaken("pvc-b");
         assertEquals(2, freezer.calls.stream().filter(call -> call.startsWith("thaw")).count(), "thawed once, whoever asks again");
 
         List<Snapshot> members = new ArrayList<>();

@@ -187,6 +187,11 @@ class ImageExpansionTest {
             }
 
             @Override
+            public void sync(Path image) throws IOException {
+                real.sync(image);
+            }
+
+            @Override
             public List<DataRange> dataRanges(Path image) throws IOException {
                 return real.dataRanges(image);
             }
