@@ -265,6 +265,21 @@ final class LocalCluster implements AutoCloseable {
         }
     }
 
+    /** The file of the agent channel's token, which controller-server presents to the agents. */
+    Path tokenFile() {
+        return work.resolve("agent-token");
+    }
+
+    /** The port {@code server} logged it listens on for {@code scheme}: tcp (a node agent) or http (--http-endpoint). */
+    int loggedPort(String server, String scheme) throws Exception {
+        var pattern = java.util.regex.Pattern.compile("endpoint\"?[=:]\"?" + scheme + "://127\\.0\\.0\\.1:(\\d+)");
+        var found = pattern.matcher(Files.readString(work.resolve(server + ".log")));
+        if (!found.find()) {
+            throw new IllegalStateException(server + " logged no " + scheme + " endpoint; see " + work.resolve(server + ".log"));
+        }
+        return Integer.parseInt(found.group(1));
+    }
+
     /** How long {@code server} took from exec until its Probe first answered ready. */
     long execToReadyMillis(String server) {
         return execToReadyMillis.get(server);

@@ -97,7 +97,7 @@ public final class SnapshotMetadataBench {
     }
 
     /** Unmounts the pool once the killed node-server has let go of it (a few seconds at most). */
-    private static void unmount(Path pool) throws Exception {
+    static void unmount(Path pool) throws Exception {
         for (int attempt = 1; ; attempt++) {
             try {
                 run(List.of("umount", pool.toString()));
@@ -122,7 +122,7 @@ public final class SnapshotMetadataBench {
     }
 
     /** Every byte of the image written with pseudo-random data, synced. */
-    private static void fill(Path image, long size) throws Exception {
+    static void fill(Path image, long size) throws Exception {
         Random random = new Random(39);
         byte[] data = new byte[(int) MIB];
         try (FileChannel file = FileChannel.open(image, StandardOpenOption.WRITE)) {
@@ -167,7 +167,7 @@ public final class SnapshotMetadataBench {
                 .mapToLong(line -> Long.parseLong(line.substring(6).strip())).findFirst().orElseThrow();
     }
 
-    private static void run(List<String> command) throws Exception {
+    static void run(List<String> command) throws Exception {
         Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
         String output = new String(process.getInputStream().readAllBytes());
         if (process.waitFor() != 0) {

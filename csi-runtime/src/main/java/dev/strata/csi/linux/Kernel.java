@@ -175,6 +175,14 @@ public final class Kernel {
         call("fallocate " + fd.path(), () -> libc.fallocate(fd.number(), 0, offset, length));
     }
 
+    /**
+     * fallocate(2) with FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: the range is deallocated and
+     * reads as zeros; the file keeps its size. EOPNOTSUPP where the filesystem cannot.
+     */
+    public void punchHole(FileDescriptor fd, long offset, long length) throws SyscallException {
+        call("fallocate punch-hole " + fd.path(), () -> libc.fallocate(fd.number(), 0x03, offset, length));
+    }
+
     /** ftruncate(2): the file's size becomes {@code length}; growing it adds a hole. */
     public void ftruncate(FileDescriptor fd, long length) throws SyscallException {
         call("ftruncate " + fd.path(), () -> libc.ftruncate(fd.number(), length));

@@ -33,8 +33,17 @@ public final class Crashes<P extends Enum<P>> {
      * log; a name that is no point is a usage error.
      */
     public static <P extends Enum<P>> Crashes<P> fromEnvironment(Class<P> points, Log log) throws UsageException {
+        return fromEnvironment(points, java.util.Set.of(), log);
+    }
+
+    /**
+     * As {@link #fromEnvironment(Class, Log)}, in a program with crash points of several parts,
+     * each its own enum: a name of {@code others} (the other parts' points) arms none of these.
+     */
+    public static <P extends Enum<P>> Crashes<P> fromEnvironment(Class<P> points, java.util.Set<String> others, Log log)
+            throws UsageException {
         String name = System.getenv(ENVIRONMENT);
-        if (name == null || name.isEmpty()) {
+        if (name == null || name.isEmpty() || others.contains(name)) {
             return none();
         }
         P point;

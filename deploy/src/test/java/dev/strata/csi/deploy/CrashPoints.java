@@ -16,6 +16,11 @@ public final class CrashPoints {
         return point.name().startsWith("TRANSFER_");
     }
 
+    /** Reached only in a snapshot copy received from another node (SnapshotCopyCrashTest's). */
+    public static boolean snapshotCopy(CrashPoint point) {
+        return point.name().startsWith("SNAPSHOT_COPY_");
+    }
+
     /** Reached only with an encrypted volume, where the kernel has dm-crypt (EncryptionTest's and EncryptedLvmTest's; hack/luks-vm.sh runs them). */
     public static boolean encryption(CrashPoint point) {
         return point.name().contains("_ENCRYPTION_");
@@ -31,9 +36,9 @@ public final class CrashPoints {
         return point.name().startsWith("ROTATE_");
     }
 
-    /** A point of one node: not of a copy between nodes, of encryption or of a group's cut (CrashRecoveryTest's). */
+    /** A point of one node: not of a copy between nodes (of a volume or a snapshot), of encryption or of a group's cut (CrashRecoveryTest's). */
     public static boolean oneNode(CrashPoint point) {
-        return !transfer(point) && !encryption(point) && !group(point);
+        return !transfer(point) && !snapshotCopy(point) && !encryption(point) && !group(point);
     }
 
     /**
@@ -42,7 +47,7 @@ public final class CrashPoints {
      * of a snapshot itself (LvmCrashRecoveryTest's).
      */
     public static boolean lvmPool(CrashPoint point) {
-        return !transfer(point) && !encryption(point) && !group(point) && !point.name().startsWith("STAGE") && !point.name().startsWith("UNSTAGE")
+        return !transfer(point) && !snapshotCopy(point) && !encryption(point) && !group(point) && !point.name().startsWith("STAGE") && !point.name().startsWith("UNSTAGE")
                 && !point.name().contains("PUBLISH") && point != CrashPoint.NODE_EXPAND_GROWN && point != CrashPoint.FROZEN;
     }
 }

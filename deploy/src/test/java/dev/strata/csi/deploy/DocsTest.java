@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.strata.csi.backend.ParameterKeys;
 import dev.strata.csi.backend.local.LocalParameters;
 import dev.strata.csi.backend.nfs.NfsParameters;
+import dev.strata.csi.controller.local.LocalCrashPoint;
 import dev.strata.csi.controller.nfs.NfsCrashPoint;
 import dev.strata.csi.node.local.CrashPoint;
 import java.io.IOException;
@@ -104,6 +105,15 @@ class DocsTest {
     }
 
     @Test
+    void parametersListEveryVolumeSnapshotClassKeyAndNoOther() throws Exception {
+        Set<String> documented = new TreeSet<>(firstColumnCodes(section("## VolumeSnapshotClass")));
+        documented.removeIf(key -> key.startsWith("csi.storage.k8s.io/"));
+        assertEquals(new TreeSet<>(LocalParameters.SNAPSHOT_CLASS.administrator()), documented,
+                "VolumeSnapshotClass keys in docs/parameters.md (local snapshots take copies, NFS none)");
+        assertEquals(Set.of(), NfsParameters.SNAPSHOT_CLASS.administrator());
+    }
+
+    @Test
     void installStatesEachContainersResourcesAndProbesAsTheManifestsDo() throws Exception {
         List<String> install = Files.readAllLines(INSTALL);
         assertEquals(List.of(), DocFacts.containers(install, Manifests.load(Manifests.defaultDir())));
@@ -198,9 +208,10 @@ class DocsTest {
 
     /**
      * Every "N crash points" the pages cite is a figure of the code, and CHANGELOG.md gives each:
-     * the node's points CrashRecoveryTest arms, those of copies between nodes (TransferCrashTest),
+     * the node's points CrashRecoveryTest arms, those of copies between nodes (TransferCrashTest), of
+     * snapshot copies (SnapshotCopyCrashTest),
      * of group snapshots (GroupSnapshotCrashTest), of encryption (EncryptionTest) and of the LVM pool (LvmCrashRecoveryTest), and
-     * controller-server's NFS points (NfsCrashRecoveryTest).
+     * controller-server's NFS points (NfsCrashRecoveryTest) and those of snapshot copies (SnapshotCopyControllerCrashTest).
      */
     @Test
     void crashPointFiguresAreTheCodes() throws IOException {
@@ -211,11 +222,15 @@ class DocsTest {
                 Stream.of(CrashPoint.values()).filter(CrashPoints::group).count(),
                 "node-server's crash points of copies between nodes (CrashPoints.transfer, TransferCrashTest)",
                 Stream.of(CrashPoint.values()).filter(CrashPoints::transfer).count(),
+                "node-server's crash points of snapshot copies (CrashPoints.snapshotCopy, SnapshotCopyCrashTest)",
+                Stream.of(CrashPoint.values()).filter(CrashPoints::snapshotCopy).count(),
                 "node-server's crash points of encryption (CrashPoints.encryption, EncryptionTest and EncryptedLvmTest)",
                 Stream.of(CrashPoint.values()).filter(CrashPoints::encryption).count(),
                 "node-server's crash points of the LVM pool (CrashPoints.lvmPool, LvmCrashRecoveryTest)",
                 Stream.of(CrashPoint.values()).filter(CrashPoints::lvmPool).count(),
-                "controller-server's NFS crash points (NfsCrashPoint)", (long) NfsCrashPoint.values().length);
+                "controller-server's NFS crash points (NfsCrashPoint)", (long) NfsCrashPoint.values().length,
+                "controller-server's crash points of snapshot copies (LocalCrashPoint, SnapshotCopyControllerCrashTest)",
+                (long) LocalCrashPoint.values().length);
         Pattern cited = Pattern.compile("(\\d+) crash points");
         List<String> wrong = new ArrayList<>();
         for (Path page : pages()) {

@@ -37,7 +37,7 @@ final class ManifestChecks {
     private static final String DEFAULT_SNAPSHOT_CLASS = "snapshot.storage.kubernetes.io/is-default-class";
     private static final Set<String> DELETION_POLICIES = Set.of("Delete", "Retain");
     /** VolumeSnapshotClass parameters the backends take: none yet. */
-    private static final Set<String> SNAPSHOT_PARAMETERS = Set.of();
+    private static final Set<String> SNAPSHOT_PARAMETERS = dev.strata.csi.backend.local.LocalParameters.SNAPSHOT_CLASS.administrator();
     private static final String SNAPSHOT_CONTROLLER_IMAGE = "registry.k8s.io/sig-storage/snapshot-controller";
     private static final String EXTERNAL_SNAPSHOTTER = "https://github.com/kubernetes-csi/external-snapshotter";
 

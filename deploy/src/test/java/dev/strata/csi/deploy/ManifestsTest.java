@@ -357,14 +357,15 @@ class ManifestsTest {
         assertEquals(List.of(), checks().snapshotClasses(kustomization));
         List<String> classes = manifests().ofComponent(Manifests.SNAPSHOT_CLASSES_COMPONENT).stream()
                 .filter(object -> object.kind().equals("VolumeSnapshotClass")).map(KubeObject::name).sorted().toList();
-        assertEquals(List.of("strata-local", "strata-nfs"), classes);
+        assertEquals(List.of("strata-local", "strata-local-copies", "strata-nfs"), classes);
+        assertEquals(Map.of("copies", "2"), Tree.map(manifests().one("VolumeSnapshotClass", "strata-local-copies").body(), "parameters"));
         for (String name : classes) {
             assertEquals("Delete", Tree.string(manifests().one("VolumeSnapshotClass", name).body(), "deletionPolicy"));
         }
         // In the base, the install would fail on a cluster without the CRDs.
         List<String> inBase = broken(m -> Tree.list(m.kustomization(), "resources")
                 .add("components/snapshot-classes/volumesnapshotclasses.yaml")).snapshotClasses(kustomization);
-        assertEquals(2, inBase.size(), inBase.toString());
+        assertEquals(3, inBase.size(), inBase.toString());
         assertEquals(1, checks().snapshotClasses(kustomization.replace("components/snapshot-classes", "components/snapshots")).size());
         assertFalse(broken(m -> m.one("VolumeSnapshotClass", "strata-nfs").body().put("driver", "nfs.csi.k8s.io"))
                 .driverNameAgrees().isEmpty());

@@ -104,6 +104,16 @@ public final class Cluster implements AutoCloseable {
                 nodeIds);
     }
 
+    /** Starts with controller-server launched as {@code controllerLaunch} says (with environment variables of its own: a crash point). */
+    public static Cluster start(Path dir, Launch controllerLaunch, String... nodeIds) throws Exception {
+        return start(dir, 1, List.of("--agent-plaintext", "true"), List.of(), controllerLaunch, Map.of(), nodeIds);
+    }
+
+    /** How controller-server is launched from now on: at its next {@link #startController(int)}. */
+    public void launchControllerAs(Launch launch) {
+        controllerLaunch = launch;
+    }
+
     /** Starts {@code replicas} controller-servers (plaintext agent channel) and the node-servers, each registered with all of them. */
     public static Cluster startReplicated(Path dir, int replicas, String... nodeIds) throws Exception {
         return start(dir, replicas, List.of("--agent-plaintext", "true"), List.of(), Launch.HOST, Map.of(), nodeIds);

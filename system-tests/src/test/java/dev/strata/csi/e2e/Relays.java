@@ -79,9 +79,14 @@ final class Relays {
 
     /** A WriteContent stream of {@code stub}: its answer, or how it failed, completes {@code result}. */
     static StreamObserver<WriteContentRequest> writeContent(NodeAgentGrpc.NodeAgentStub stub, CompletableFuture<WriteContentResponse> result) {
-        return stub.writeContent(new StreamObserver<>() {
+        return stub.writeContent(answer(result));
+    }
+
+    /** The observer of a call's one answer: it, or how the call failed, completes {@code result}. */
+    static <T> StreamObserver<T> answer(CompletableFuture<T> result) {
+        return new StreamObserver<>() {
             @Override
-            public void onNext(WriteContentResponse response) {
+            public void onNext(T response) {
                 result.complete(response);
             }
 
@@ -93,7 +98,7 @@ final class Relays {
             @Override
             public void onCompleted() {
             }
-        });
+        };
     }
 
     static ContentRelay relay() {

@@ -42,6 +42,12 @@ public final class LocalParameters {
      */
     public static final String PREVIOUS_PASSPHRASE_SECRET_KEY = "previousPassphrase";
 
+    /**
+     * VolumeSnapshotClass: on how many nodes each snapshot is kept, its own counted ({@code "1"},
+     * the default: its volume's node only); the others keep copies (docs/snapshot-copies.md).
+     */
+    public static final String COPIES = "copies";
+
     /** IO limits, a VolumeAttributesClass's (docs/attributes.md): operations or bytes per second, or {@code max}. */
     public static final String READ_IOPS = "readIOPS";
     public static final String WRITE_IOPS = "writeIOPS";
@@ -53,7 +59,7 @@ public final class LocalParameters {
     public static final ParameterKeys VOLUME_CONTEXT = new ParameterKeys(Request.VOLUME_CONTEXT, "a local volume",
             Set.of(), Set.of(ALLOCATION, POOL, LV_TYPE));
     public static final ParameterKeys SNAPSHOT_CLASS = new ParameterKeys(Request.CREATE_SNAPSHOT, "a local snapshot",
-            Set.of(), Set.of());
+            Set.of(COPIES), Set.of());
     public static final ParameterKeys ATTRIBUTES_CLASS = new ParameterKeys(Request.MODIFY_VOLUME, "a local volume",
             Set.of(READ_IOPS, WRITE_IOPS, READ_BYTES_PER_SECOND, WRITE_BYTES_PER_SECOND), Set.of());
 

@@ -96,6 +96,9 @@ public final class AgentDirectory implements AutoCloseable {
     private final VolumeIndex index = new VolumeIndex();
     /** Nodes whose agent process has registered but not yet reported everything. */
     private final Set<String> unreported = ConcurrentHashMap.newKeySet();
+    /** Told the node id of each agent process once the index holds all it reported (a node new, back, or restarted), on a thread of its own. */
+    private final List<java.util.function.Consumer<String>> reportedListeners = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final Instant startedAt;
 
     /**
      * @param settleTime how long after start an unknown node may still be an agent on its way back
@@ -110,6 +113,7 @@ public final class AgentDirectory implements AutoCloseable {
         this.clock = clock;
         this.log = log;
         this.settledAt = clock.instant().plus(settleTime);
+        this.startedAt = clock.instant();
         this.responsiveness = new Responsiveness(callTimeout, clock);
     }
 
@@ -126,8 +130,10 @@ public final class AgentDirectory implements AutoCloseable {
     boolean register(RegisterRequest request) {
         // The report first: from the moment the node is in the directory, its names are in the index or it is unreported.
         boolean sendInventory = index.report(request);
-        if (index.complete(request.getNodeId())) {
-            unreported.remove(request.getNodeId());
+        boolean complete = index.complete(request.getNodeId());
+        boolean nowReported = false;
+        if (complete) {
+            nowReported = unreported.remove(request.getNodeId());
         } else {
             unreported.add(request.getNodeId());
         }
@@ -162,6 +168,9 @@ public final class AgentDirectory implements AutoCloseable {
             responsiveness.forget(agent.nodeId()); // a new agent process: the old one's silence says nothing of it
             log.info("agent registered", "node", agent.nodeId(), "address", agent.address(), "instance", request.getInstance(),
                     "available_bytes", agent.pool().getAvailableBytes());
+        }
+        if (complete && (newAgent[0] || nowReported)) {
+            reportedListeners.forEach(listener -> Thread.ofVirtual().start(() -> listener.accept(agent.nodeId())));
         }
         probe(agent.nodeId()); // a stopped agent that was continued renews: it takes calls again once it answers
         return sendInventory;
@@ -297,6 +306,21 @@ public final class AgentDirectory implements AutoCloseable {
                     ? CsiException.unavailable("controller-server started recently; waiting for the agent of " + nodeId + " to renew")
                     : CsiException.notFound(notFound);
         }
+    }
+
+    /** Calls {@code listener} with the node id of every agent process that registers anew, once all it reported is in the index. */
+    public void onReported(java.util.function.Consumer<String> listener) {
+        reportedListeners.add(listener);
+    }
+
+    /**
+     * Whether {@code nodeId} is removed from the cluster as far as this controller can tell: no
+     * agent of it is registered, and this controller has run as long as it takes to forget a
+     * silent one (thirty renewals), so one that was registered before it started would be back.
+     */
+    public boolean removed(String nodeId) {
+        forgetSilentAgents();
+        return !agents.containsKey(nodeId) && clock.instant().isAfter(startedAt.plus(renewEvery.multipliedBy(30)));
     }
 
     /** Every agent that registered and is not forgotten, live or not. */

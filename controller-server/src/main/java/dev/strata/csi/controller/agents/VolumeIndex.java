@@ -8,6 +8,7 @@ import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.Snapshot;
+import dev.strata.csi.agent.api.SnapshotTombstone;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -115,6 +116,15 @@ public final class VolumeIndex {
         }
     }
 
+    /** Tombstones of snapshots deleted while a node holding them was down: few, kept as reported. */
+    private record StoredTombstone(SnapshotTombstone tombstone, long generation, boolean own) implements Stored<SnapshotTombstone> {
+
+        @Override
+        public SnapshotTombstone item(String name) {
+            return tombstone;
+        }
+    }
+
     /** Snapshots are one or a few per volume at most: kept as reported. */
     private record StoredSnapshot(Snapshot snapshot, long generation, boolean own) implements Stored<Snapshot> {
 
@@ -135,6 +145,7 @@ public final class VolumeIndex {
         /** Names this controller's own calls deleted, with the generation of the deletion, until a report as new says so too. */
         private final Map<String, Long> deletedVolumes = new HashMap<>();
         private final Map<String, Long> deletedSnapshots = new HashMap<>();
+        private final Map<String, Long> deletedTombstones = new HashMap<>();
 
         View(String nodeId) {
             this.nodeId = nodeId;
@@ -147,20 +158,27 @@ public final class VolumeIndex {
         S pack(T item, long generation, View view, boolean own);
     }
 
+    /** Told of every entry entered (and what it replaced) or removed: {@code before} or {@code after} null when there was or is none. */
+    private interface Watcher<T> {
+        void changed(String nodeId, String name, T before, T after);
+    }
+
     /** Volumes or snapshots: every entry in id order, and which nodes hold each name. */
     private final class Kind<T, S extends Stored<T>> {
         private final Function<T, String> name;
         private final Packer<T, S> packer;
         private final Function<View, Map<String, Long>> deleted;
+        private final Watcher<T> watcher;
         /** Everything held: the order of the ids, for pages that cost their own size only. */
         private final ConcurrentSkipListMap<Key, S> sorted = new ConcurrentSkipListMap<>();
         /** Name to the node holding it, or to a list of nodes when two replicas raced (docs/scale.md). */
         private final Map<String, Object> holders = new ConcurrentHashMap<>();
 
-        Kind(Function<T, String> name, Packer<T, S> packer, Function<View, Map<String, Long>> deleted) {
+        Kind(Function<T, String> name, Packer<T, S> packer, Function<View, Map<String, Long>> deleted, Watcher<T> watcher) {
             this.name = name;
             this.packer = packer;
             this.deleted = deleted;
+            this.watcher = watcher;
         }
 
         List<Located<T>> find(String wanted) {
@@ -225,6 +243,9 @@ public final class VolumeIndex {
                 sorted.put(at, packer.pack(item, generation, view, own || known != null && known.own()));
                 hold(view.nodeId, key);
             }
+            if (known != null || item != null) {
+                watcher.changed(view.nodeId, key, known == null ? null : known.item(key), item);
+            }
         }
 
         @SuppressWarnings("unchecked")
@@ -260,6 +281,7 @@ public final class VolumeIndex {
 
         void forget(View view) {
             var entries = of(view.nodeId);
+            entries.forEach((key, stored) -> watcher.changed(view.nodeId, key.name(), stored.item(key.name()), null));
             entries.keySet().forEach(key -> release(view.nodeId, key.name()));
             entries.clear();
             deleted.apply(view).clear();
@@ -287,9 +309,41 @@ public final class VolumeIndex {
     }
 
     private final Map<String, View> views = new ConcurrentHashMap<>();
-    private final Kind<Volume, StoredVolume> volumes = new Kind<>(Volume::getName, StoredVolume::of, view -> view.deletedVolumes);
+    private final Kind<Volume, StoredVolume> volumes = new Kind<>(Volume::getName, StoredVolume::of, view -> view.deletedVolumes,
+            (nodeId, name, before, after) -> { });
+    /**
+     * Snapshots kept on other nodes than the one that took them (Snapshot.origin_node: copies), by
+     * the origin's {@code <node>/<name>}: the nodes holding a complete copy. So a snapshot whose
+     * node is gone is found, and listed in the order of its id, from its copies.
+     */
+    private final ConcurrentSkipListMap<Key, Set<String>> copies = new ConcurrentSkipListMap<>();
     private final Kind<Snapshot, StoredSnapshot> snapshots = new Kind<Snapshot, StoredSnapshot>(Snapshot::getName,
-            (snapshot, generation, view, own) -> new StoredSnapshot(snapshot, generation, own), view -> view.deletedSnapshots);
+            (snapshot, generation, view, own) -> new StoredSnapshot(snapshot, generation, own), view -> view.deletedSnapshots,
+            this::copyChanged);
+
+    private void copyChanged(String nodeId, String name, Snapshot before, Snapshot after) {
+        if (before != null && !before.getOriginNode().isEmpty()) {
+            copies.computeIfPresent(new Key(before.getOriginNode(), name), (key, nodes) -> {
+                Set<String> left = new java.util.TreeSet<>(nodes);
+                left.remove(nodeId);
+                return left.isEmpty() ? null : Set.copyOf(left);
+            });
+        }
+        if (after != null && !after.getOriginNode().isEmpty()) {
+            copies.compute(new Key(after.getOriginNode(), name), (key, nodes) -> {
+                Set<String> held = new java.util.TreeSet<>(nodes == null ? Set.of() : nodes);
+                held.add(nodeId);
+                return Set.copyOf(held);
+            });
+        }
+    }
+
+    private final Kind<SnapshotTombstone, StoredTombstone> tombstones = new Kind<SnapshotTombstone, StoredTombstone>(
+            SnapshotTombstone::getName, (tombstone, generation, view, own) -> new StoredTombstone(tombstone, generation, own),
+            view -> view.deletedTombstones, (nodeId, name, before, after) -> { });
+
+    /** A snapshot as the node that took it names it: its id is {@code local-snapshot/<origin>/<name>}. */
+    public record SnapshotKey(String originNode, String name) {}
 
     private View view(String nodeId) {
         return views.computeIfAbsent(nodeId, View::new);
@@ -306,11 +360,13 @@ public final class VolumeIndex {
                 // No entry of the process before may count as newer than this one's reports.
                 volumes.restart(view);
                 snapshots.restart(view);
+                tombstones.restart(view);
             }
             long generation = request.getGeneration();
             if (request.hasInventory()) {
                 volumes.replace(view, request.getInventory().getVolumesList(), generation);
                 snapshots.replace(view, request.getInventory().getSnapshotsList(), generation);
+                tombstones.replace(view, request.getInventory().getTombstonesList(), generation);
                 view.complete = true;
             } else if (request.hasChanges()) {
                 InventoryChanges changes = request.getChanges();
@@ -321,12 +377,15 @@ public final class VolumeIndex {
                 changes.getRemovedVolumesList().forEach(name -> volumes.put(view, name, null, generation, false));
                 changes.getSnapshotsList().forEach(snapshot -> snapshots.put(view, snapshot.getName(), snapshot, generation, false));
                 changes.getRemovedSnapshotsList().forEach(name -> snapshots.put(view, name, null, generation, false));
+                changes.getTombstonesList().forEach(tombstone -> tombstones.put(view, tombstone.getName(), tombstone, generation, false));
+                changes.getRemovedTombstonesList().forEach(name -> tombstones.put(view, name, null, generation, false));
             } else {
                 return !view.complete || generation != view.generation;
             }
             view.generation = generation;
             volumes.settle(view, generation);
             snapshots.settle(view, generation);
+            tombstones.settle(view, generation);
             return false;
         }
     }
@@ -338,6 +397,21 @@ public final class VolumeIndex {
 
     public void snapshot(String nodeId, String name, Snapshot snapshot, long generation) {
         own(nodeId, view -> snapshots.put(view, name, snapshot, generation, true));
+    }
+
+    /** What this controller's DeleteSnapshot to {@code nodeId} left of the tombstone {@code name} (null: none). */
+    public void tombstone(String nodeId, String name, SnapshotTombstone tombstone, long generation) {
+        own(nodeId, view -> tombstones.put(view, name, tombstone, generation, true));
+    }
+
+    /** The tombstones of the snapshot {@code name}, each with the node that keeps it. */
+    public List<Located<SnapshotTombstone>> tombstones(String name) {
+        return tombstones.find(name);
+    }
+
+    /** Every tombstone, with the node that keeps it. */
+    public List<Located<SnapshotTombstone>> tombstones() {
+        return tombstones.from("", Integer.MAX_VALUE);
     }
 
     private void own(String nodeId, Consumer<View> change) {
@@ -380,6 +454,28 @@ public final class VolumeIndex {
         return snapshots.from(nodeAndName, limit);
     }
 
+    /** The copies of the snapshot {@code name} that {@code originNode} took, kept complete on other nodes (none: empty). */
+    public List<Located<Snapshot>> copiesOf(String originNode, String name) {
+        return snapshots.find(name).stream()
+                .filter(located -> located.item().getOriginNode().equals(originNode) && !located.nodeId().equals(originNode))
+                .toList();
+    }
+
+    /**
+     * At most {@code limit} snapshots that have copies on other nodes, in the order of the
+     * origin's {@code <node>/<name>}, from {@code originAndName} on.
+     */
+    public List<SnapshotKey> copiedFrom(String originAndName, int limit) {
+        List<SnapshotKey> page = new ArrayList<>(Math.min(limit, 1024));
+        for (Key key : copies.tailMap(Key.of(originAndName), true).keySet()) {
+            if (page.size() >= limit) {
+                break;
+            }
+            page.add(new SnapshotKey(key.node(), key.name()));
+        }
+        return page;
+    }
+
     /** The snapshots of {@code nodeId}, in name order. */
     public List<Snapshot> snapshotsOf(String nodeId) {
         return snapshots.all(nodeId);
@@ -392,6 +488,7 @@ public final class VolumeIndex {
             synchronized (view) {
                 volumes.forget(view);
                 snapshots.forget(view);
+                tombstones.forget(view);
             }
         }
     }

@@ -7,8 +7,11 @@ import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.ReadContentRequest;
 import dev.strata.csi.agent.api.ReceiveVolumeRequest;
 import dev.strata.csi.agent.api.ReceiveVolumeResponse;
+import dev.strata.csi.agent.api.ReceiveSnapshotCopyRequest;
+import dev.strata.csi.agent.api.ReceiveSnapshotCopyResponse;
+import dev.strata.csi.agent.api.Snapshot;
+import dev.strata.csi.agent.api.WriteSnapshotCopyResponse;
 import dev.strata.csi.agent.api.WriteContentRequest;
-import dev.strata.csi.agent.api.WriteContentResponse;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.StreamReadiness;
@@ -16,6 +19,7 @@ import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientResponseObserver;
+import io.grpc.stub.StreamObserver;
 import java.time.Duration;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -69,24 +73,43 @@ public final class ContentRelay {
             return receiving.getVolume();
         }
         long started = System.nanoTime();
-        Status.Code outcome = Status.Code.UNKNOWN;
-        try {
-            Volume volume = relay(holder, ReadContentRequest.newBuilder().setSource(read)
-                    .setTag(receiving.getTag()).setOffset(receiving.getReceivedBytes()).build(), target, name, capacityBytes, progress);
-            outcome = Status.Code.OK;
-            log.info("volume content copied across nodes", "volume", name, "from", holder.nodeId(), "to", target.nodeId(),
-                    "resumed_at", receiving.getReceivedBytes(), "data_bytes", progress.get(),
-                    "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
-            return volume;
-        } catch (StatusRuntimeException e) {
-            outcome = e.getStatus().getCode();
-            throw e;
-        } catch (CsiException e) {
-            outcome = e.code();
-            throw e;
-        } finally {
-            metrics.copied(holder.nodeId(), target.nodeId(), outcome, started);
+        Volume volume = relay(holder, ReadContentRequest.newBuilder().setSource(read)
+                .setTag(receiving.getTag()).setOffset(receiving.getReceivedBytes()).build(), target, "volume " + name, name,
+                capacityBytes, progress, RelayMetrics.VOLUME, target.streams()::writeContent).getVolume();
+        log.info("volume content copied across nodes", "volume", name, "from", holder.nodeId(), "to", target.nodeId(),
+                "resumed_at", receiving.getReceivedBytes(), "data_bytes", progress.get(),
+                "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
+        return volume;
+    }
+
+    /** A snapshot's copy as it goes: made anew, or resumed, or found complete ({@code snapshot} set). */
+    public record SnapshotCopy(Snapshot snapshot, long generation, String base, long resumedAt) {}
+
+    /**
+     * The copy {@code receive} names on {@code target}, of the snapshot {@code receive} names on
+     * {@code holder}: made, resumed or found complete (the target answers which base it is built on
+     * and how far it has it), complete on return. {@code progress} counts the data bytes relayed.
+     */
+    public SnapshotCopy copySnapshot(Agent holder, Agent target, ReceiveSnapshotCopyRequest receive, AtomicLong progress)
+            throws InterruptedException {
+        ReceiveSnapshotCopyResponse receiving = target.calls().receiveSnapshotCopy(receive);
+        if (receiving.hasSnapshot()) {
+            return new SnapshotCopy(receiving.getSnapshot(), -1, receiving.getBaseSnapshot(), receiving.getReceivedBytes());
         }
+        String name = receive.getName();
+        WriteSnapshotCopyResponse written = relay(holder, ReadContentRequest.newBuilder()
+                .setSource(ContentSource.newBuilder().setSnapshot(name))
+                .setBaseSnapshot(receiving.getBaseSnapshot())
+                .setTag(receiving.getTag()).setOffset(receiving.getReceivedBytes()).build(),
+                target, "snapshot " + name, name, receive.getSnapshot().getCapacityBytes(), progress, RelayMetrics.SNAPSHOT_COPY,
+                target.streams()::writeSnapshotCopy);
+        return new SnapshotCopy(written.getSnapshot(), written.getGeneration(), receiving.getBaseSnapshot(), receiving.getReceivedBytes());
+    }
+
+    /** How the target's stream is opened: WriteContent or WriteSnapshotCopy, which take the same stream. */
+    @FunctionalInterface
+    private interface Opener<R> {
+        StreamObserver<WriteContentRequest> open(StreamObserver<R> responses);
     }
 
     /** What the relay thread hears from either stream. */
@@ -94,14 +117,34 @@ public final class ContentRelay {
     private record FromHolder(ContentChunk chunk) implements Event {}
     private record HolderDone() implements Event {}
     private record HolderFailed(Status status) implements Event {}
-    private record TargetDone(WriteContentResponse response) implements Event {}
+    private record TargetDone(Object response) implements Event {}
     private record TargetFailed(Status status) implements Event {}
 
-    private Volume relay(Agent holder, ReadContentRequest read, Agent target, String name, long capacityBytes, AtomicLong progress)
-            throws InterruptedException {
+    /** {@link #stream}, timed in {@link RelayMetrics} by {@code content} and outcome. */
+    private <R> R relay(Agent holder, ReadContentRequest read, Agent target, String what, String name, long capacityBytes,
+            AtomicLong progress, String content, Opener<R> open) throws InterruptedException {
+        long started = System.nanoTime();
+        Status.Code outcome = Status.Code.UNKNOWN;
+        try {
+            R answered = stream(holder, read, target, what, name, capacityBytes, progress, content, open);
+            outcome = Status.Code.OK;
+            return answered;
+        } catch (StatusRuntimeException e) {
+            outcome = e.getStatus().getCode();
+            throw e;
+        } catch (CsiException e) {
+            outcome = e.code();
+            throw e;
+        } finally {
+            metrics.copied(content, outcome, started);
+        }
+    }
+
+    private <R> R stream(Agent holder, ReadContentRequest read, Agent target, String what, String name, long capacityBytes,
+            AtomicLong progress, String content, Opener<R> open) throws InterruptedException {
         BlockingQueue<Event> events = new LinkedBlockingQueue<>(); // holds a chunk at most: the holder is asked for one at a time
-        Writing writing = new Writing(events);
-        target.streams().writeContent(writing);
+        Writing<R> writing = new Writing<>(events);
+        open.open(writing);
         Reading reading = new Reading(events);
         holder.streams().readContent(read, reading);
         boolean holderDone = false;
@@ -110,7 +153,7 @@ public final class ContentRelay {
                 Duration wait = holderDone ? STALL.plusSeconds(capacityBytes / SLOWEST_DIGEST) : STALL;
                 Event event = events.poll(wait.toSeconds(), TimeUnit.SECONDS);
                 switch (event) {
-                    case null -> throw CsiException.unavailable("copying volume " + name + " from node " + holder.nodeId()
+                    case null -> throw CsiException.unavailable("copying " + what + " from node " + holder.nodeId()
                             + " to " + target.nodeId() + ": nothing happened for " + wait.toSeconds() + " s");
                     case FromHolder(ContentChunk chunk) -> {
                         writing.readiness().await();
@@ -118,7 +161,7 @@ public final class ContentRelay {
                         if (chunk.hasData()) {
                             int bytes = chunk.getData().getData().size();
                             progress.addAndGet(bytes);
-                            metrics.relayed(holder.nodeId(), target.nodeId(), bytes);
+                            metrics.relayed(holder.nodeId(), target.nodeId(), content, bytes);
                         }
                         reading.call().request(1);
                     }
@@ -127,18 +170,20 @@ public final class ContentRelay {
                         writing.call().onCompleted();
                     }
                     case HolderFailed(Status status) -> throw new StatusRuntimeException(status.augmentDescription(
-                            "reading the content of volume " + name + "'s source on node " + holder.nodeId()));
-                    case TargetDone(WriteContentResponse response) -> {
-                        return response.getVolume();
+                            "reading the content of " + what + "'s source on node " + holder.nodeId()));
+                    case TargetDone(Object response) -> {
+                        @SuppressWarnings("unchecked") // the one kind of response the target's stream answers with
+                        R answered = (R) response;
+                        return answered;
                     }
                     case TargetFailed(Status status) -> throw new StatusRuntimeException(status.augmentDescription(
-                            "writing volume " + name + " on node " + target.nodeId()));
+                            "writing " + what + " on node " + target.nodeId()));
                 }
             }
         } catch (RuntimeException | InterruptedException e) {
             // Whichever side is still streaming stops: the target records how far it got.
-            reading.call().cancel("the copy of volume " + name + " ended", null);
-            writing.call().cancel("the copy of volume " + name + " ended", null);
+            reading.call().cancel("the copy of " + what + " ended", null);
+            writing.call().cancel("the copy of " + what + " ended", null);
             throw e;
         }
     }
@@ -179,7 +224,7 @@ public final class ContentRelay {
     }
 
     /** The target's WriteContent: written only while its transport takes more. */
-    private static final class Writing implements ClientResponseObserver<WriteContentRequest, WriteContentResponse> {
+    private static final class Writing<R> implements ClientResponseObserver<WriteContentRequest, R> {
         private final BlockingQueue<Event> events;
         private volatile ClientCallStreamObserver<WriteContentRequest> call;
         private volatile StreamReadiness readiness;
@@ -203,7 +248,7 @@ public final class ContentRelay {
         }
 
         @Override
-        public void onNext(WriteContentResponse response) {
+        public void onNext(R response) {
             events.add(new TargetDone(response));
         }
 

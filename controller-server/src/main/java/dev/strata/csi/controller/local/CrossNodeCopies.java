@@ -32,7 +32,7 @@ final class CrossNodeCopies {
 
     private final AgentDirectory agents;
     private final ContentRelay relay;
-    private final Transfers transfers = new Transfers();
+    private final Transfers<Volume> transfers = new Transfers<>();
 
     CrossNodeCopies(AgentDirectory agents, ContentRelay relay) {
         this.agents = agents;
@@ -69,7 +69,7 @@ final class CrossNodeCopies {
      * none. The retried CreateVolume waits here: the nodes' agents hold the source and the new
      * volume against other calls while they stream.
      */
-    java.util.Optional<Transfers.Copied> running(String name) throws Exception {
+    java.util.Optional<Transfers.Copied<Volume>> running(String name) throws Exception {
         return transfers.join(name);
     }
 

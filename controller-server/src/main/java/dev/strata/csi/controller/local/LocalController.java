@@ -27,10 +27,12 @@ import dev.strata.csi.backend.local.LocalSnapshotId;
 import dev.strata.csi.backend.local.LocalTopology;
 import dev.strata.csi.backend.local.LocalVolumeId;
 import dev.strata.csi.controller.agents.AgentDirectory;
+import dev.strata.csi.controller.agents.VolumeIndex;
 import dev.strata.csi.controller.backend.ControllerBackend;
 import dev.strata.csi.controller.backend.SnapshotFilter;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.rpc.CsiException;
+import dev.strata.csi.system.Crashes;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.util.ArrayList;
@@ -59,14 +61,23 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
     private final LocalTopology topology;
     private final Placement placement;
     private final CrossNodeCopies copies;
+    private final SnapshotCopies snapshotCopies;
+    private final Crashes<LocalCrashPoint> crashes;
     private final Log log;
 
-    public LocalController(AgentDirectory agents, LocalTopology topology, ContentRelay relay, Log log) {
+    public LocalController(AgentDirectory agents, LocalTopology topology, ContentRelay relay, Crashes<LocalCrashPoint> crashes, Log log) {
         this.agents = agents;
         this.topology = topology;
+        this.crashes = crashes;
         this.log = log;
         this.placement = new Placement(agents, topology, log);
         this.copies = new CrossNodeCopies(agents, relay);
+        this.snapshotCopies = new SnapshotCopies(agents, relay, crashes, java.time.Clock.systemUTC(), log);
+    }
+
+    /** The snapshot copies, for the wiring: their gauge and their reconcile pass. */
+    SnapshotCopies snapshotCopies() {
+        return snapshotCopies;
     }
 
     @Override
@@ -133,6 +144,10 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
      */
     private record Origin(String nodeId, ContentSource source, String description) {
 
+        Origin on(String holder) {
+            return new Origin(holder, source, description);
+        }
+
         static Origin of(VolumeContentSource source) {
             if (source.hasSnapshot()) {
                 String id = source.getSnapshot().getSnapshotId();
@@ -151,13 +166,13 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
      * A volume restored from a snapshot or cloned from a volume: made on the node that holds the
      * source, by a copy in that node's pool, when the topology requirement allows that node.
      */
-    private Volume createCopy(VolumeRequest asked, Origin origin) throws Exception {
+    private Volume createCopy(VolumeRequest asked, Origin named) throws Exception {
         var copying = copies.running(asked.name());
         if (copying.isPresent()) {
             return volume(copying.get().nodeId(), copying.get().volume());
         }
         // From the index: a retry finds the copy made also once its source is gone.
-        Predicate<dev.strata.csi.agent.api.Volume> same = volume -> volume.getSource().equals(origin.source())
+        Predicate<dev.strata.csi.agent.api.Volume> same = volume -> volume.getSource().equals(named.source())
                 && asked.pool().sameType(volume) && asked.pool().holds(volume)
                 && (asked.range().getRequiredBytes() == 0 || volume.getCapacityBytes() == asked.capacityBytes());
         var existing = placement.find(asked, same);
@@ -167,18 +182,19 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
                 throw CsiException.alreadyExists("volume " + asked.name() + " exists on node " + existing.get().nodeId()
                         + " with " + volume.getCapacityBytes() + " bytes, " + PoolRequest.type(volume) + ", in its "
                         + PoolRequest.describe(PoolRequest.kindOf(volume)) + ", other content, size or pool than "
-                        + origin.description() + ", " + asked.capacityBytes() + " bytes, " + asked.pool().type() + ", "
+                        + named.description() + ", " + asked.capacityBytes() + " bytes, " + asked.pool().type() + ", "
                         + asked.pool().describe());
             }
-            if (!existing.get().nodeId().equals(origin.nodeId())) {
+            if (!existing.get().nodeId().equals(named.nodeId())) {
                 try {
-                    copies.cleanUp(origin.nodeId(), origin.source(), asked.name()); // a copy that ended before its clean-up
+                    copies.cleanUp(named.nodeId(), named.source(), asked.name()); // a copy that ended before its clean-up
                 } catch (StatusRuntimeException e) {
                     // the source's agent removes a temporary snapshot at its next start
                 }
             }
             return volume(existing.get().nodeId(), volume);
         }
+        Origin origin = holder(named, asked);
         VolumeRequest wanted = asked.copying(sourceBytes(origin));
         if (!placement.allows(wanted.requirements(), origin.nodeId())) {
             return createOnAnotherNode(wanted, origin);
@@ -196,6 +212,28 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
         Placement.Placed placed = placement.place(wanted,
                 nodeId -> copies.copy(origin.nodeId(), origin.source(), origin.description(), nodeId, wanted));
         return volume(placed.nodeId(), placed.volume());
+    }
+
+    /**
+     * Where a snapshot's content is read from: a live node holding it complete, its own node or
+     * one keeping a copy (docs/snapshot-copies.md). The node the topology names first wins when it
+     * holds one (WaitForFirstConsumer: the pod's node, where the restore is then a copy in its
+     * pool), then one the topology allows, its own node first. Its own node where no copy is live.
+     */
+    private Origin holder(Origin named, VolumeRequest asked) {
+        if (!named.source().hasSnapshot()) {
+            return named;
+        }
+        List<String> holders = snapshotCopies.holders(named.nodeId(), named.source().getSnapshot());
+        if (holders.isEmpty() || holders.equals(List.of(named.nodeId()))) {
+            return named;
+        }
+        Optional<String> first = placement.first(asked.requirements());
+        if (first.isPresent() && holders.contains(first.get())) {
+            return named.on(first.get());
+        }
+        return named.on(holders.stream().filter(nodeId -> placement.allows(asked.requirements(), nodeId)).findFirst()
+                .orElse(holders.getFirst()));
     }
 
     /** The size of the copy's source; NOT_FOUND when its node never registered or its agent does not have it. */
@@ -220,20 +258,30 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
 
     /**
      * The source volume's node takes the snapshot into its pool. A snapshot of that name on another
-     * node is another volume's (ALREADY_EXISTS): names are unique across the cluster.
+     * node is another volume's (ALREADY_EXISTS): names are unique across the cluster, but for the
+     * copies of this one. With the class's {@value LocalParameters#COPIES} above 1, the nodes to
+     * keep copies are chosen and recorded with the snapshot on its node before any is made (a
+     * snapshot taken already keeps the nodes it recorded), and the copies are made in the
+     * background: ready_to_use is false until every one is complete (external-snapshotter asks again).
      */
     @Override
     public Snapshot createSnapshot(LocalVolumeId source, String name, Map<String, String> parameters) {
         LocalSnapshotId.checkName(name);
         LocalParameters.SNAPSHOT_CLASS.require(parameters);
         agents.requireKnown(source.nodeId(), "source volume " + source + " does not exist: node " + source.nodeId() + " has no agent");
+        int wanted = snapshotCopies.wanted(parameters);
         var found = agents.index().snapshots(name);
         if (found.isEmpty()) {
             agents.requireReported("whether snapshot " + name + " exists");
         }
+        Optional<dev.strata.csi.agent.api.Snapshot> taken = Optional.empty();
         for (var elsewhere : found) {
             if (elsewhere.nodeId().equals(source.nodeId())) {
+                taken = Optional.of(elsewhere.item());
                 continue;
+            }
+            if (elsewhere.item().getOriginNode().equals(source.nodeId())) {
+                continue; // a copy of it
             }
             if (!elsewhere.made()) { // only its node's word: a node reporting the name first must not block it
                 log.warn("a node reports a snapshot of the name this controller did not take there; ignored", "snapshot", name,
@@ -243,36 +291,60 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
             throw CsiException.alreadyExists("snapshot " + name + " exists on node " + elsewhere.nodeId()
                     + ", of another volume than " + source);
         }
+        CreateSnapshotRequest.Builder take = CreateSnapshotRequest.newBuilder().setName(name).setSourceVolume(source.name());
+        if (wanted > 1 && taken.isEmpty()) {
+            dev.strata.csi.agent.api.Volume volume = get(source);
+            take.addAllCopyNodes(snapshotCopies.choose(source.nodeId(), source.name(), volume.getCapacityBytes(), volume.getPool(), wanted - 1));
+        }
         // The agent freezes the volume's filesystem and copies it: on a busy node that waits as long as a group's freeze may.
-        var taken = agents.stub(source.nodeId(), GroupSnapshots.FREEZE_DEADLINE).createSnapshot(CreateSnapshotRequest.newBuilder()
-                .setName(name).setSourceVolume(source.name()).build());
-        agents.index().snapshot(source.nodeId(), name, taken.getSnapshot(), taken.getGeneration());
-        return snapshot(source.nodeId(), taken.getSnapshot());
+        var answered = agents.stub(source.nodeId(), GroupSnapshots.FREEZE_DEADLINE).createSnapshot(take.build());
+        agents.index().snapshot(source.nodeId(), name, answered.getSnapshot(), answered.getGeneration());
+        dev.strata.csi.agent.api.Snapshot snapshot = answered.getSnapshot();
+        if (wanted > 1 && snapshot.getCopyNodesCount() == 0) {
+            throw CsiException.failedPrecondition("snapshot " + name + " was taken on node " + source.nodeId() + " without copies"
+                    + (take.getCopyNodesCount() > 0 ? ": its node-server records no copy nodes (too old for the parameter " + LocalParameters.COPIES + ")"
+                    : ", before; its class now asks for " + wanted));
+        }
+        if (snapshot.getCopyNodesCount() == 0) {
+            return snapshot(source.nodeId(), snapshot, true);
+        }
+        crashes.reach(LocalCrashPoint.COPY_PLANNED);
+        return snapshot(source.nodeId(), snapshot, snapshotCopies.ensure(source.nodeId(), snapshot));
     }
 
-    /** A node that never registered holds no snapshot: nothing to delete. */
+    /**
+     * Deletes the snapshot on its own node and every copy ({@link SnapshotCopies#delete}); a node
+     * that never registered (or was removed) holds nothing.
+     */
     @Override
     public void deleteSnapshot(String snapshotId) {
         Optional<LocalSnapshotId> id = LocalSnapshotId.parse(snapshotId);
         if (id.isEmpty()) {
             return;
         }
-        try {
-            agents.requireKnown(id.get().nodeId(), "node " + id.get().nodeId() + " has no agent");
-        } catch (CsiException e) {
-            if (e.code() == Status.Code.NOT_FOUND) {
-                return;
+        String origin = id.get().nodeId();
+        String name = id.get().name();
+        Optional<dev.strata.csi.agent.api.Snapshot> recorded = snapshotCopies.recorded(origin, name);
+        if (recorded.isEmpty() && agents.index().copiesOf(origin, name).isEmpty() && agents.index().tombstones(name).isEmpty()) {
+            // Neither it nor a copy is known: its node may still have it (not reported yet, or a temporary snapshot).
+            try {
+                agents.requireKnown(origin, "node " + origin + " has no agent");
+            } catch (CsiException e) {
+                if (e.code() == Status.Code.NOT_FOUND) {
+                    return;
+                }
+                throw e;
             }
-            throw e;
         }
-        var deleted = agents.stub(id.get().nodeId()).deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(id.get().name()).build());
-        agents.index().snapshot(id.get().nodeId(), id.get().name(), null, deleted.getGeneration());
+        snapshotCopies.delete(origin, name, recorded);
     }
 
     /**
      * A page of the snapshots of every node that registered, from the index: no node is asked, and
      * a page costs its own size (a filter by snapshot or source volume, one node's snapshots).
      * UNAVAILABLE while a node that could hold them has not reported, rather than a list without them.
+     * A snapshot with copies on other nodes is listed once, as its own node has it; once that node
+     * no longer reports it (gone, or its pool lost), as a live copy has it, under the same id.
      */
     @Override
     public List<Snapshot> snapshots(SnapshotFilter filter, String fromId, int limit) {
@@ -281,12 +353,11 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
             if (id.isEmpty()) {
                 return List.of(); // no snapshot of this backend has it
             }
-            var found = agents.index().snapshots(id.get().name()).stream()
-                    .filter(snapshot -> snapshot.nodeId().equals(id.get().nodeId())).findFirst();
+            var found = original(id.get().nodeId(), id.get().name()).or(() -> fromCopy(id.get().nodeId(), id.get().name()));
             if (found.isEmpty()) {
                 agents.requireReported(id.get().nodeId(), "whether snapshot " + id.get() + " exists");
             }
-            return found.map(snapshot -> snapshot(snapshot.nodeId(), snapshot.item())).stream()
+            return found.stream()
                     .filter(snapshot -> filter.matches(snapshot) && snapshot.getSnapshotId().compareTo(fromId) >= 0).toList();
         }
         if (!filter.sourceVolumeId().isEmpty()) {
@@ -294,17 +365,94 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
             if (source.isEmpty()) {
                 return List.of();
             }
-            agents.requireReported(source.get().nodeId(), "the snapshots of volume " + source.get());
-            return agents.index().snapshotsOf(source.get().nodeId()).stream() // in name order: the order of the ids
-                    .filter(snapshot -> snapshot.getSourceVolume().equals(source.get().name()))
-                    .map(snapshot -> snapshot(source.get().nodeId(), snapshot))
+            String nodeId = source.get().nodeId();
+            agents.requireReported(nodeId, "the snapshots of volume " + source.get());
+            List<Snapshot> originals = agents.index().snapshotsOf(nodeId).stream() // in name order: the order of the ids
+                    .filter(snapshot -> snapshot.getOriginNode().isEmpty() && snapshot.getSourceVolume().equals(source.get().name())
+                            && !snapshotCopies.deleted(snapshot.getName()))
+                    .map(snapshot -> snapshot(nodeId, snapshot, snapshotCopies.ready(nodeId, snapshot)))
+                    .toList();
+            List<Snapshot> fromCopies = agents.index().copiedFrom(nodeId + "/", Integer.MAX_VALUE).stream()
+                    .takeWhile(key -> key.originNode().equals(nodeId))
+                    .flatMap(key -> orphan(key).stream())
+                    .filter(snapshot -> snapshot.getSourceVolumeId().equals(source.get().toString()))
+                    .toList();
+            return merged(originals, fromCopies, Integer.MAX_VALUE).stream()
                     .filter(snapshot -> snapshot.getSnapshotId().compareTo(fromId) >= 0)
                     .limit(limit)
                     .toList();
         }
         agents.requireReported("every snapshot");
-        return indexFrom(fromId, LocalSnapshotId.PREFIX).map(from -> agents.index().snapshotsFrom(from, limit).stream()
-                .map(found -> snapshot(found.nodeId(), found.item())).toList()).orElse(List.of());
+        return indexFrom(fromId, LocalSnapshotId.PREFIX).map(from -> merged(originalsFrom(from, limit), orphansFrom(from, limit), limit))
+                .orElse(List.of());
+    }
+
+    /** The snapshot as the node that took it reports it. */
+    private Optional<Snapshot> original(String nodeId, String name) {
+        return snapshotCopies.recorded(nodeId, name).filter(snapshot -> !snapshotCopies.deleted(name))
+                .map(snapshot -> snapshot(nodeId, snapshot, snapshotCopies.ready(nodeId, snapshot)));
+    }
+
+    /** The snapshot as a copy has it, a live one first; empty when none is reported, or it is deleted (a copy on a node back from down). */
+    private Optional<Snapshot> fromCopy(String origin, String name) {
+        if (snapshotCopies.deleted(name)) {
+            return Optional.empty();
+        }
+        var copies = agents.index().copiesOf(origin, name);
+        return copies.stream().filter(copy -> agents.live(copy.nodeId()).isPresent()).findFirst()
+                .or(() -> copies.stream().findFirst())
+                .map(copy -> snapshot(origin, copy.item(), true));
+    }
+
+    /** A snapshot whose own node no longer reports it, from a copy; empty while its node does. */
+    private Optional<Snapshot> orphan(VolumeIndex.SnapshotKey key) {
+        return original(key.originNode(), key.name()).isPresent() ? Optional.empty() : fromCopy(key.originNode(), key.name());
+    }
+
+    /** At most {@code limit} snapshots as the nodes that took them report them, in id order from {@code from}: copies left out. */
+    private List<Snapshot> originalsFrom(String from, int limit) {
+        List<Snapshot> page = new ArrayList<>();
+        String cursor = from;
+        while (page.size() < limit) {
+            var read = agents.index().snapshotsFrom(cursor, limit);
+            for (var found : read) {
+                if (found.item().getOriginNode().isEmpty() && page.size() < limit && !snapshotCopies.deleted(found.item().getName())) {
+                    page.add(snapshot(found.nodeId(), found.item(), snapshotCopies.ready(found.nodeId(), found.item())));
+                }
+            }
+            if (read.size() < limit) {
+                break;
+            }
+            cursor = read.getLast().nodeId() + "/" + read.getLast().item().getName() + "\0"; // just after the last read
+        }
+        return page;
+    }
+
+    /** At most {@code limit} snapshots whose own node no longer reports them, from copies, in id order from {@code from}. */
+    private List<Snapshot> orphansFrom(String from, int limit) {
+        List<Snapshot> page = new ArrayList<>();
+        String cursor = from;
+        while (page.size() < limit) {
+            var read = agents.index().copiedFrom(cursor, limit);
+            for (var key : read) {
+                if (page.size() < limit) {
+                    orphan(key).ifPresent(page::add);
+                }
+            }
+            if (read.size() < limit) {
+                break;
+            }
+            cursor = read.getLast().originNode() + "/" + read.getLast().name() + "\0";
+        }
+        return page;
+    }
+
+    /** Two lists in id order as one, at most {@code limit} long. */
+    private static List<Snapshot> merged(List<Snapshot> one, List<Snapshot> other, int limit) {
+        List<Snapshot> all = new ArrayList<>(one);
+        all.addAll(other);
+        all.sort(java.util.Comparator.comparing(Snapshot::getSnapshotId));
+        return all.size() <= limit ? all : all.subList(0, limit);
     }
 
     /**
@@ -323,12 +471,17 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
      * group snapshot is ready once its group is committed (every member taken).
      */
     static Snapshot snapshot(String nodeId, dev.strata.csi.agent.api.Snapshot snapshot) {
+        return snapshot(nodeId, snapshot, true);
+    }
+
+    /** As {@link #snapshot(String, dev.strata.csi.agent.api.Snapshot)}, ready only with {@code copiesComplete}; {@code nodeId} the node that took it. */
+    static Snapshot snapshot(String nodeId, dev.strata.csi.agent.api.Snapshot snapshot, boolean copiesComplete) {
         Snapshot.Builder csi = Snapshot.newBuilder()
                 .setSnapshotId(new LocalSnapshotId(nodeId, snapshot.getName()).toString())
                 .setSourceVolumeId(new LocalVolumeId(nodeId, snapshot.getSourceVolume()).toString())
                 .setSizeBytes(snapshot.getCapacityBytes())
                 .setCreationTime(snapshot.getCreationTime())
-                .setReadyToUse(!snapshot.hasGroup() || snapshot.getGroup().getCommitted());
+                .setReadyToUse(copiesComplete && (!snapshot.hasGroup() || snapshot.getGroup().getCommitted()));
         if (snapshot.hasGroup()) {
             csi.setGroupSnapshotId(new GroupSnapshotId(snapshot.getGroup().getName()).toString());
         }

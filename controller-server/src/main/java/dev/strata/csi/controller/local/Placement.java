@@ -85,6 +85,11 @@ final class Placement {
         return requirement.getPreferredCount() + requirement.getRequisiteCount() == 0 || named(requirement).contains(nodeId);
     }
 
+    /** The node the requirement names first (with WaitForFirstConsumer: the scheduler's pick); empty without topology. */
+    Optional<String> first(TopologyRequirement requirement) {
+        return named(requirement).stream().findFirst();
+    }
+
     /** Creates the volume on {@code nodeId} as a copy of {@code source}, which is in that node's pool. */
     Placed createCopy(VolumeRequest wanted, String nodeId, ContentSource source) {
         return create(wanted, Stream.of(nodeId), Optional.of(source));

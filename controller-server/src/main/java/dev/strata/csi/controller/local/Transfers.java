@@ -1,6 +1,5 @@
 package dev.strata.csi.controller.local;
 
-import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.rpc.CsiException;
 import io.grpc.Context;
 import io.grpc.Deadline;
@@ -19,52 +18,91 @@ import java.util.concurrent.atomic.AtomicLong;
  * CreateVolume (its --timeout): the call waits while it may, then answers ABORTED with the
  * progress, and the copy goes on; the retried call, which the provisioner makes with the same
  * name, waits for the same copy ({@link #join}) instead of starting another. A copy that failed
- * is started again by the next call (the target node resumes what it has on disk).
+ * is started again by the next call (the target node resumes what it has on disk). A snapshot's
+ * copies to other nodes run here too ({@link SnapshotCopies}), started without waiting.
+ *
+ * @param <R> what a copy makes: a volume, or a snapshot's copy
  */
-final class Transfers {
+final class Transfers<R> {
 
     /** What a copy runs; {@code progress} counts the bytes relayed. */
     @FunctionalInterface
-    interface Copy {
-        Volume run(AtomicLong progress) throws Exception;
+    interface Copy<R> {
+        R run(AtomicLong progress) throws Exception;
     }
 
-    /** A copy's result: the volume it made on {@code nodeId}. */
-    record Copied(String nodeId, Volume volume) {}
+    /** A copy's result: what it made on {@code nodeId}. */
+    record Copied<R>(String nodeId, R volume) {}
 
-    private record Job(String nodeId, String description, CompletableFuture<Volume> result, AtomicLong progress) {}
+    private record Job<R>(String nodeId, String description, CompletableFuture<R> result, AtomicLong progress, Thread[] thread) {}
 
     /** Answered before the caller's deadline, so that the answer reaches it. */
     private static final long MARGIN_NANOS = TimeUnit.SECONDS.toNanos(1);
 
-    private final Map<String, Job> running = new ConcurrentHashMap<>();
+    private final Map<String, Job<R>> running = new ConcurrentHashMap<>();
 
     /** The copy running for {@code name}, once complete; empty when none runs. */
-    Optional<Copied> join(String name) throws Exception {
-        Job job = running.get(name);
-        return job == null ? Optional.empty() : Optional.of(new Copied(job.nodeId(), waitFor(name, job)));
+    Optional<Copied<R>> join(String name) throws Exception {
+        Job<R> job = running.get(name);
+        return job == null ? Optional.empty() : Optional.of(new Copied<>(job.nodeId(), waitFor(name, job)));
     }
 
-    /** The volume {@code copy} makes on {@code nodeId}, once made; the copy running for {@code name}, or {@code copy} started. */
-    Volume await(String name, String nodeId, String description, Copy copy) throws Exception {
-        Job started = new Job(nodeId, description, new CompletableFuture<>(), new AtomicLong());
-        Job existing = running.putIfAbsent(name, started);
+    /** What {@code copy} makes on {@code nodeId}, once made; the copy running for {@code name}, or {@code copy} started. */
+    R await(String name, String nodeId, String description, Copy<R> copy) throws Exception {
+        return waitFor(name, start(name, nodeId, description, copy));
+    }
+
+    /** The copy running for {@code name}, or {@code copy} started for it; without waiting for it. */
+    private Job<R> start(String name, String nodeId, String description, Copy<R> copy) {
+        Job<R> started = new Job<>(nodeId, description, new CompletableFuture<>(), new AtomicLong(), new Thread[1]);
+        Job<R> existing = running.putIfAbsent(name, started);
         if (existing != null) {
-            return waitFor(name, existing);
+            return existing;
         }
-        Thread.ofPlatform().daemon(true).name("copy-" + name).start(() -> {
-            try {
-                started.result().complete(copy.run(started.progress()));
-            } catch (Throwable t) {
-                started.result().completeExceptionally(t);
-            } finally {
-                running.remove(name, started);
-            }
-        });
-        return waitFor(name, started);
+        synchronized (started) {
+            started.thread()[0] = Thread.ofPlatform().daemon(true).name("copy-" + name).start(() -> {
+                try {
+                    started.result().complete(copy.run(started.progress()));
+                } catch (Throwable t) {
+                    started.result().completeExceptionally(t);
+                } finally {
+                    running.remove(name, started);
+                }
+            });
+        }
+        return started;
     }
 
-    private static Volume waitFor(String name, Job job) throws Exception {
+    /** Starts {@code copy} for {@code name} in the background unless one runs: the caller does not wait. */
+    void startIfIdle(String name, String nodeId, String description, Copy<R> copy) {
+        start(name, nodeId, description, copy);
+    }
+
+    /** Whether a copy runs for {@code name}. */
+    boolean running(String name) {
+        return running.containsKey(name);
+    }
+
+    /** Stops the copy running for {@code name}, if any (interrupted: its streams are cancelled, the target keeps what it has). */
+    void stop(String name) {
+        Job<R> job = running.get(name);
+        if (job != null) {
+            synchronized (job) {
+                if (job.thread()[0] != null) {
+                    job.thread()[0].interrupt();
+                }
+            }
+            try {
+                job.result().get(ContentRelay.STALL.toSeconds(), TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } catch (ExecutionException | TimeoutException e) {
+                // it ended, or is ending: what it left the caller deletes
+            }
+        }
+    }
+
+    private static <R> R waitFor(String name, Job<R> job) throws Exception {
         Context call = Context.current();
         Deadline deadline = call.getDeadline();
         while (true) {

@@ -6,6 +6,7 @@ import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.server.DriverProgram;
 import dev.strata.csi.system.Command;
+import dev.strata.csi.controller.local.LocalCrashPoint;
 import dev.strata.csi.system.Crashes;
 import java.nio.file.Path;
 import java.time.Clock;
@@ -43,7 +44,7 @@ public final class NfsControllerWiring {
         Kernel kernel = new Kernel();
         Exports exports = new Exports(Path.of(flags.get(EXPORT_ROOT)), flags.booleanValue(MOUNT_EXPORTS),
                 new NfsMounter(new Command(), nfsTimeout, log), new NfsExportMetrics(context.metrics()), kernel, log);
-        Crashes<NfsCrashPoint> crashes = Crashes.fromEnvironment(NfsCrashPoint.class, log);
+        Crashes<NfsCrashPoint> crashes = Crashes.fromEnvironment(NfsCrashPoint.class, LocalCrashPoint.names(), log);
         NfsController nfs = new NfsController(exports, new SystemProjectQuotas(kernel), nfsTimeout, Clock.systemUTC(), crashes, log);
         Thread.ofPlatform().daemon().name("nfs-partial-copies").start(() -> {
             try {

@@ -12,6 +12,7 @@ import dev.strata.csi.agent.api.InventoryChanges;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.Snapshot;
+import dev.strata.csi.agent.api.SnapshotTombstone;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -153,5 +154,47 @@ class VolumeIndexTest {
                 .map(found -> found.nodeId() + "/" + found.item().getName()).toList());
         index.snapshot("n1", "s1", null, 2);
         assertTrue(index.snapshots("s1").isEmpty());
+    }
+
+    private static Snapshot copy(String name, String origin) {
+        return Snapshot.newBuilder().setName(name).setOriginNode(origin).build();
+    }
+
+    /** Copies of a snapshot on other nodes are found by its origin and listed in the order of the origin's ids, while their nodes report them. */
+    @Test
+    void copiesAreFoundByTheirOriginAndListedInItsOrder() {
+        index.report(everything("a", 1, List.of(), List.of(Snapshot.newBuilder().setName("s1").build(), copy("s0", "c"))));
+        index.report(everything("b", 1, List.of(), List.of(copy("s1", "a"), copy("s2", "a"))));
+        index.report(everything("c", 1, List.of(), List.of(copy("s1", "a"))));
+        assertEquals(List.of("b", "c"), index.copiesOf("a", "s1").stream().map(VolumeIndex.Located::nodeId).sorted().toList());
+        assertEquals(List.of(), index.copiesOf("b", "s1"), "a copy's origin is the node that took it");
+        assertEquals(List.of(new VolumeIndex.SnapshotKey("a", "s1"), new VolumeIndex.SnapshotKey("a", "s2"),
+                new VolumeIndex.SnapshotKey("c", "s0")), index.copiedFrom("", 10));
+        assertEquals(List.of(new VolumeIndex.SnapshotKey("a", "s2")), index.copiedFrom("a/s1\0", 1));
+
+        index.report(everything("b", 2, List.of(), List.of(copy("s1", "a"))));
+        index.snapshot("c", "s1", null, 2);
+        assertEquals(List.of(new VolumeIndex.SnapshotKey("a", "s1"), new VolumeIndex.SnapshotKey("c", "s0")), index.copiedFrom("", 10));
+        assertEquals(List.of("b"), index.copiesOf("a", "s1").stream().map(VolumeIndex.Located::nodeId).toList());
+    }
+
+    /** Tombstones come with the inventory and its changes, and a controller's own deletion removes one at once. */
+    @Test
+    void tombstonesFollowTheReports() {
+        SnapshotTombstone tombstone = SnapshotTombstone.newBuilder().setName("s1").setOriginNode("a").addNodes("b").build();
+        index.report(everything("a", 1, List.of(), List.of()).toBuilder()
+                .setInventory(Inventory.newBuilder().addTombstones(tombstone)).build());
+        assertEquals(List.of(tombstone), index.tombstones("s1").stream().map(VolumeIndex.Located::item).toList());
+        assertEquals("a", index.tombstones().getFirst().nodeId());
+
+        index.report(RegisterRequest.newBuilder().setNodeId("a").setInstance("i-a").setGeneration(2)
+                .setChanges(InventoryChanges.newBuilder().setBaseGeneration(1).addRemovedTombstones("s1")).build());
+        assertEquals(List.of(), index.tombstones());
+
+        index.tombstone("a", "s2", tombstone.toBuilder().setName("s2").build(), 3);
+        index.report(everything("a", 2, List.of(), List.of())); // older than the deletion's answer: kept
+        assertEquals(1, index.tombstones("s2").size());
+        index.tombstone("a", "s2", null, 4);
+        assertEquals(List.of(), index.tombstones());
     }
 }

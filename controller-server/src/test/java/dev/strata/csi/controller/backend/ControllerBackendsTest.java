@@ -34,7 +34,7 @@ class ControllerBackendsTest {
 
     private final ControllerBackends backends = new ControllerBackends(List.of(
             new NfsController(null, null, Duration.ofSeconds(1), Clock.systemUTC(), Crashes.none(), null),
-            new LocalController(null, null, null, null)));
+            new LocalController(null, null, null, Crashes.none(), null)));
 
     private static CreateVolumeRequest create(Map<String, String> parameters) {
         return CreateVolumeRequest.newBuilder().setName("pvc-1").putAllParameters(parameters)

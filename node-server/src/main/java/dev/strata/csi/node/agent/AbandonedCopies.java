@@ -3,6 +3,8 @@ package dev.strata.csi.node.agent;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.pool.IncomingCopies;
 import dev.strata.csi.node.local.pool.NodePools;
+import dev.strata.csi.node.local.pool.PoolSnapshots;
+import dev.strata.csi.node.local.pool.SnapshotCopies;
 import dev.strata.csi.node.local.pool.VolumePool;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.VolumeLocks;
@@ -11,14 +13,17 @@ import dev.strata.csi.server.Periodic;
 import io.grpc.Status;
 import io.prometheus.metrics.core.metrics.Counter;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import java.io.IOException;
 import java.time.Duration;
+import java.util.List;
+import java.util.function.UnaryOperator;
 
 /**
- * Removes the partly received volumes of copies nobody comes back for, in every pool
- * ({@link IncomingCopies#removeIfAbandoned}): at start, once the pool is reconciled and before any
+ * Removes the partly received volumes and snapshot copies nobody comes back for, in every pool
+ * ({@link IncomingCopies#removeIfAbandoned}, {@link SnapshotCopies#removeIfAbandoned}): at start, once the pool is reconciled and before any
  * call is served, then every quarter of the expiry (at most every {@link #LONGEST_PERIOD}). Each
- * volume is looked at under its lock, the one ReceiveVolume and WriteContent take: a volume a stream
- * is writing is busy, and left for the next round.
+ * is looked at under its lock, the one its receive and write calls take: one a stream is writing
+ * is busy, and left for the next round.
  */
 public final class AbandonedCopies implements Component {
 
@@ -40,7 +45,7 @@ public final class AbandonedCopies implements Component {
         this.log = log;
         this.removed = Counter.builder()
                 .name("strata_abandoned_copies_removed_total")
-                .help("Partly received volumes removed after no transfer step for --abandoned-copy-expiry")
+                .help("Partly received volumes and snapshot copies removed after no transfer step for --abandoned-copy-expiry")
                 .register(metrics);
     }
 
@@ -63,27 +68,40 @@ public final class AbandonedCopies implements Component {
     /** One round: every RECEIVING volume that is not busy, looked at under its lock. */
     private void removeAbandoned() {
         for (VolumePool pool : pools.all()) {
-            removeAbandoned(pool.incoming());
+            removeAbandoned(pool.incoming()::names, name -> name, pool.incoming()::removeIfAbandoned);
+            removeAbandoned(pool.snapshotCopies()::names, PoolSnapshots::lockKey, pool.snapshotCopies()::removeIfAbandoned);
         }
     }
 
-    private void removeAbandoned(IncomingCopies incoming) {
+    /** The names being received, of volumes or of snapshot copies. */
+    @FunctionalInterface
+    private interface Names {
+        List<String> get() throws IOException;
+    }
+
+    /** Removes the one of that name if abandoned; returns whether it did. */
+    @FunctionalInterface
+    private interface Removal {
+        boolean removeIfAbandoned(String name, Duration expiry) throws Exception;
+    }
+
+    private void removeAbandoned(Names names, UnaryOperator<String> lockKey, Removal removal) {
         try {
-            for (String name : incoming.names()) {
-                try (var held = locks.acquire(name)) {
-                    if (incoming.removeIfAbandoned(name, expiry)) {
+            for (String name : names.get()) {
+                try (var held = locks.acquire(lockKey.apply(name))) {
+                    if (removal.removeIfAbandoned(name, expiry)) {
                         removed.inc();
                     }
                 } catch (CsiException e) {
                     if (e.code() != Status.Code.ABORTED) { // ABORTED: a transfer step holds it, so it is not abandoned
-                        log.error("cannot remove abandoned copy; trying again later", "volume", name, "error", e.getMessage());
+                        log.error("cannot remove abandoned copy; trying again later", "name", name, "error", e.getMessage());
                     }
                 } catch (Exception e) {
-                    log.error("cannot remove abandoned copy; trying again later", "volume", name, "error", e.toString());
+                    log.error("cannot remove abandoned copy; trying again later", "name", name, "error", e.toString());
                 }
             }
         } catch (Exception e) {
-            log.error("cannot list the volumes being received; trying again later", "error", e.toString());
+            log.error("cannot list what is being received; trying again later", "error", e.toString());
         }
     }
 

@@ -2,18 +2,15 @@ package dev.strata.csi.node.agent;
 
 import dev.strata.csi.agent.api.ContentData;
 import dev.strata.csi.agent.api.ContentStart;
-import dev.strata.csi.agent.api.Volume;
+import dev.strata.csi.agent.api.ContentZero;
 import dev.strata.csi.agent.api.WriteContentRequest;
-import dev.strata.csi.agent.api.WriteContentResponse;
-import dev.strata.csi.backend.local.LocalVolumeId;
-import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.CrashPoint;
 import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.node.local.image.ImageContent;
 import dev.strata.csi.node.local.pool.IncomingContent;
 import dev.strata.csi.node.local.pool.IncomingCopies;
-import dev.strata.csi.node.local.pool.NodePools;
+import dev.strata.csi.node.local.pool.Receiving;
 import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.rpc.VolumeLocks;
 import dev.strata.csi.system.Crashes;
@@ -24,6 +21,7 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.security.MessageDigest;
 import java.util.HexFormat;
+import java.util.Optional;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.ExecutionException;
@@ -31,8 +29,10 @@ import java.util.concurrent.FutureTask;
 import java.util.concurrent.TimeUnit;
 
 /**
- * WriteContent: another node's content, relayed by controller-server, written into a RECEIVING
- * volume of whichever pool holds its record ({@link IncomingCopies}) on a thread of its own (messages arrive on the transport's thread, which must not wait for
+ * WriteContent and WriteSnapshotCopy: another node's content, relayed by controller-server, written
+ * into a RECEIVING volume ({@link IncomingCopies}) or snapshot copy
+ * ({@link dev.strata.csi.node.local.pool.SnapshotCopies}) of whichever pool holds its record
+ * ({@link Destination}) on a thread of its own (messages arrive on the transport's thread, which must not wait for
  * the disk), one message requested at a time, so the stream never holds more than the transport's
  * window. Every 64 MiB the volume is synced and the record says how far it is on disk: a stream
  * cut short (either side or the controller died) resumes there. That checkpoint runs beside the
@@ -40,6 +40,8 @@ import java.util.concurrent.TimeUnit;
  * next arrive, rather than the stream standing still for every sync. At the end the volume is synced,
  * its own digest compared with the sender's, and only then is it READY. A damaged chunk or another
  * digest removes the partial volume and answers DATA_LOSS: nothing unverified is ever READY.
+ * A snapshot copy built on a base takes zero ranges too: its stream holds only what changed
+ * since the base, and a range that reads zeros there is made to read zeros here.
  */
 final class ContentReceiver {
 
@@ -48,20 +50,40 @@ final class ContentReceiver {
     /** The largest data chunk taken; senders send {@link ImageContent#CHUNK}. */
     private static final int MAX_CHUNK = 4 * ImageContent.CHUNK;
 
-    private final NodePools pools;
-    private final Inventory inventory;
     private final VolumeLocks locks;
     private final TransferMetrics metrics;
     private final Crashes<CrashPoint> crashes;
     private final Log log;
 
-    ContentReceiver(NodePools pools, VolumeLocks locks, Inventory inventory, TransferMetrics metrics, Crashes<CrashPoint> crashes, Log log) {
-        this.inventory = inventory;
-        this.pools = pools;
+    ContentReceiver(VolumeLocks locks, TransferMetrics metrics, Crashes<CrashPoint> crashes, Log log) {
         this.locks = locks;
         this.metrics = metrics;
         this.crashes = crashes;
         this.log = log;
+    }
+
+    /**
+     * What a stream writes into, by the name its messages carry, and what its answer says once the
+     * content is complete: a volume, or a snapshot copy. {@code R} is the answer.
+     */
+    interface Destination<R> {
+        /** What the name is of, as messages put it: "volume", "snapshot copy". */
+        String noun();
+
+        /** The key its name goes under in the log: "volume", "snapshot". */
+        String logKey();
+
+        /** The lock the stream holds; INVALID_ARGUMENT for a name no such thing can have. */
+        String lockKey(String name);
+
+        /** The RECEIVING thing {@code name} in whichever pool holds its record. */
+        Receiving receiving(String name) throws IOException;
+
+        /** The point a crash test stops at once the whole content is written and synced, before its digest is checked. */
+        Optional<CrashPoint> written();
+
+        /** The content is complete and verified: recorded so, and the answer, with the inventory's generation. */
+        R finish(String name, ContentStart start, long writtenBytes) throws IOException;
     }
 
     /** The end of a stream, as the writing thread learns it. */
@@ -71,11 +93,11 @@ final class ContentReceiver {
     private record Failed(Throwable cause) implements Event {}
 
     /** Starts the writing thread and returns the stream's observer, which hands each message to it. */
-    StreamObserver<WriteContentRequest> receive(ServerCallStreamObserver<WriteContentResponse> out) {
+    <R> StreamObserver<WriteContentRequest> receive(ServerCallStreamObserver<R> out, Destination<R> destination) {
         BlockingQueue<Event> events = new ArrayBlockingQueue<>(4); // one message asked for at a time, and the end
         out.disableAutoRequest();
         out.request(1);
-        Thread.ofPlatform().daemon(true).name("receive").start(() -> new Stream(out, events).run());
+        Thread.ofPlatform().daemon(true).name("receive").start(() -> new Stream<>(out, events, destination).run());
         return new StreamObserver<>() {
             @Override
             public void onNext(WriteContentRequest request) {
@@ -95,14 +117,15 @@ final class ContentReceiver {
     }
 
     /** One stream's state, on its writing thread. */
-    private final class Stream {
-        private final ServerCallStreamObserver<WriteContentResponse> out;
+    private final class Stream<R> {
+        private final ServerCallStreamObserver<R> out;
         private final BlockingQueue<Event> events;
+        private final Destination<R> destination;
         private final long started = System.nanoTime();
         private String name;
         private ContentStart start;
-        /** The pool's side of the copy: the pool that has the volume's record. */
-        private IncomingCopies incoming;
+        /** The pool's side of the copy: the pool that has the record. */
+        private Receiving incoming;
         private IncomingContent target;
         /** Everything of the content below this offset is written (recorded once synced). */
         private long position;
@@ -121,9 +144,10 @@ final class ContentReceiver {
          */
         private boolean checkpointFailed;
 
-        Stream(ServerCallStreamObserver<WriteContentResponse> out, BlockingQueue<Event> events) {
+        Stream(ServerCallStreamObserver<R> out, BlockingQueue<Event> events, Destination<R> destination) {
             this.out = out;
             this.events = events;
+            this.destination = destination;
         }
 
         void run() {
@@ -134,27 +158,25 @@ final class ContentReceiver {
                 if (name.isEmpty()) {
                     throw CsiException.missing("name");
                 }
-                LocalVolumeId.checkName(name);
-                held = locks.acquire(name);
-                incoming = pools.holding(name).incoming();
-                ImageRecord record = start(first);
-                target = incoming.open(name);
+                held = locks.acquire(destination.lockKey(name));
+                incoming = destination.receiving(name);
+                Receiving.Progress record = start(first);
+                target = incoming.open();
                 while (true) {
                     WriteContentRequest request = next();
                     if (!request.getName().equals(name)) {
-                        throw CsiException.invalidArgument("every message of a stream names one volume: " + name);
+                        throw CsiException.invalidArgument("every message of a stream names one " + destination.noun() + ": " + name);
                     }
                     switch (request.getChunk().getKindCase()) {
                         case DATA -> write(record, request.getChunk().getData());
+                        case ZERO -> zero(record, request.getChunk().getZero());
                         case END -> {
-                            Volume volume = finish(request.getChunk().getEnd().getSha256().toByteArray());
-                            out.onNext(WriteContentResponse.newBuilder().setVolume(volume).setWrittenBytes(written)
-                                    .setGeneration(inventory.volumeChanged(name)).build());
+                            out.onNext(finish(request.getChunk().getEnd().getSha256().toByteArray()));
                             out.onCompleted();
                             metrics.receiveEnded("complete", started);
                             return;
                         }
-                        default -> throw CsiException.invalidArgument("a stream has one start, and data or its end after it");
+                        default -> throw CsiException.invalidArgument("a stream has one start, and data, zero ranges or its end after it");
                     }
                 }
             } catch (StreamEnded e) {
@@ -169,13 +191,14 @@ final class ContentReceiver {
                 answer(e.toStatus());
             } catch (IOException | DeviceException e) {
                 interrupted(e.toString());
-                answer(CsiException.internal("cannot write volume " + name + ": " + CsiException.describe(e)).toStatus());
+                answer(CsiException.internal("cannot write " + destination.noun() + " " + name + ": " + CsiException.describe(e)).toStatus());
             } catch (InterruptedException e) {
                 interrupted("interrupted");
                 answer(Status.ABORTED.withDescription("interrupted"));
             } catch (RuntimeException e) { // a failure of the pool's (a record that cannot be written, say): recorded, answered
                 interrupted(e.toString());
-                answer(CsiException.internal("cannot receive volume " + name + " (a fault of node-server; its log has the details)").toStatus());
+                answer(CsiException.internal("cannot receive " + destination.noun() + " " + name
+                        + " (a fault of node-server; its log has the details)").toStatus());
             } finally {
                 close();
                 if (held != null) {
@@ -188,8 +211,8 @@ final class ContentReceiver {
          * The stream's start, against the volume's record: the same content resumes where the
          * record says it is on disk; other content starts the volume over, empty.
          */
-        private ImageRecord start(WriteContentRequest first) throws IOException, DeviceException {
-            ImageRecord record = incoming.receiving(name);
+        private Receiving.Progress start(WriteContentRequest first) throws IOException, DeviceException {
+            Receiving.Progress record = incoming.progress();
             if (!first.getChunk().hasStart()) {
                 throw CsiException.invalidArgument("a stream begins with its start");
             }
@@ -197,49 +220,51 @@ final class ContentReceiver {
             if (start.getTag().isEmpty()) {
                 throw CsiException.missing("start.tag");
             }
-            if (start.getSizeBytes() <= 0 || start.getSizeBytes() > record.getCapacityBytes()) {
-                throw CsiException.outOfRange("content of " + start.getSizeBytes() + " bytes does not fit volume " + name + " of "
-                        + record.getCapacityBytes() + " bytes");
+            if (start.getSizeBytes() <= 0 || start.getSizeBytes() > record.capacityBytes()) {
+                throw CsiException.outOfRange("content of " + start.getSizeBytes() + " bytes does not fit " + destination.noun() + " " + name
+                        + " of " + record.capacityBytes() + " bytes");
             }
-            if (start.getEncrypted() != record.getEncrypted()) {
-                throw CsiException.invalidArgument("volume " + name + " is to be " + (record.getEncrypted() ? "encrypted" : "plain")
+            if (!start.getBaseSnapshot().equals(record.baseSnapshot())) {
+                throw CsiException.failedPrecondition(destination.noun() + " " + name + (record.baseSnapshot().isEmpty()
+                        ? " is received whole" : " is built on snapshot " + record.baseSnapshot())
+                        + "; the stream holds " + (start.getBaseSnapshot().isEmpty() ? "the whole content"
+                        : "what changed since snapshot " + start.getBaseSnapshot()));
+            }
+            if (record.checksEncryption() && start.getEncrypted() != record.encrypted()) {
+                throw CsiException.invalidArgument("volume " + name + " is to be " + (record.encrypted() ? "encrypted" : "plain")
                         + " but its source is " + (start.getEncrypted() ? "encrypted" : "plain")
                         + "; a copy holds its source's bytes, so its StorageClass must have the same encryption");
             }
-            if (!start.getTag().equals(record.getReceiveTag())) {
+            if (!start.getTag().equals(record.tag())) {
                 if (start.getOffset() != 0) {
-                    throw CsiException.failedPrecondition("volume " + name + " holds nothing of content " + start.getTag()
+                    throw CsiException.failedPrecondition(destination.noun() + " " + name + " holds nothing of content " + start.getTag()
                             + "; its stream starts at 0, not " + start.getOffset());
                 }
-                if (record.getReceivedBytes() > 0 || !record.getReceiveTag().isEmpty()) {
-                    log.info("partly received volume holds other content; starting it over", "volume", name,
-                            "had", record.getReceiveTag(), "now", start.getTag());
+                if (record.receivedBytes() > 0 || !record.tag().isEmpty()) {
+                    log.info("partly received " + destination.noun() + " holds other content; starting it over", destination.logKey(), name,
+                            "had", record.tag(), "now", start.getTag());
                 }
-                record = incoming.restart(name, start.getTag());
-            } else if (start.getOffset() > record.getReceivedBytes()) {
-                throw CsiException.failedPrecondition("volume " + name + " holds " + record.getReceivedBytes()
+                record = incoming.restart(start.getTag());
+            } else if (start.getOffset() > record.receivedBytes()) {
+                throw CsiException.failedPrecondition(destination.noun() + " " + name + " holds " + record.receivedBytes()
                         + " bytes of its content on disk; a stream from " + start.getOffset() + " would leave a gap");
             } else if (start.getOffset() > 0) {
-                log.info("resuming transfer", "volume", name, "from", start.getOffset());
+                log.info("resuming transfer", destination.logKey(), name, "from", start.getOffset());
             }
             position = start.getOffset();
-            recorded = record.getReceivedBytes();
+            recorded = record.receivedBytes();
             checkpointed = position;
             this.start = start;
             return record;
         }
 
-        private void write(ImageRecord record, ContentData data) throws IOException, InterruptedException {
+        private void write(Receiving.Progress record, ContentData data) throws IOException, InterruptedException {
             long offset = data.getOffset();
             int length = data.getData().size();
-            if (offset < position || offset % ImageContent.BLOCK != 0 || length == 0 || length > MAX_CHUNK
-                    || offset > record.getCapacityBytes() - length) {
-                throw CsiException.invalidArgument("chunk at " + offset + " of " + length + " bytes: chunks come in order, "
-                        + "at whole blocks, within the volume's " + record.getCapacityBytes() + " bytes");
-            }
+            checkRange(record, "chunk", offset, length, MAX_CHUNK);
             ByteBuffer bytes = data.getData().asReadOnlyByteBuffer(); // the message's own bytes, not a copy
             if (ImageContent.crc32c(bytes) != data.getCrc32C()) {
-                throw CsiException.dataLoss("chunk at " + offset + " of volume " + name + " arrived damaged (CRC-32C)");
+                throw CsiException.dataLoss("chunk at " + offset + " of " + destination.noun() + " " + name + " arrived damaged (CRC-32C)");
             }
             target.write(position, offset, bytes);
             position = offset + length;
@@ -250,6 +275,27 @@ final class ContentReceiver {
             }
             if (position - checkpointed >= CHECKPOINT_BYTES) {
                 startCheckpoint();
+            }
+        }
+
+        /** A range the source reads as zeros, in a stream on a base: made to read zeros here (a hole where it can). */
+        private void zero(Receiving.Progress record, ContentZero zero) throws IOException, InterruptedException {
+            if (!target.onBase()) {
+                throw CsiException.invalidArgument("zero ranges come only in a stream on a base snapshot");
+            }
+            checkRange(record, "zero range", zero.getOffset(), zero.getLength(), Long.MAX_VALUE);
+            target.zero(zero.getOffset(), zero.getLength());
+            position = zero.getOffset() + zero.getLength();
+            if (position - checkpointed >= CHECKPOINT_BYTES) {
+                startCheckpoint();
+            }
+        }
+
+        private void checkRange(Receiving.Progress record, String what, long offset, long length, long longest) {
+            if (offset < position || offset % ImageContent.BLOCK != 0 || length <= 0 || length > longest
+                    || offset > record.capacityBytes() - length) {
+                throw CsiException.invalidArgument(what + " at " + offset + " of " + length + " bytes: data and zero ranges come in order, "
+                        + "at whole blocks, within the " + destination.noun() + "'s " + record.capacityBytes() + " bytes");
             }
         }
 
@@ -298,7 +344,7 @@ final class ContentReceiver {
             try {
                 awaitCheckpoint();
             } catch (IOException | RuntimeException e) {
-                log.warn("checkpoint failed", "volume", name, "error", e.toString());
+                log.warn("checkpoint failed", destination.logKey(), name, "error", e.toString());
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
@@ -307,23 +353,27 @@ final class ContentReceiver {
         /** Syncs what is written up to {@code upTo} (and any more) and records it. */
         private void syncAndRecord(long upTo) throws IOException {
             target.sync();
-            incoming.receivedUpTo(name, upTo);
+            incoming.receivedUpTo(upTo);
             recorded = upTo;
         }
 
-        private Volume finish(byte[] sent) throws IOException, InterruptedException {
+        private R finish(byte[] sent) throws IOException, InterruptedException {
             awaitCheckpoint();
             target.end(position);
+            Optional<CrashPoint> written = destination.written();
+            if (written.isPresent()) {
+                crashes.reach(written.get());
+            }
             byte[] mine = target.digest();
             if (!MessageDigest.isEqual(mine, sent)) {
-                throw CsiException.dataLoss("volume " + name + " received content whose digest " + HexFormat.of().formatHex(mine)
+                throw CsiException.dataLoss(destination.noun() + " " + name + " received content whose digest " + HexFormat.of().formatHex(mine)
                         + " differs from the sender's " + HexFormat.of().formatHex(sent));
             }
             crashes.reach(CrashPoint.TRANSFER_VERIFIED);
-            Volume volume = incoming.finish(name, start.getSizeBytes(), start.getFilesystem(), start.getUsedAsBlock(), start.getEncrypted());
-            log.info("content received", "volume", name, "data_bytes", written,
+            R answer = destination.finish(name, start, this.written);
+            log.info("content received", destination.logKey(), name, "data_bytes", this.written, "base", start.getBaseSnapshot(),
                     "seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
-            return volume;
+            return answer;
         }
 
         /** The stream stopped before its end: what is written is recorded, for the retry to resume. */
@@ -335,26 +385,29 @@ final class ContentReceiver {
             settleCheckpoint();
             if (checkpointFailed) {
                 log.warn("transfer interrupted after a failed checkpoint; the retry resumes from the last one recorded",
-                        "volume", name, "received_bytes", recorded, "reason", why);
+                        destination.logKey(), name, "received_bytes", recorded, "reason", why);
                 return;
             }
             try {
                 syncAndRecord(position);
-                log.warn("transfer interrupted; the retry resumes", "volume", name, "received_bytes", recorded, "reason", why);
+                log.warn("transfer interrupted; the retry resumes", destination.logKey(), name, "received_bytes", recorded, "reason", why);
             } catch (IOException | RuntimeException e) {
-                log.warn("transfer interrupted; progress not recorded", "volume", name, "reason", why, "error", e.toString());
+                log.warn("transfer interrupted; progress not recorded", destination.logKey(), name, "reason", why, "error", e.toString());
             }
         }
 
-        /** Damaged content: the partial volume goes, so that the retry starts over. */
+        /** Damaged content: what was received goes, so that the retry starts over. */
         private void discard(String why) {
             metrics.receiveEnded("refused", started);
-            log.error("content refused; partial volume removed", "volume", name, "reason", why);
+            log.error("content refused; partial " + destination.noun() + " removed", destination.logKey(), name, "reason", why);
             close();
+            if (incoming == null) {
+                return;
+            }
             try {
-                pools.holding(name).delete(name);
+                incoming.remove();
             } catch (Exception e) {
-                log.error("cannot remove partial volume", "volume", name, "error", e.toString());
+                log.error("cannot remove partial " + destination.noun(), destination.logKey(), name, "error", e.toString());
             }
         }
 
@@ -389,7 +442,7 @@ final class ContentReceiver {
                 } catch (IOException e) {
                     // nothing written is lost: every checkpoint synced first
                 } catch (DeviceException e) { // a logical volume left active: the next start deactivates it
-                    log.warn("cannot release the volume received into", "volume", name, "error", e.getMessage());
+                    log.warn("cannot release the storage received into", destination.logKey(), name, "error", e.getMessage());
                 }
                 target = null;
             }

@@ -27,15 +27,18 @@ public final class Inventory {
     private static final int REMEMBERED = 100_000;
 
     private final NodePools pools;
+    private final SnapshotTombstones tombstones;
     private final Map<String, Long> volumes = new HashMap<>();
     private final Map<String, Long> snapshots = new HashMap<>();
+    private final Map<String, Long> tombstoneNames = new HashMap<>();
     private final List<Runnable> listeners = new CopyOnWriteArrayList<>();
     private long generation;
     /** Changes up to this generation are forgotten. */
     private long floor;
 
-    public Inventory(NodePools pools) {
+    public Inventory(NodePools pools, SnapshotTombstones tombstones) {
         this.pools = pools;
+        this.tombstones = tombstones;
     }
 
     /** Called at every change, after it is counted: the renewals push it to the controllers. */
@@ -52,14 +55,21 @@ public final class Inventory {
         return changed(snapshots, name);
     }
 
+    /** Counts a change of the snapshot {@code name} and of its tombstone (DeleteSnapshot changes both). */
+    long snapshotAndTombstoneChanged(String name) {
+        changed(tombstoneNames, name);
+        return changed(snapshots, name);
+    }
+
     private long changed(Map<String, Long> names, String name) {
         long now;
         synchronized (this) {
             now = ++generation;
             names.put(name, now);
-            if (volumes.size() + snapshots.size() > REMEMBERED) {
+            if (volumes.size() + snapshots.size() + tombstoneNames.size() > REMEMBERED) {
                 volumes.clear();
                 snapshots.clear();
+                tombstoneNames.clear();
                 floor = now;
             }
         }
@@ -79,18 +89,21 @@ public final class Inventory {
         long now;
         List<String> changedVolumes;
         List<String> changedSnapshots;
+        List<String> changedTombstones;
         boolean everything;
         synchronized (this) {
             now = generation;
             everything = confirmed < 0 || confirmed < floor;
             changedVolumes = everything ? List.of() : since(volumes, confirmed);
             changedSnapshots = everything ? List.of() : since(snapshots, confirmed);
+            changedTombstones = everything ? List.of() : since(tombstoneNames, confirmed);
         }
         request.setGeneration(now);
         if (everything) {
             request.setInventory(dev.strata.csi.agent.api.Inventory.newBuilder()
                     .addAllVolumes(pools.list())
-                    .addAllSnapshots(pools.snapshots()));
+                    .addAllSnapshots(pools.snapshots())
+                    .addAllTombstones(tombstones.all()));
         } else if (confirmed < now) {
             InventoryChanges.Builder changes = InventoryChanges.newBuilder().setBaseGeneration(confirmed);
             for (String name : changedVolumes) {
@@ -100,6 +113,9 @@ public final class Inventory {
             for (String name : changedSnapshots) {
                 Optional<Snapshot> snapshot = pools.listedSnapshot(name);
                 snapshot.ifPresentOrElse(changes::addSnapshots, () -> changes.addRemovedSnapshots(name));
+            }
+            for (String name : changedTombstones) {
+                tombstones.get(name).ifPresentOrElse(changes::addTombstones, () -> changes.addRemovedTombstones(name));
             }
             request.setChanges(changes);
         }

@@ -17,6 +17,7 @@ import dev.strata.csi.agent.api.CreateSnapshotResponse;
 import dev.strata.csi.agent.api.DeleteVolumeRequest;
 import dev.strata.csi.agent.api.DeleteVolumeResponse;
 import dev.strata.csi.agent.api.DeleteSnapshotRequest;
+import dev.strata.csi.agent.api.SnapshotTombstone;
 import dev.strata.csi.agent.api.DeleteSnapshotResponse;
 import dev.strata.csi.agent.api.DetachVolumeRequest;
 import dev.strata.csi.agent.api.DetachVolumeResponse;
@@ -34,7 +35,12 @@ import dev.strata.csi.agent.api.NodeAgentGrpc;
 import dev.strata.csi.agent.api.ProbeRequest;
 import dev.strata.csi.agent.api.ProbeResponse;
 import dev.strata.csi.agent.api.ReadContentRequest;
+import dev.strata.csi.agent.api.ReceiveSnapshotCopyRequest;
+import dev.strata.csi.agent.api.ReceiveSnapshotCopyResponse;
 import dev.strata.csi.agent.api.ReceiveVolumeRequest;
+import dev.strata.csi.agent.api.Snapshot;
+import dev.strata.csi.agent.api.WriteSnapshotCopyResponse;
+import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.agent.api.ReceiveVolumeResponse;
 import dev.strata.csi.agent.api.SetIoLimitsRequest;
 import dev.strata.csi.agent.api.SetIoLimitsResponse;
@@ -74,6 +80,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
     private final ContentReceiver receiver;
     private final RangeSender ranges;
     private final Inventory inventory;
+    private final SnapshotTombstones tombstones;
     private final VolumeIoLimits ioLimits;
     private final VolumeGroupCuts groupCuts;
 
@@ -82,15 +89,16 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
      * Every change is counted in {@code inventory} under the name's lock, and the generation that
      * includes it is in the reply, so the controller can tell a report made before it from one after.
      */
-    public NodeAgentService(NodePools pools, VolumeLocks locks, Inventory inventory, VolumeIoLimits ioLimits,
-            PrometheusRegistry metrics, Crashes<CrashPoint> crashes, Log log) {
+    public NodeAgentService(NodePools pools, VolumeLocks locks, Inventory inventory, SnapshotTombstones tombstones,
+            VolumeIoLimits ioLimits, PrometheusRegistry metrics, Crashes<CrashPoint> crashes, Log log) {
         this.pools = pools;
         this.locks = locks;
         this.inventory = inventory;
+        this.tombstones = tombstones;
         this.ioLimits = ioLimits;
         TransferMetrics transfers = new TransferMetrics(metrics);
         this.sender = new ContentSender(pools, locks, transfers, crashes, log);
-        this.receiver = new ContentReceiver(pools, locks, inventory, transfers, crashes, log);
+        this.receiver = new ContentReceiver(locks, transfers, crashes, log);
         this.groupCuts = new VolumeGroupCuts(pools, locks, inventory, metrics, crashes, log);
         this.ranges = new RangeSender(pools, locks, log);
     }
@@ -206,7 +214,7 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
                     var held = locks.acquire(snapshotName(request.getName()))) {
                 try {
                     var taken = pools.forNewSnapshot(request.getName(), request.getSourceVolume()).snapshots()
-                            .take(request.getName(), request.getSourceVolume(), request.getTemporary());
+                            .take(request.getName(), request.getSourceVolume(), request.getTemporary(), request.getCopyNodesList());
                     return CreateSnapshotResponse.newBuilder().setSnapshot(taken)
                             .setGeneration(inventory.snapshotChanged(request.getName())).build();
                 } catch (Exception e) {
@@ -223,8 +231,11 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
             try (var held = locks.acquire(snapshotName(request.getName()))) {
                 try {
                     pools.holdingSnapshot(request.getName()).snapshots().delete(request.getName());
+                    // After the snapshot: a tombstone is kept only once what it stands for is gone here.
+                    tombstones.put(SnapshotTombstone.newBuilder().setName(request.getName())
+                            .setOriginNode(request.getOriginNode()).addAllNodes(request.getTombstoneNodesList()).build());
                 } finally {
-                    inventory.snapshotChanged(request.getName());
+                    inventory.snapshotAndTombstoneChanged(request.getName());
                 }
                 return DeleteSnapshotResponse.newBuilder().setGeneration(inventory.generation()).build();
             }
@@ -263,7 +274,40 @@ public final class NodeAgentService extends NodeAgentGrpc.NodeAgentImplBase {
 
     @Override
     public StreamObserver<WriteContentRequest> writeContent(StreamObserver<WriteContentResponse> response) {
-        return receiver.receive((ServerCallStreamObserver<WriteContentResponse>) response);
+        return receiver.receive((ServerCallStreamObserver<WriteContentResponse>) response, ReceiveDestinations.volumes(pools, inventory));
+    }
+
+    /**
+     * A copy of another node's snapshot, in the pool the request names: made RECEIVING, or found
+     * with its base and progress, or complete ({@link dev.strata.csi.node.local.pool.SnapshotCopies#receive}).
+     */
+    @Override
+    public void receiveSnapshotCopy(ReceiveSnapshotCopyRequest request, StreamObserver<ReceiveSnapshotCopyResponse> response) {
+        Rpc.answer(response, () -> {
+            if (request.getOriginNode().isEmpty()) {
+                throw CsiException.missing("origin_node");
+            }
+            if (!request.hasSnapshot() || request.getSnapshot().getSourceVolume().isEmpty() || request.getSnapshot().getCapacityBytes() <= 0
+                    || !request.getSnapshot().hasCreationTime()) {
+                throw CsiException.invalidArgument("snapshot must say its source volume, capacity and creation time, as its node reports it");
+            }
+            try (var held = locks.acquire(snapshotName(request.getName()))) {
+                Snapshot snapshot = request.getSnapshot().toBuilder().setName(request.getName()).build();
+                SnapshotRecord record = pools.forSnapshotCopy(request.getName(), request.getPool()).snapshotCopies()
+                        .receive(request.getName(), request.getOriginNode(), snapshot, request.getBaseSnapshot());
+                var reply = ReceiveSnapshotCopyResponse.newBuilder().setBaseSnapshot(record.getBaseSnapshot())
+                        .setTag(record.getReceiveTag()).setReceivedBytes(record.getReceivedBytes());
+                if (record.getState() == SnapshotRecord.State.READY) {
+                    reply.setSnapshot(PoolSnapshots.snapshot(record));
+                }
+                return reply.build();
+            }
+        });
+    }
+
+    @Override
+    public StreamObserver<WriteContentRequest> writeSnapshotCopy(StreamObserver<WriteSnapshotCopyResponse> response) {
+        return receiver.receive((ServerCallStreamObserver<WriteSnapshotCopyResponse>) response, ReceiveDestinations.snapshotCopies(pools, inventory));
     }
 
     @Override

@@ -68,17 +68,22 @@ final class RangeSender {
                 () -> {
                     SnapshotRecord target = pools.holdingSnapshot(request.getTargetSnapshot()).snapshots().ready(request.getTargetSnapshot());
                     SnapshotRecord base = pools.holdingSnapshot(request.getBaseSnapshot()).snapshots().ready(request.getBaseSnapshot());
-                    if (!base.getSourceVolume().equals(target.getSourceVolume())) {
-                        throw CsiException.invalidArgument("snapshots " + base.getName() + " and " + target.getName()
-                                + " are of different volumes (" + base.getSourceVolume() + ", " + target.getSourceVolume() + ")");
-                    }
-                    if (taken(base).isAfter(taken(target))) {
-                        throw CsiException.invalidArgument("base snapshot " + base.getName() + " was taken after target snapshot "
-                                + target.getName());
-                    }
+                    requireBase(base, target);
                     long from = inRange(request.getStartingOffset(), target);
                     return new Prepared(target.getCapacityBytes(), (engine, sink) -> engine.changed(base, target, from, sink));
                 });
+    }
+
+    /** INVALID_ARGUMENT unless {@code base} is a snapshot of {@code target}'s volume taken no later. */
+    static void requireBase(SnapshotRecord base, SnapshotRecord target) {
+        if (!base.getSourceVolume().equals(target.getSourceVolume())) {
+            throw CsiException.invalidArgument("snapshots " + base.getName() + " and " + target.getName()
+                    + " are of different volumes (" + base.getSourceVolume() + ", " + target.getSourceVolume() + ")");
+        }
+        if (taken(base).isAfter(taken(target))) {
+            throw CsiException.invalidArgument("base snapshot " + base.getName() + " was taken after target snapshot "
+                    + target.getName());
+        }
     }
 
     private record Prepared(long capacityBytes, Scan scan) {}

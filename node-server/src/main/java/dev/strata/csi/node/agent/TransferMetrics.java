@@ -14,7 +14,7 @@ final class TransferMetrics {
     TransferMetrics(PrometheusRegistry registry) {
         bytes = Counter.builder()
                 .name("strata_transfer_bytes_total")
-                .help("Data bytes of volume content streamed to other nodes (sent) and from them (received)")
+                .help("Data bytes of volume and snapshot content streamed to other nodes (sent) and from them (received)")
                 .labelNames("direction")
                 .register(registry);
         received = Histogram.builder()

@@ -183,7 +183,7 @@ final class VolumeGroupCuts {
             for (VolumeGroupMember member : members) {
                 try {
                     pending.add(pools.forNewSnapshot(member.getSnapshot(), member.getVolume()).snapshots()
-                            .prepare(member.getSnapshot(), member.getVolume(), false, Optional.of(membership)));
+                            .prepare(member.getSnapshot(), member.getVolume(), false, List.of(), Optional.of(membership)));
                 } finally {
                     inventory.snapshotChanged(member.getSnapshot());
                 }

@@ -55,6 +55,12 @@ public enum CrashPoint {
     TRANSFER_WRITTEN,
     TRANSFER_CHECKPOINTED,
     TRANSFER_VERIFIED,
+    // A snapshot copy received from another node (ReceiveSnapshotCopy, WriteSnapshotCopy): its
+    // record written (RECEIVING), its storage not yet made; its whole content written and synced,
+    // its digest not yet checked; verified and recorded complete, not yet answered.
+    SNAPSHOT_COPY_RECORDED,
+    SNAPSHOT_COPY_WRITTEN,
+    SNAPSHOT_COPY_COMMITTED,
     // A group snapshot's cut (CutVolumeGroup, CommitVolumeGroup): this node's filesystems of the
     // group frozen; one member taken, the filesystems still frozen; all taken and thawed, not yet
     // answered; the node's members committed, not yet answered.

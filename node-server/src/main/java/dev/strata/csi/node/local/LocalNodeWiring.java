@@ -9,6 +9,7 @@ import dev.strata.csi.metrics.SystemSteps;
 import dev.strata.csi.node.agent.AbandonedCopies;
 import dev.strata.csi.node.agent.ControllerAddresses;
 import dev.strata.csi.node.agent.Inventory;
+import dev.strata.csi.node.agent.SnapshotTombstones;
 import dev.strata.csi.node.agent.NodeAgentService;
 import dev.strata.csi.node.agent.PoolOwnership;
 import dev.strata.csi.node.agent.Registration;
@@ -84,7 +85,8 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
     public static final Flag ADVERTISE_HOST = new Flag("agent-advertise-host", "NODE_IP", "127.0.0.1",
             "host or IP controller-server dials to reach this agent (usually status.hostIP via the downward API)");
     public static final Flag ABANDONED_COPY_EXPIRY = Flag.of("abandoned-copy-expiry", "1h",
-            "a volume partly received from another node (restore or clone across nodes) that no step of its copy touched for "
+            "a volume or snapshot copy partly received from another node (restore or clone across nodes, a snapshot's copy) "
+                    + "that no step of its copy touched for "
                     + "this long is removed, its capacity freed: its PVC was deleted and nobody comes back for it. A copy in "
                     + "progress records a step at least every 64 MiB, and external-provisioner retries CreateVolume at least "
                     + "every 5 minutes by default, each retry a step; 0 keeps them forever");
@@ -155,10 +157,12 @@ public record LocalNodeWiring(LocalNodeBackend backend, List<Component> componen
         PoolOwnership ownership = new PoolOwnership(pools);
         // After the pools' reconcile, before any call: a copy abandoned while the node was down goes at start.
         AbandonedCopies abandoned = new AbandonedCopies(pools, locks, abandonedCopyExpiry, context.metrics(), log);
-        Inventory inventory = new Inventory(pools);
+        // Beside the pools' own directories: records that outlive the snapshots they stand for.
+        SnapshotTombstones tombstones = new SnapshotTombstones(poolDir.resolve("tombstones"));
+        Inventory inventory = new Inventory(pools, tombstones);
         TcpComponent agent = new TcpComponent(
                 TcpComponent.address(AGENT_ADDRESS.name(), flags.get(AGENT_ADDRESS)), security.serverTls(),
-                List.of(new NodeAgentService(pools, locks, inventory, ioLimits, context.metrics(), crashes, log)),
+                List.of(new NodeAgentService(pools, locks, inventory, tombstones, ioLimits, context.metrics(), crashes, log)),
                 security.verifiers(log), log);
         Registration registration = new Registration(new ControllerAddresses(controllers, ControllerAddresses.SYSTEM, log), node.nodeId(),
                 flags.get(ADVERTISE_HOST), agent::port, node.topology().of(node.nodeId()).getSegmentsMap(), pools, inventory,

@@ -133,7 +133,7 @@ class RegistrationTest {
                 new SystemMounter(kernel, new Command(), MountHelpers.system()), new SystemFilesystemFreezer(kernel), Crashes.none(), java.time.Clock.systemUTC(), log);
         NodePools pools = new NodePools(pool, Optional.empty());
         Registration registration = new Registration(new ControllerAddresses(ControllerAddresses.parse("controller-address", flag),
-                resolver, log), "node-r", "127.0.0.1", () -> 9870, Map.of("topology.strata.csi.dev/node", "node-r"), pools, new Inventory(pools), security, log);
+                resolver, log), "node-r", "127.0.0.1", () -> 9870, Map.of("topology.strata.csi.dev/node", "node-r"), pools, new Inventory(pools, new SnapshotTombstones(dir.resolve("tombstones"))), security, log);
         registration.start();
         closing.add(() -> registration.stop(Duration.ofSeconds(5)));
         return registration;

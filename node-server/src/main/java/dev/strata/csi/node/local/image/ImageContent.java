@@ -157,6 +157,21 @@ public final class ImageContent {
         }
     }
 
+    /** Writes zeros over the blocks from {@code from} to {@code to} that do not read as zeros; the others are left unwritten. */
+    public static void zeroData(FileChannel file, long from, long to) throws IOException {
+        byte[] buffer = new byte[CHUNK];
+        for (long at = from; at < to; at += CHUNK) {
+            int length = (int) Math.min(CHUNK, to - at);
+            readFully(file, ByteBuffer.wrap(buffer, 0, length), at);
+            for (int block = 0; block < length; block += BLOCK) {
+                int size = Math.min(BLOCK, length - block);
+                if (!zero(buffer, block, size)) {
+                    writeFully(file, ZERO_BLOCK.slice(0, size), at + block);
+                }
+            }
+        }
+    }
+
     /**
      * What the digest takes of a non-zero block: its index, its CRC-32C and its CRC-32. Two
      * independent checksums of 32 bits per block, rather than the block itself: both are
@@ -177,6 +192,11 @@ public final class ImageContent {
         CRC32C crc = new CRC32C();
         crc.update(data.duplicate());
         return (int) crc.getValue();
+    }
+
+    /** Whether {@code length} bytes of {@code bytes} at {@code from} (an index, regardless of its position) are all zero. */
+    public static boolean isZero(ByteBuffer bytes, int from, int length) {
+        return bytes.slice(from, length).mismatch(ZERO_BLOCK.slice(0, length)) < 0;
     }
 
     private static boolean zero(byte[] bytes, int from, int length) {

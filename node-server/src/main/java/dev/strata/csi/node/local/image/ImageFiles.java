@@ -37,6 +37,12 @@ public interface ImageFiles {
      */
     CopyMethod copy(Path source, Path target) throws IOException;
 
+    /**
+     * Makes {@code length} bytes at {@code offset} of {@code image} read as zeros, as a hole where
+     * the filesystem can punch one (else written as zeros); the file keeps its size.
+     */
+    void punchHole(Path image, long offset, long length) throws IOException;
+
     /** Makes {@code image}'s data and size durable (fsync). */
     void sync(Path image) throws IOException;
 

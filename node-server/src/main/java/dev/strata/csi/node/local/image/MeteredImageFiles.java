@@ -46,6 +46,11 @@ public final class MeteredImageFiles implements ImageFiles {
     }
 
     @Override
+    public void punchHole(Path image, long offset, long length) throws IOException {
+        files.punchHole(image, offset, length);
+    }
+
+    @Override
     public void sync(Path image) throws IOException {
         steps.time("sync_image", () -> files.sync(image));
     }

@@ -11,7 +11,9 @@ import dev.strata.csi.node.mount.FilesystemUsage;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.file.Files;
+import java.nio.channels.FileChannel;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.List;
 import jnr.constants.platform.Errno;
 
@@ -92,6 +94,24 @@ public final class SystemImageFiles implements ImageFiles {
         } catch (SyscallException e) {
             Files.deleteIfExists(target);
             throw new IOException("cannot copy " + source + " to " + target + ": " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public void punchHole(Path image, long offset, long length) throws IOException {
+        try (FileDescriptor file = kernel.open(image.toString(), Kernel.O_WRONLY | Kernel.O_CLOEXEC)) {
+            try {
+                kernel.punchHole(file, offset, length);
+            } catch (SyscallException e) {
+                if (!e.is(Errno.EOPNOTSUPP)) {
+                    throw e;
+                }
+                try (FileChannel channel = FileChannel.open(image, StandardOpenOption.WRITE)) { // no holes here: zeros written
+                    ImageContent.writeZeros(channel, offset, offset + length);
+                }
+            }
+        } catch (SyscallException e) {
+            throw new IOException("cannot punch a hole in " + image + ": " + e.getMessage(), e);
         }
     }
 

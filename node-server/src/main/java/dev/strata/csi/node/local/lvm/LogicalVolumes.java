@@ -116,6 +116,14 @@ public interface LogicalVolumes {
     void zero(String name, long fromBytes) throws DeviceException;
 
     /**
+     * Discards {@code length} bytes at {@code offset} (multiples of 512) of the active volume
+     * {@code name} (blkdiscard): a thin volume unmaps the thin pool's chunks the range covers
+     * whole, which then read as zeros and take no space; what it covers of a chunk only may keep
+     * its data, so the caller reads the range back where it needs zeros.
+     */
+    void discard(String name, long offset, long length) throws DeviceException;
+
+    /**
      * A thin snapshot of the thin volume {@code origin}, named {@code name}, made inactive: instant,
      * sharing the origin's blocks until either is written, independent of the origin's later
      * writes and of its removal. LVM suspends the origin for the moment it takes, which freezes a

@@ -128,8 +128,21 @@ public final class SystemLogicalVolumes implements LogicalVolumes {
         if (fromBytes >= volume.sizeBytes()) {
             return;
         }
-        String[] argv = {"blkdiscard", "--zeroout", "--force", "--offset", Long.toString(fromBytes),
-                "--length", Long.toString(volume.sizeBytes() - fromBytes), volume.device().toString()};
+        zeroDevice(volume, fromBytes, volume.sizeBytes() - fromBytes);
+    }
+
+    private void zeroDevice(LogicalVolume volume, long offset, long length) throws DeviceException {
+        String[] argv = {"blkdiscard", "--zeroout", "--force", "--offset", Long.toString(offset),
+                "--length", Long.toString(length), volume.device().toString()};
+        run(ZERO_TIMEOUT, String.join(" ", argv), argv);
+    }
+
+    @Override
+    public void discard(String name, long offset, long length) throws DeviceException {
+        LogicalVolume volume = find(name).filter(LogicalVolume::active)
+                .orElseThrow(() -> new DeviceException("no active logical volume " + group + "/" + name));
+        String[] argv = {"blkdiscard", "--force", "--offset", Long.toString(offset), "--length", Long.toString(length),
+                volume.device().toString()};
         run(ZERO_TIMEOUT, String.join(" ", argv), argv);
     }
 

@@ -69,6 +69,7 @@ public final class ImagePool implements VolumePool {
     private final PoolSnapshots snapshots;
     private final IncomingCopies incoming;
     private final ImageOutgoingCopies outgoing;
+    private final SnapshotCopies snapshotCopies;
     private final ImageChangedBlocks changedBlocks;
     private final ImageFiles files;
     private final LoopDevices loops;
@@ -87,6 +88,7 @@ public final class ImagePool implements VolumePool {
         this.snapshots = new PoolSnapshots(snapshotStore, records, capacity, copies, files, crashes, clock, log);
         this.incoming = new IncomingCopies(records, new ImageReceiving(this, files), clock, crashes, log);
         this.outgoing = new ImageOutgoingCopies(this, files);
+        this.snapshotCopies = new SnapshotCopies(snapshotStore, new ImageCopyStorage(snapshotStore, capacity, files), clock, crashes, log);
         this.changedBlocks = new ImageChangedBlocks(snapshots, files);
         this.files = files;
         this.loops = loops;
@@ -113,6 +115,11 @@ public final class ImagePool implements VolumePool {
     @Override
     public IncomingCopies incoming() {
         return incoming;
+    }
+
+    @Override
+    public SnapshotCopies snapshotCopies() {
+        return snapshotCopies;
     }
 
     /** The filesystem among a device's mounts: not a block volume's bind of the device node. */

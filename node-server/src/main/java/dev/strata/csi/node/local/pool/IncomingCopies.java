@@ -1,5 +1,6 @@
 package dev.strata.csi.node.local.pool;
 
+import com.google.protobuf.Timestamp;
 import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
@@ -95,6 +96,40 @@ public final class IncomingCopies {
         }
     }
 
+    /** The RECEIVING volume {@code name} as a stream writes it. */
+    public Receiving target(String name) {
+        return new Receiving() {
+            @Override
+            public Progress progress() throws IOException {
+                return IncomingCopies.progress(receiving(name));
+            }
+
+            @Override
+            public Progress restart(String tag) throws IOException, DeviceException {
+                return IncomingCopies.progress(IncomingCopies.this.restart(name, tag));
+            }
+
+            @Override
+            public void receivedUpTo(long receivedBytes) throws IOException {
+                IncomingCopies.this.receivedUpTo(name, receivedBytes);
+            }
+
+            @Override
+            public IncomingContent open() throws IOException, DeviceException {
+                return IncomingCopies.this.open(name);
+            }
+
+            @Override
+            public void remove() throws IOException, DeviceException, MountException {
+                storage.delete(name);
+            }
+        };
+    }
+
+    private static Receiving.Progress progress(ImageRecord record) {
+        return new Receiving.Progress(record.getCapacityBytes(), true, record.getEncrypted(), record.getReceiveTag(), record.getReceivedBytes(), "");
+    }
+
     /** The RECEIVING volume, for a transfer's next step; FAILED_PRECONDITION when it is not being received. */
     public ImageRecord receiving(String name) throws IOException {
         return records.read(name)
@@ -163,8 +198,7 @@ public final class IncomingCopies {
             return false;
         }
         ImageRecord record = found.get();
-        Instant last = Instant.ofEpochSecond(record.getReceiveProgressTime().getSeconds(), record.getReceiveProgressTime().getNanos());
-        Duration idle = Duration.between(last, clock.instant());
+        Duration idle = idle(record.getReceiveProgressTime(), clock);
         if (idle.compareTo(expiry) < 0) {
             return false;
         }
@@ -173,6 +207,11 @@ public final class IncomingCopies {
                         + "its capacity is free again", "volume", name, "received_bytes", record.getReceivedBytes(),
                 "capacity_bytes", record.getCapacityBytes(), "idle_seconds", idle.toSeconds(), "expiry_seconds", expiry.toSeconds());
         return true;
+    }
+
+    /** How long since {@code progress}, the time a RECEIVING record says a transfer step last touched it. */
+    static Duration idle(Timestamp progress, Clock clock) {
+        return Duration.between(Instant.ofEpochSecond(progress.getSeconds(), progress.getNanos()), clock.instant());
     }
 
     /** Writes the RECEIVING record with the time of this transfer step: the volume is not abandoned. */

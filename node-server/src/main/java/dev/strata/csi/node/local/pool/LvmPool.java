@@ -96,6 +96,7 @@ public final class LvmPool implements VolumePool {
     private final VolumeSnapshots snapshotView = new Snapshots();
     private final IncomingCopies incoming;
     private final LvmOutgoingCopies outgoing;
+    private final SnapshotCopies snapshotCopies;
     private final ThinChangedBlocks changedBlocks;
 
     public LvmPool(Path recordsDir, LogicalVolumes volumes, ThinMappings mappings, Mounter mounts, Crashes<CrashPoint> crashes, Clock clock,
@@ -109,6 +110,7 @@ public final class LvmPool implements VolumePool {
         this.log = log;
         this.incoming = new IncomingCopies(records, new LvmReceiving(this, volumes), clock, crashes, log);
         this.outgoing = new LvmOutgoingCopies(this, snapshots, volumes);
+        this.snapshotCopies = new SnapshotCopies(snapshots, new LvmCopyStorage(this, volumes), clock, crashes, log);
         this.changedBlocks = new ThinChangedBlocks(this, volumes, mappings);
     }
 
@@ -421,7 +423,11 @@ public final class LvmPool implements VolumePool {
         for (SnapshotRecord snapshot : snapshots.all()) {
             known.add(lv(SNAPSHOT_PREFIX + snapshot.getName()));
             try {
-                if (snapshot.getState() != SnapshotRecord.State.READY || snapshot.getTemporary() || PoolSnapshotStore.uncommitted(snapshot)) {
+                if (snapshot.getState() == SnapshotRecord.State.RECEIVING) {
+                    deactivateUnused(lv(SNAPSHOT_PREFIX + snapshot.getName())); // the retried copy resumes it
+                    log.info("snapshot copy partly received from another node; the retried copy resumes it", "snapshot", snapshot.getName(),
+                            "origin", snapshot.getOriginNode(), "received_bytes", snapshot.getReceivedBytes());
+                } else if (snapshot.getState() != SnapshotRecord.State.READY || snapshot.getTemporary() || PoolSnapshotStore.uncommitted(snapshot)) {
                     finishSnapshotDelete(snapshot);
                     log.info("removed interrupted snapshot", "snapshot", snapshot.getName(), "state", snapshot.getState());
                 } else {
@@ -519,7 +525,8 @@ public final class LvmPool implements VolumePool {
          * whole size (RESOURCE_EXHAUSTED).
          */
         @Override
-        public Pending prepare(String name, String sourceImage, boolean temporary, Optional<Membership> member)
+        public Pending prepare(String name, String sourceImage, boolean temporary, List<String> copyNodes,
+            Optional<Membership> member)
                 throws IOException, DeviceException, MountException {
             LocalSnapshotId.checkName(name);
             lv(SNAPSHOT_PREFIX + name);
@@ -529,6 +536,9 @@ public final class LvmPool implements VolumePool {
                 if (record.getState() == SnapshotRecord.State.READY) {
                     PoolSnapshotStore.requireSame(record, sourceImage, member.map(m -> m.group().getName()).orElse(""));
                     return PoolSnapshots.Existing.of(record);
+                }
+                if (record.getState() == SnapshotRecord.State.RECEIVING) {
+                    throw SnapshotCopies.beingReceived(record);
                 }
                 finishSnapshotDelete(record); // CREATING or DELETING: taken again from the start
             }
@@ -547,17 +557,11 @@ public final class LvmPool implements VolumePool {
                     .setUsedAsBlock(source.getUsedAsBlock())
                     .setEncrypted(source.getEncrypted())
                     .setTemporary(temporary)
+                    .addAllCopyNodes(copyNodes)
                     .setCreationTime(member.map(Membership::cut).orElseGet(() -> ImagePool.timestamp(clock.instant())))
                     .setState(SnapshotRecord.State.CREATING)
                     .build();
-            synchronized (capacityLock) {
-                long available = available(LvType.THIN, source.getThinOvercommitRatio());
-                if (record.getCapacityBytes() > available) {
-                    throw CsiException.resourceExhausted("snapshot " + name + " of volume " + sourceImage + " needs " + record.getCapacityBytes()
-                            + " bytes of the thin pool in " + volumes.volumeGroup() + ", which has " + available);
-                }
-                snapshots.write(record);
-            }
+            reserveSnapshot("snapshot " + name + " of volume " + sourceImage, record, source.getThinOvercommitRatio());
             crashes.reach(CrashPoint.SNAPSHOT_RECORDED);
             SnapshotRecord recorded = record;
             return new Pending() {
@@ -663,6 +667,31 @@ public final class LvmPool implements VolumePool {
      * overcommit ratio, and, without overcommit (a ratio of 1, or 0: unset), within the pool's
      * unwritten data too. Nothing while the thin pool is nearly full.
      */
+    /**
+     * Writes the record of a new thin snapshot ({@code forWhat}, as the error names it) once the thin
+     * pool has room for its whole size; RESOURCE_EXHAUSTED, with nothing written, when not.
+     */
+    void reserveSnapshot(String forWhat, SnapshotRecord record, double overcommitRatio) throws IOException, DeviceException {
+        synchronized (capacityLock) {
+            long available = available(LvType.THIN, overcommitRatio);
+            if (record.getCapacityBytes() > available) {
+                throw CsiException.resourceExhausted(forWhat + " needs " + record.getCapacityBytes()
+                        + " bytes of the thin pool in " + volumes.volumeGroup() + ", which has " + available);
+            }
+            snapshots.write(record);
+        }
+    }
+
+    /** The snapshot records' store: a copy's storage keeps them as a snapshot's. */
+    PoolSnapshotStore snapshotStore() {
+        return snapshots;
+    }
+
+    @Override
+    public SnapshotCopies snapshotCopies() {
+        return snapshotCopies;
+    }
+
     private long available(LvType lvType, double overcommitRatio) throws IOException, DeviceException {
         if (lvType == LvType.LINEAR) {
             return volumes.groupSpace().freeBytes();

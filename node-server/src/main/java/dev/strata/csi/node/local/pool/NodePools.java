@@ -122,6 +122,18 @@ public final class NodePools {
         return wanted;
     }
 
+    /** The pool of {@code kind} for a copy of another node's snapshot {@code name}; ALREADY_EXISTS when another pool has the name. */
+    public VolumePool forSnapshotCopy(String name, PoolKind kind) throws IOException {
+        VolumePool wanted = of(kind);
+        for (VolumePool pool : all()) {
+            if (pool != wanted && pool.snapshots().holds(name)) {
+                throw CsiException.alreadyExists("snapshot " + name + " exists in this node's " + describe(pool.kind())
+                        + ", not in its " + describe(wanted.kind()));
+            }
+        }
+        return wanted;
+    }
+
     public Optional<Volume> get(String name) throws IOException, DeviceException {
         return holding(name).get(name);
     }

@@ -110,7 +110,7 @@ final class PoolCapacity {
         Path file = snapshots.imagePath(record.getName());
         try {
             return switch (record.getState()) {
-                case CREATING -> Math.max(0, record.getCopyBytes() - files.allocatedBytes(file));
+                case CREATING, RECEIVING -> Math.max(0, record.getCopyBytes() - files.allocatedBytes(file));
                 case READY -> record.getReflinked() ? files.allocatedBytes(file) : 0;
                 default -> 0;
             };

@@ -80,6 +80,9 @@ final class PoolSnapshotStore {
 
     /** ALREADY_EXISTS unless the existing snapshot {@code record} is what a take of it asks for: the same source, the same group or none. */
     static void requireSame(SnapshotRecord record, String sourceImage, String group) {
+        if (!record.getOriginNode().isEmpty()) {
+            throw CsiException.alreadyExists("snapshot " + record.getName() + " is a copy of node " + record.getOriginNode() + "'s");
+        }
         if (!record.getSourceVolume().equals(sourceImage)) {
             throw CsiException.alreadyExists("snapshot " + record.getName() + " exists of volume " + record.getSourceVolume()
                     + "; asked for one of " + sourceImage);

@@ -63,7 +63,8 @@ public final class PoolSnapshots implements VolumeSnapshots {
      * copy to another node, is left out of {@link #list()} and removed at the next start.
      */
     @Override
-    public Pending prepare(String name, String sourceImage, boolean temporary, Optional<Membership> member)
+    public Pending prepare(String name, String sourceImage, boolean temporary, List<String> copyNodes,
+            Optional<Membership> member)
             throws IOException, DeviceException, MountException {
         LocalSnapshotId.checkName(name);
         Optional<SnapshotRecord> existing = store.read(name);
@@ -74,6 +75,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
                     PoolSnapshotStore.requireSame(record, sourceImage, member.map(m -> m.group().getName()).orElse(""));
                     return Existing.of(record);
                 }
+                case RECEIVING -> throw SnapshotCopies.beingReceived(record);
                 default -> finishDelete(record); // CREATING: a partial copy; DELETING: on its way out
             }
         }
@@ -83,6 +85,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
         SnapshotRecord wanted = builder
                 .setName(name)
                 .setTemporary(temporary)
+                .addAllCopyNodes(copyNodes)
                 .setSourceVolume(sourceImage)
                 .setCapacityBytes(source.getCapacityBytes())
                 .setState(SnapshotRecord.State.CREATING)
@@ -150,7 +153,7 @@ public final class PoolSnapshots implements VolumeSnapshots {
     }
 
     /** What a copy to another node calls the snapshot's content: taken once, it never changes. */
-    static String contentTag(SnapshotRecord record) {
+    public static String contentTag(SnapshotRecord record) {
         var taken = record.getCreationTime();
         return "snapshot/" + record.getName() + "/" + taken.getSeconds() + "." + taken.getNanos();
     }
@@ -222,7 +225,10 @@ public final class PoolSnapshots implements VolumeSnapshots {
      */
     void reconcile() throws IOException {
         for (SnapshotRecord record : store.all()) {
-            if (record.getState() != SnapshotRecord.State.READY) {
+            if (record.getState() == SnapshotRecord.State.RECEIVING) {
+                log.info("snapshot copy partly received from another node; the retried copy resumes it", "snapshot", record.getName(),
+                        "origin", record.getOriginNode(), "received_bytes", record.getReceivedBytes());
+            } else if (record.getState() != SnapshotRecord.State.READY) {
                 finishDelete(record);
                 log.info(record.getState() == SnapshotRecord.State.CREATING ? "removed interrupted snapshot" : "finished interrupted snapshot delete",
                         "snapshot", record.getName());
@@ -245,12 +251,14 @@ public final class PoolSnapshots implements VolumeSnapshots {
     }
 
     /** The agent API's snapshot of a record. */
-    static Snapshot snapshot(SnapshotRecord record) {
+    public static Snapshot snapshot(SnapshotRecord record) {
         Snapshot.Builder snapshot = Snapshot.newBuilder()
                 .setName(record.getName())
                 .setSourceVolume(record.getSourceVolume())
                 .setCapacityBytes(record.getCapacityBytes())
-                .setCreationTime(record.getCreationTime());
+                .setCreationTime(record.getCreationTime())
+                .addAllCopyNodes(record.getCopyNodesList())
+                .setOriginNode(record.getOriginNode());
         if (record.hasGroup()) {
             VolumeGroup.Builder group = snapshot.getGroupBuilder()
                     .setName(record.getGroup().getName())

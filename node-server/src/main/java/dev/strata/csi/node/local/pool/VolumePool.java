@@ -83,6 +83,9 @@ public interface VolumePool {
     /** The copies the pool receives from other nodes (ReceiveVolume, WriteContent). */
     IncomingCopies incoming();
 
+    /** The copies of other nodes' snapshots the pool receives and keeps (ReceiveSnapshotCopy, WriteSnapshotCopy). */
+    SnapshotCopies snapshotCopies();
+
     /** The copies of the pool's volumes and snapshots that other nodes receive (ReadContent). */
     OutgoingCopies outgoing();
 

@@ -26,6 +26,17 @@ public interface VolumeSnapshots {
         return take(name, sourceImage, temporary, Optional.empty());
     }
 
+    /**
+     * {@link #take(String, String, boolean)}, recording {@code copyNodes}: the nodes to keep copies
+     * of it. A snapshot that exists keeps the nodes it recorded, and reports them.
+     */
+    default Snapshot take(String name, String sourceImage, boolean temporary, List<String> copyNodes)
+            throws IOException, DeviceException, MountException {
+        Pending pending = prepare(name, sourceImage, temporary, copyNodes, Optional.empty());
+        pending.copy();
+        return pending.finish();
+    }
+
     /** A group snapshot's member: its group, uncommitted, and the cut's time, which is the member's creation time. */
     record Membership(SnapshotGroup group, Timestamp cut) {}
 
@@ -35,7 +46,7 @@ public interface VolumeSnapshots {
      */
     default Snapshot take(String name, String sourceImage, boolean temporary, Optional<Membership> member)
             throws IOException, DeviceException, MountException {
-        Pending pending = prepare(name, sourceImage, temporary, member);
+        Pending pending = prepare(name, sourceImage, temporary, List.of(), member);
         pending.copy();
         return pending.finish();
     }
@@ -55,8 +66,8 @@ public interface VolumeSnapshots {
         Snapshot finish() throws IOException;
     }
 
-    /** The first step of {@link #take(String, String, boolean, Optional)}: the checks and the record. */
-    Pending prepare(String name, String sourceImage, boolean temporary, Optional<Membership> member)
+    /** The first step of {@link #take(String, String, boolean, Optional)}: the checks and the record, with {@code copyNodes}. */
+    Pending prepare(String name, String sourceImage, boolean temporary, List<String> copyNodes, Optional<Membership> member)
             throws IOException, DeviceException, MountException;
 
     /** Marks the members of group {@code group} in this pool committed; returns them. Repeating it changes nothing. */

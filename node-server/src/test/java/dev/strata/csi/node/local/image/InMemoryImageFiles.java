@@ -131,6 +131,14 @@ public final class InMemoryImageFiles implements ImageFiles {
         return copyMethod;
     }
 
+    /** Zeros written over the range, as on a filesystem without holes; the accounting keeps what it had. */
+    @Override
+    public void punchHole(Path image, long offset, long length) throws IOException {
+        try (FileChannel file = FileChannel.open(image, StandardOpenOption.WRITE)) {
+            ImageContent.writeZeros(file, offset, offset + length);
+        }
+    }
+
     @Override
     public void sync(Path image) {
         // the files are the test's scratch: nothing to make durable

@@ -197,6 +197,28 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
         zeroedFrom.add(fromBytes);
     }
 
+    /**
+     * The thin pool's chunks ({@link InMemoryThinMappings#CHUNK}) the range covers whole read zeros
+     * once discarded, as dm-thin unmaps them; what it covers of a chunk only keeps its data.
+     */
+    @Override
+    public synchronized void discard(String name, long offset, long length) throws DeviceException {
+        String command = "blkdiscard --offset " + offset + " --length " + length + " " + device(name);
+        existing(name, command);
+        injected("blkdiscard", command);
+        long chunk = InMemoryThinMappings.CHUNK;
+        long from = Math.ceilDiv(offset, chunk) * chunk;
+        long to = Math.floorDiv(offset + length, chunk) * chunk;
+        if (devices == null || to <= from) {
+            return;
+        }
+        try (FileChannel file = FileChannel.open(device(name), StandardOpenOption.WRITE)) {
+            file.write(ByteBuffer.allocate((int) (to - from)), from);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
     /** Where {@link #zero} was asked to zero from, in order: what a test checks of the pool's zeroing. */
     public synchronized List<Long> zeroedFrom() {
         return List.copyOf(zeroedFrom);

@@ -118,7 +118,7 @@ class GroupCutTest {
         List<VolumeSnapshots.Pending> pending = new ArrayList<>();
         for (String volume : List.of("pvc-a", "pvc-b", "pvc-idle")) {
             int i = pending.size();
-            pending.add(pools.images().snapshots().prepare("g-" + i, volume, false, Optional.of(group)));
+            pending.add(pools.images().snapshots().prepare("g-" + i, volume, false, List.of(), Optional.of(group)));
         }
 
         FrozenVolumes frozen = pools.freeze(List.of("pvc-a", "pvc-b", "pvc-idle"));

@@ -182,6 +182,11 @@ class ImageExpansionTest {
             }
 
             @Override
+            public void punchHole(Path image, long offset, long length) throws IOException {
+                real.punchHole(image, offset, length);
+            }
+
+            @Override
             public void sync(Path image) throws IOException {
                 real.sync(image);
             }
