@@ -13,6 +13,7 @@ import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.backend.local.records.Source;
 import dev.strata.csi.log.Log;
+import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.node.local.BlockDevice;
@@ -708,11 +709,24 @@ public final class LvmPool implements VolumePool {
         }
     }
 
-    /** The mounts of the volume's device. */
+    /**
+     * The filesystem on the volume's device or, for an encrypted volume, on the dm-crypt mapping
+     * stacked on it: a group snapshot's cut freezes that one, which the suspend of lvcreate's thin
+     * snapshot does not reach (it freezes the filesystem of the logical volume's own device only).
+     */
     @Override
     public Optional<Path> filesystemMount(String name) throws IOException, DeviceException, MountException {
         Optional<LogicalVolume> device = attachedDevice(name);
-        return device.isEmpty() ? Optional.empty() : ImagePool.filesystemMount(inUse(device.get()));
+        if (device.isEmpty()) {
+            return Optional.empty();
+        }
+        List<MountPoint> all = mounts.table().all();
+        Optional<Path> direct = ImagePool.filesystemMount(all.stream().filter(device.get()::backs).toList());
+        if (direct.isPresent()) {
+            return direct;
+        }
+        List<DeviceNumber> stacked = volumes.holders(device.get());
+        return ImagePool.filesystemMount(all.stream().filter(mount -> stacked.contains(mount.device())).toList());
     }
 
     private List<MountPoint> inUse(LogicalVolume volume) throws MountException {
