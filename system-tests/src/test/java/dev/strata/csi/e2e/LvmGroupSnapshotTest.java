@@ -194,7 +194,7 @@ class LvmGroupSnapshotTest {
         } finally {
             stopWriter(writer);
         }
-        System.out.printf("lvm: group snapshots of %s on Linux %s: the invariant held in %d of %d, restored pairs %s; freeze windows %s ms%n",
+        System.out.printf("lvm: group snapshot of %s on Linux %s: the invariant held in %d of %d, restored pairs %s; freeze windows %s ms%n",
                 what, kernel, rounds.size(), ROUNDS, rounds, windows);
     }
 
