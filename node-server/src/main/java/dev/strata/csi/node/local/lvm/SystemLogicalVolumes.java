@@ -3,17 +3,15 @@ package dev.strata.csi.node.local.lvm;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.node.local.DeviceException;
+import dev.strata.csi.node.local.DeviceHolders;
 import dev.strata.csi.system.CommandException;
 import dev.strata.csi.system.CommandResult;
 import dev.strata.csi.system.Commands;
-import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
-import java.util.stream.Stream;
 
 /**
  * The real {@link LogicalVolumes}: the lvm2 tools, run as child processes. Every command carries
@@ -35,7 +33,6 @@ public final class SystemLogicalVolumes implements LogicalVolumes {
     private static final Duration TIMEOUT = Duration.ofMinutes(2);
     /** Zeroing writes a linear volume's every byte where the disk has no write-zeroes command: a terabyte at 200 MB/s takes 90 minutes. */
     private static final Duration ZERO_TIMEOUT = Duration.ofHours(6);
-    private static final Path SYS_DEV_BLOCK = Path.of("/sys/dev/block");
     private static final String FIELDS = "lv_name,lv_size,lv_attr,lv_dm_path,lv_kernel_major,lv_kernel_minor,lv_tags";
 
     private final Commands commands;
@@ -161,20 +158,7 @@ public final class SystemLogicalVolumes implements LogicalVolumes {
 
     @Override
     public List<DeviceNumber> holders(LogicalVolume volume) throws DeviceException {
-        DeviceNumber number = volume.deviceNumber();
-        Path dir = SYS_DEV_BLOCK.resolve(number.major() + ":" + number.minor()).resolve("holders");
-        if (!Files.isDirectory(dir)) {
-            return List.of();
-        }
-        try (Stream<Path> holders = Files.list(dir)) {
-            List<DeviceNumber> numbers = new ArrayList<>();
-            for (Path holder : holders.toList()) {
-                numbers.add(DeviceNumber.parse(Files.readString(holder.resolve("dev")).strip()));
-            }
-            return numbers;
-        } catch (IOException e) {
-            throw new DeviceException("cannot read the holders of " + volume.device() + " in " + dir + ": " + e.getMessage(), e);
-        }
+        return DeviceHolders.of(volume.deviceNumber());
     }
 
     @Override

@@ -13,7 +13,6 @@ import dev.strata.csi.backend.local.records.ImageRecord;
 import dev.strata.csi.backend.local.records.SnapshotRecord;
 import dev.strata.csi.backend.local.records.Source;
 import dev.strata.csi.log.Log;
-import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.mount.MountException;
 import dev.strata.csi.mount.MountPoint;
 import dev.strata.csi.node.local.BlockDevice;
@@ -717,16 +716,8 @@ public final class LvmPool implements VolumePool {
     @Override
     public Optional<Path> filesystemMount(String name) throws IOException, DeviceException, MountException {
         Optional<LogicalVolume> device = attachedDevice(name);
-        if (device.isEmpty()) {
-            return Optional.empty();
-        }
-        List<MountPoint> all = mounts.table().all();
-        Optional<Path> direct = ImagePool.filesystemMount(all.stream().filter(device.get()::backs).toList());
-        if (direct.isPresent()) {
-            return direct;
-        }
-        List<DeviceNumber> stacked = volumes.holders(device.get());
-        return ImagePool.filesystemMount(all.stream().filter(mount -> stacked.contains(mount.device())).toList());
+        return device.isEmpty() ? Optional.empty()
+                : ImagePool.filesystemMount(mounts.table().all(), device.get(), volumes.holders(device.get()));
     }
 
     private List<MountPoint> inUse(LogicalVolume volume) throws MountException {
