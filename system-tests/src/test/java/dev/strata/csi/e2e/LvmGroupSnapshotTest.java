@@ -67,7 +67,6 @@ class LvmGroupSnapshotTest {
     private static final Map<String, String> SECRETS = Map.of("passphrase", "k3y-" + Long.toHexString(new Random().nextLong()));
     /** mkfs.xfs takes 300 MiB at least; a LUKS2 header 16 MiB. */
     private static final long XFS_BYTES = 336 * MIB;
-    private static final Pattern WINDOW = Pattern.compile("group snapshot taken.*?group[=\\\" :]+([A-Za-z0-9._-]+).*?freeze_window_ms[=\\\" :]+([0-9.]+)");
 
     @TempDir
     static Path dir;
@@ -164,7 +163,7 @@ class LvmGroupSnapshotTest {
     private void cutUnderLoad(String what, Staged a, Staged b, Map<String, String> parameters, Map<String, String> secrets) throws Exception {
         String dataA = VolumeData.write(a.target().resolve("data"), 3 * MIB + 1);
         String dataB = VolumeData.write(b.target().resolve("data"), 3 * MIB + 2);
-        Process writer = writer(a, b);
+        Process writer = GroupConsistencyTest.writer(a.target(), b.target());
         List<String> rounds = new ArrayList<>();
         List<Double> windows = new ArrayList<>();
         try {
@@ -174,7 +173,7 @@ class LvmGroupSnapshotTest {
                 VolumeGroupSnapshot cut = group(name, a, b);
                 assertEquals(2, cut.getSnapshotsCount());
                 assertTrue(writer.isAlive(), "the writer runs");
-                windows.add(window(name));
+                windows.add(GroupConsistencyTest.window(cluster, name));
                 Staged ra = restored(member(cut, a), a, parameters, secrets);
                 Staged rb = restored(member(cut, b), b, parameters, secrets);
                 long seqA = Long.parseLong(Files.readString(ra.target().resolve("seq")).strip());
@@ -192,7 +191,7 @@ class LvmGroupSnapshotTest {
             }
             assertTrue(writer.isAlive(), "the writer ran throughout");
         } finally {
-            stopWriter(writer);
+            GroupConsistencyTest.stopWriter(writer);
         }
         System.out.printf("lvm: group snapshot of %s on Linux %s: the invariant held in %d of %d, restored pairs %s; freeze windows %s ms%n",
                 what, kernel, rounds.size(), ROUNDS, rounds, windows);
@@ -200,7 +199,7 @@ class LvmGroupSnapshotTest {
 
     /** Linux before 6.8: FAILED_PRECONDITION, no member, nothing frozen or suspended, and the thin pool still snapshots. */
     private void refusedWithNothingLeft(Staged a, Staged b) throws Exception {
-        Process writer = writer(a, b);
+        Process writer = GroupConsistencyTest.writer(a.target(), b.target());
         try {
             Thread.sleep(2000);
             StatusRuntimeException refused = GroupSnapshotTest.assertCode(Status.Code.FAILED_PRECONDITION, () -> group("plain-0", a, b));
@@ -218,7 +217,7 @@ class LvmGroupSnapshotTest {
             System.out.println("lvm: group snapshot of thin ext4 + xfs on Linux " + kernel + ": FAILED_PRECONDITION, no member, "
                     + "nothing frozen or suspended (" + refused.getStatus().getDescription() + ")");
         } finally {
-            stopWriter(writer);
+            GroupConsistencyTest.stopWriter(writer);
         }
         // lvm2 left its metadata and the kernel's thin pool in step: a single snapshot is taken and removed.
         Snapshot single = cluster.controller().createSnapshot(CreateSnapshotRequest.newBuilder().setName("plain-single")
@@ -269,37 +268,6 @@ class LvmGroupSnapshotTest {
     private static Snapshot member(VolumeGroupSnapshot group, Staged volume) {
         return group.getSnapshotsList().stream().filter(s -> s.getSourceVolumeId().equals(volume.volume().getVolumeId())).findFirst()
                 .orElseThrow();
-    }
-
-    /** GroupConsistencyTest's writer, in a session of its own: n to A, fsync, n to B, fsync. */
-    private static Process writer(Staged a, Staged b) throws Exception {
-        return new ProcessBuilder("setsid", "sh", "-c", "n=0; while :; do n=$((n+1)); "
-                + "printf '%d\\n' $n > \"$1/.seq\" && mv \"$1/.seq\" \"$1/seq\" && sync \"$1/seq\" && "
-                + "printf '%d\\n' $n > \"$2/.seq\" && mv \"$2/.seq\" \"$2/seq\" && sync \"$2/seq\"; done",
-                "writer", a.target().toString(), b.target().toString()).redirectErrorStream(true).start();
-    }
-
-    private static void stopWriter(Process writer) throws Exception {
-        SystemState.run("kill", "-KILL", "--", "-" + writer.pid());
-        writer.waitFor(10, TimeUnit.SECONDS);
-        while (!SystemState.run("pgrep", "-g", String.valueOf(writer.pid())).isBlank()) {
-            Thread.sleep(50);
-        }
-    }
-
-    /** The group's freeze window, as controller-server logs it. */
-    private static double window(String name) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (System.nanoTime() < deadline) {
-            Matcher found = WINDOW.matcher(cluster.controllerProcess().output());
-            while (found.find()) {
-                if (found.group(1).equals(name)) {
-                    return Double.parseDouble(found.group(2));
-                }
-            }
-            Thread.sleep(100);
-        }
-        throw new AssertionError("no freeze window logged for " + name + ":\n" + cluster.controllerProcess().output());
     }
 
     /** node-a's log lines about group {@code name} that contain {@code text}. */
