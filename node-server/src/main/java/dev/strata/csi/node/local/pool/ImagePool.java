@@ -117,15 +117,12 @@ public final class ImagePool implements VolumePool {
 
     /**
      * The filesystem on {@code device} or on a device stacked on it ({@code holders}: an encrypted
-     * volume's dm-crypt mapping, whose filesystem a freeze of the volume's own device does not reach).
+     * volume's dm-crypt mapping, whose filesystem a freeze of the volume's own device does not
+     * reach); not a block volume's bind of the device node.
      */
     static Optional<Path> filesystemMount(List<MountPoint> mounts, BlockDevice device, List<DeviceNumber> holders) {
-        return filesystemMount(mounts.stream().filter(mount -> device.backs(mount) || holders.contains(mount.device())).toList());
-    }
-
-    /** The filesystem among a device's mounts: not a block volume's bind of the device node. */
-    static Optional<Path> filesystemMount(List<MountPoint> mounts) {
         return mounts.stream()
+                .filter(mount -> device.backs(mount) || holders.contains(mount.device()))
                 .filter(mount -> !mount.fsType().equals("devtmpfs") && !mount.fsType().equals("tmpfs"))
                 .map(MountPoint::mountPoint)
                 .findFirst();
