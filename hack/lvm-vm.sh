@@ -26,8 +26,8 @@
 # - LvmGroupSnapshotTest takes group snapshots of thin ext4 and xfs volumes under a writer (A then
 #   B, each fsynced), restores the members and checks the pair and the data: plain volumes where
 #   the kernel nests lvcreate's freeze in the group's FIFREEZE (Linux 6.8 and later; before, the
-#   group must be FAILED_PRECONDITION with nothing left), LUKS2 ones on any kernel; and refuses a
-#   group with a linear member;
+#   group must be FAILED_PRECONDITION with nothing left), LUKS2 ones on any kernel, a LUKS2 image of
+#   the node's image pool with a LUKS2 thin volume; and refuses a group with a linear member;
 # then csi-sanity (CSI_SANITY, default /opt/csi-sanity/csi-sanity; built by you, not part of this
 # repository; CSI_SANITY=skip: not run) runs every spec with the StorageClass parameters pool: lvm against a node-server
 # with a volume group of its own, and no logical volume of the driver's may be left.
@@ -122,7 +122,7 @@ declare -A lines=([LvmPoolSystemTest]="ext4 on a thin volume grown online|thin s
   [LvmZeroingSystemTest]="zeroing: linear|zeroing cost:"
   [LvmPipelineTest]="pipeline: ext4 on an LVM volume grown online through the CSI calls|copies: a thin snapshot restored into node-b's image pool|copies: an image-pool block volume cloned into node-a's LVM pool, linear and thin|copies: LVM volumes, detached and attached, cloned back" [LvmCrashRecoveryTest]="crash suite:"
   [LvmSnapshotMetadataTest]="snapshot metadata of thin snapshots through the CSI calls:"
-  [LvmGroupSnapshotTest]="group snapshot of thin ext4 + xfs|group snapshot of LUKS2 on thin, ext4 + xfs|group snapshot with a linear member:")
+  [LvmGroupSnapshotTest]="group snapshot of thin ext4 + xfs|group snapshot of LUKS2 on thin, ext4 + xfs|group snapshot of LUKS2 on an image (ext4) and on thin LVM (xfs)|group snapshot with a linear member:")
 for class in "${classes[@]}"; do
   IFS='|' read -r -a wanted <<<"${lines[${class##*.}]}"
   # Read whole first: grep -q stops at its first match, and under pipefail the writer's SIGPIPE would count as no match.

@@ -36,7 +36,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Group snapshots of thin LVM volumes on one node, with real processes, lvm2 and device-mapper,
+ * Group snapshots of thin LVM volumes on one node (which has an image pool too), with real processes, lvm2 and device-mapper,
  * under a writer that writes sequence number n to volume A, fsyncs, then n to volume B, fsyncs
  * (GroupConsistencyTest's): each group's members are restored through the CSI calls, and the
  * restored pair must hold B = A or A - 1, and the data written before, by checksum.
@@ -50,6 +50,8 @@ import org.junit.jupiter.api.io.TempDir;
  * <li>ext4 and xfs on LUKS2 over the logical volumes: the group freezes the filesystems on the
  *     dm-crypt mappings, and lvcreate's freeze of the logical volume finds no filesystem of its
  *     own: taken on either kernel.</li>
+ * <li>ext4 on LUKS2 over an image of the node's image pool with xfs on LUKS2 over a thin volume:
+ *     the image pool's mapping is found and frozen as the LVM one is.</li>
  * <li>a linear volume in a group: FAILED_PRECONDITION before any freeze.</li>
  * </ul>
  * Each group's freeze window (controller-server's log) is printed. Needs device-mapper with thin
@@ -63,6 +65,7 @@ class LvmGroupSnapshotTest {
     private static final int ROUNDS = Integer.getInteger("strata.lvmgroup.rounds", 3);
     private static final Map<String, String> THIN = Map.of("pool", "lvm");
     private static final Map<String, String> ENCRYPTED = Map.of("pool", "lvm", "encryption", "luks2");
+    private static final Map<String, String> ENCRYPTED_IMAGE = Map.of("pool", "image", "encryption", "luks2");
     private static final Map<String, String> LINEAR = Map.of("pool", "lvm", "lvType", "linear");
     private static final Map<String, String> SECRETS = Map.of("passphrase", "k3y-" + Long.toHexString(new Random().nextLong()));
     /** mkfs.xfs takes 300 MiB at least; a LUKS2 header 16 MiB. */
@@ -84,8 +87,8 @@ class LvmGroupSnapshotTest {
         // lvm2's commands take seconds in an emulated VM: calls to agents get a longer deadline than --agent-call-timeout's 5 s.
         cluster = Cluster.start(dir.resolve("cluster"), List.of("--agent-plaintext", "true"), List.of("--agent-call-timeout", "120s"),
                 Map.of());
-        cluster.startNode("node-a", Cluster.Launch.HOST.with(Map.of("VOLUME_GROUP", group.name(), "THIN_POOL", TestVolumeGroup.THIN_POOL,
-                "IMAGE_POOL", "false")));
+        // Both pools: a group may have members in each.
+        cluster.startNode("node-a", Cluster.Launch.HOST.with(Map.of("VOLUME_GROUP", group.name(), "THIN_POOL", TestVolumeGroup.THIN_POOL)));
     }
 
     @AfterAll
@@ -119,7 +122,7 @@ class LvmGroupSnapshotTest {
         Staged a = staged("pvc-plain-a", 64 * MIB, "ext4", THIN, Map.of());
         Staged b = staged("pvc-plain-b", XFS_BYTES, "xfs", THIN, Map.of());
         if (freezesNest()) {
-            cutUnderLoad("thin ext4 + xfs", a, b, THIN, Map.of());
+            cutUnderLoad("thin ext4 + xfs", a, b, List.of(THIN, THIN), Map.of());
         } else {
             refusedWithNothingLeft(a, b);
         }
@@ -133,7 +136,19 @@ class LvmGroupSnapshotTest {
     void encryptedThinExt4AndXfsVolumesAreCutTogether() throws Exception {
         Staged a = staged("pvc-luks-a", 64 * MIB, "ext4", ENCRYPTED, SECRETS);
         Staged b = staged("pvc-luks-b", XFS_BYTES, "xfs", ENCRYPTED, SECRETS);
-        cutUnderLoad("LUKS2 on thin, ext4 + xfs", a, b, ENCRYPTED, SECRETS);
+        cutUnderLoad("LUKS2 on thin, ext4 + xfs", a, b, List.of(ENCRYPTED, ENCRYPTED), SECRETS);
+        for (Staged volume : List.of(a, b)) {
+            volume.unstage();
+            volume.detachDelete();
+        }
+    }
+
+    /** The image pool's encrypted volume is frozen on its mapping over the loop device, as the LVM one over its logical volume. */
+    @Test
+    void anEncryptedImageAndAnEncryptedThinVolumeAreCutTogether() throws Exception {
+        Staged a = staged("pvc-mixed-a", 64 * MIB, "ext4", ENCRYPTED_IMAGE, SECRETS);
+        Staged b = staged("pvc-mixed-b", XFS_BYTES, "xfs", ENCRYPTED, SECRETS);
+        cutUnderLoad("LUKS2 on an image (ext4) and on thin LVM (xfs)", a, b, List.of(ENCRYPTED_IMAGE, ENCRYPTED), SECRETS);
         for (Staged volume : List.of(a, b)) {
             volume.unstage();
             volume.detachDelete();
@@ -159,8 +174,9 @@ class LvmGroupSnapshotTest {
         }
     }
 
-    /** ROUNDS groups of {@code a} and {@code b} under the writer, each restored and checked. */
-    private void cutUnderLoad(String what, Staged a, Staged b, Map<String, String> parameters, Map<String, String> secrets) throws Exception {
+    /** ROUNDS groups of {@code a} and {@code b} under the writer, each restored (into their classes, {@code parameters}) and checked. */
+    private void cutUnderLoad(String what, Staged a, Staged b, List<Map<String, String>> parameters, Map<String, String> secrets)
+            throws Exception {
         String dataA = VolumeData.write(a.target().resolve("data"), 3 * MIB + 1);
         String dataB = VolumeData.write(b.target().resolve("data"), 3 * MIB + 2);
         Process writer = GroupConsistencyTest.writer(a.target(), b.target());
@@ -174,8 +190,8 @@ class LvmGroupSnapshotTest {
                 assertEquals(2, cut.getSnapshotsCount());
                 assertTrue(writer.isAlive(), "the writer runs");
                 windows.add(GroupConsistencyTest.window(cluster, name));
-                Staged ra = restored(member(cut, a), a, parameters, secrets);
-                Staged rb = restored(member(cut, b), b, parameters, secrets);
+                Staged ra = restored(member(cut, a), a, parameters.get(0), secrets);
+                Staged rb = restored(member(cut, b), b, parameters.get(1), secrets);
                 long seqA = Long.parseLong(Files.readString(ra.target().resolve("seq")).strip());
                 long seqB = Long.parseLong(Files.readString(rb.target().resolve("seq")).strip());
                 rounds.add("A=" + seqA + " B=" + seqB);
