@@ -8,6 +8,7 @@ import csi.v1.Csi.CreateSnapshotRequest;
 import csi.v1.Csi.CreateVolumeGroupSnapshotRequest;
 import csi.v1.Csi.CreateVolumeRequest;
 import csi.v1.Csi.DeleteSnapshotRequest;
+import csi.v1.Csi.DeleteVolumeGroupSnapshotRequest;
 import csi.v1.Csi.Snapshot;
 import csi.v1.Csi.TopologyRequirement;
 import csi.v1.Csi.Volume;
@@ -56,13 +57,13 @@ import org.junit.jupiter.api.io.TempDir;
  * </ul>
  * Each group's freeze window (controller-server's log) is printed. Needs device-mapper with thin
  * provisioning and dm-crypt: hack/lvm-vm.sh runs it in a VM (VM_KERNEL picks the kernel);
- * elsewhere it is skipped. {@code -Dstrata.lvmgroup.rounds} sets the groups per pair (3).
+ * elsewhere it is skipped. {@code -Dstrata.lvmgroup.rounds} sets the groups per pair (2).
  */
 @Tag("root")
 class LvmGroupSnapshotTest {
 
     private static final long MIB = 1L << 20;
-    private static final int ROUNDS = Integer.getInteger("strata.lvmgroup.rounds", 3);
+    private static final int ROUNDS = Integer.getInteger("strata.lvmgroup.rounds", 2);
     private static final Map<String, String> THIN = Map.of("pool", "lvm");
     private static final Map<String, String> ENCRYPTED = Map.of("pool", "lvm", "encryption", "luks2");
     private static final Map<String, String> ENCRYPTED_IMAGE = Map.of("pool", "image", "encryption", "luks2");
@@ -83,7 +84,7 @@ class LvmGroupSnapshotTest {
         EncryptedVolumes.requireDmCrypt();
         TestVolumeGroup.requireDeviceMapper();
         kernel = SystemState.run("uname", "-r").strip();
-        group = TestVolumeGroup.make(dir, "strata-group-" + ProcessHandle.current().pid(), "3G", "2g");
+        group = TestVolumeGroup.make(dir, "strata-group-" + ProcessHandle.current().pid(), "3G", "2560m");
         // lvm2's commands take seconds in an emulated VM: calls to agents get a longer deadline than --agent-call-timeout's 5 s.
         cluster = Cluster.start(dir.resolve("cluster"), List.of("--agent-plaintext", "true"), List.of("--agent-call-timeout", "120s"),
                 Map.of());
@@ -165,7 +166,7 @@ class LvmGroupSnapshotTest {
         for (Staged volume : List.of(linear, thin)) {
             SnapshotTest.writeNotFrozen(volume.target().resolve("after"));
         }
-        assertEquals(2, group.driverVolumes().size(), "no member left: " + group.driverVolumes());
+        assertEquals(List.of(), snapshotVolumes(), "no member left");
         System.out.println("lvm: group snapshot with a linear member: FAILED_PRECONDITION before any freeze (" + refused.getStatus()
                 .getDescription() + ")");
         for (Staged volume : List.of(linear, thin)) {
@@ -203,7 +204,7 @@ class LvmGroupSnapshotTest {
                     restore.unstage();
                     restore.detachDelete();
                 }
-                GroupSnapshotTest.deleteGroup(cut);
+                deleteGroup(cut);
             }
             assertTrue(writer.isAlive(), "the writer ran throughout");
         } finally {
@@ -220,7 +221,7 @@ class LvmGroupSnapshotTest {
             Thread.sleep(2000);
             StatusRuntimeException refused = GroupSnapshotTest.assertCode(Status.Code.FAILED_PRECONDITION, () -> group("plain-0", a, b));
             assertTrue(refused.getStatus().getDescription().contains("Linux before 6.8"), refused.getStatus().getDescription());
-            assertEquals(2, group.driverVolumes().size(), "no member left: " + group.driverVolumes());
+            assertEquals(List.of(), snapshotVolumes(), "no member left");
             assertEquals("", suspended(), "no device stays suspended");
             long before = Long.parseLong(Files.readString(a.target().resolve("seq")).strip());
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
@@ -273,12 +274,28 @@ class LvmGroupSnapshotTest {
                         .setSnapshotId(member.getSnapshotId())).build());
     }
 
-    private static VolumeGroupSnapshot group(String name, Staged... members) {
+    /**
+     * The group, asked again while UNAVAILABLE or ABORTED as csi-snapshotter does: under emulation
+     * a node's first freeze (lvm2's reports, cold code) can take longer than the controller waits.
+     */
+    private static VolumeGroupSnapshot group(String name, Staged... members) throws InterruptedException {
         var request = CreateVolumeGroupSnapshotRequest.newBuilder().setName(name);
         for (Staged member : members) {
             request.addSourceVolumeIds(member.volume().getVolumeId());
         }
-        return cluster.groupController().createVolumeGroupSnapshot(request.build()).getGroupSnapshot();
+        return SidecarRetry.untilDone(java.time.Duration.ofMinutes(5),
+                () -> cluster.groupController().createVolumeGroupSnapshot(request.build())).getGroupSnapshot();
+    }
+
+    private static void deleteGroup(VolumeGroupSnapshot group) {
+        cluster.groupController().deleteVolumeGroupSnapshot(DeleteVolumeGroupSnapshotRequest.newBuilder()
+                .setGroupSnapshotId(group.getGroupSnapshotId())
+                .addAllSnapshotIds(group.getSnapshotsList().stream().map(Snapshot::getSnapshotId).toList()).build());
+    }
+
+    /** The logical volumes of snapshots: members left behind. */
+    private static List<String> snapshotVolumes() throws Exception {
+        return group.driverVolumes().stream().filter(name -> name.startsWith("snap.")).toList();
     }
 
     private static Snapshot member(VolumeGroupSnapshot group, Staged volume) {
