@@ -127,10 +127,7 @@ class LvmGroupSnapshotTest {
         } else {
             refusedWithNothingLeft(a, b);
         }
-        for (Staged volume : List.of(a, b)) {
-            volume.unstage();
-            volume.detachDelete();
-        }
+        remove(a, b);
     }
 
     @Test
@@ -138,10 +135,7 @@ class LvmGroupSnapshotTest {
         Staged a = staged("pvc-luks-a", 64 * MIB, "ext4", ENCRYPTED, SECRETS);
         Staged b = staged("pvc-luks-b", XFS_BYTES, "xfs", ENCRYPTED, SECRETS);
         cutUnderLoad("LUKS2 on thin, ext4 + xfs", a, b, List.of(ENCRYPTED, ENCRYPTED), SECRETS);
-        for (Staged volume : List.of(a, b)) {
-            volume.unstage();
-            volume.detachDelete();
-        }
+        remove(a, b);
     }
 
     /** The image pool's encrypted volume is frozen on its mapping over the loop device, as the LVM one over its logical volume. */
@@ -150,10 +144,7 @@ class LvmGroupSnapshotTest {
         Staged a = staged("pvc-mixed-a", 64 * MIB, "ext4", ENCRYPTED_IMAGE, SECRETS);
         Staged b = staged("pvc-mixed-b", XFS_BYTES, "xfs", ENCRYPTED, SECRETS);
         cutUnderLoad("LUKS2 on an image (ext4) and on thin LVM (xfs)", a, b, List.of(ENCRYPTED_IMAGE, ENCRYPTED), SECRETS);
-        for (Staged volume : List.of(a, b)) {
-            volume.unstage();
-            volume.detachDelete();
-        }
+        remove(a, b);
     }
 
     @Test
@@ -169,10 +160,7 @@ class LvmGroupSnapshotTest {
         assertEquals(List.of(), snapshotVolumes(), "no member left");
         System.out.println("lvm: group snapshot with a linear member: FAILED_PRECONDITION before any freeze (" + refused.getStatus()
                 .getDescription() + ")");
-        for (Staged volume : List.of(linear, thin)) {
-            volume.unstage();
-            volume.detachDelete();
-        }
+        remove(linear, thin);
     }
 
     /** ROUNDS groups of {@code a} and {@code b} under the writer, each restored (into their classes, {@code parameters}) and checked. */
@@ -200,10 +188,7 @@ class LvmGroupSnapshotTest {
                         + " is one the writer never left");
                 assertEquals(dataA, VolumeData.read(ra.target().resolve("data")), "A's data in its restored member");
                 assertEquals(dataB, VolumeData.read(rb.target().resolve("data")), "B's data in its restored member");
-                for (Staged restore : List.of(ra, rb)) {
-                    restore.unstage();
-                    restore.detachDelete();
-                }
+                remove(ra, rb);
                 deleteGroup(cut);
             }
             assertTrue(writer.isAlive(), "the writer ran throughout");
@@ -272,6 +257,14 @@ class LvmGroupSnapshotTest {
                 source.volume().getCapacityBytes(), source.capability().getMount().getFsType(), parameters, secrets,
                 VolumeContentSource.newBuilder().setSnapshot(VolumeContentSource.SnapshotSource.newBuilder()
                         .setSnapshotId(member.getSnapshotId())).build());
+    }
+
+    /** Unpublished, unstaged, detached and deleted. */
+    private static void remove(Staged... volumes) {
+        for (Staged volume : volumes) {
+            volume.unstage();
+            volume.detachDelete();
+        }
     }
 
     /**
