@@ -35,7 +35,7 @@
 # of skipping them); afterwards this script checks the test reports (every test ran, none failed,
 # errored or skipped) and the lines the tests print. Not part of .ci/run (an emulated VM: minutes).
 # Usage (as root):
-#   hack/lvm-vm.sh                          # all four classes, then csi-sanity
+#   hack/lvm-vm.sh                          # every class, then csi-sanity
 #   hack/lvm-vm.sh LvmCrashRecoveryTest     # some of them (simple names), then csi-sanity
 #   LVM_CRASH_POINTS=EXPAND_RECORDED,RESTORE_COPIED hack/lvm-vm.sh LvmCrashRecoveryTest   # some crash points
 #   VM_KERNEL=linux-image-6.12-amd64 hack/lvm-vm.sh LvmGroupSnapshotTest   # on Debian 12's other kernel
