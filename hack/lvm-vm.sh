@@ -26,6 +26,11 @@
 #   zeros discarded (unmapped), both read out again incrementally (thin_delta on the copies), a restore;
 # - LvmCrashRecoveryTest kills node-server at each crash point of the LVM pool's steps and checks
 #   that the retried calls finish the volume's life with its data;
+# - LvmGroupSnapshotTest takes group snapshots of thin ext4 and xfs volumes under a writer (A then
+#   B, each fsynced), restores the members and checks the pair and the data: plain volumes where
+#   the kernel nests lvcreate's freeze in the group's FIFREEZE (Linux 6.8 and later; before, the
+#   group must be FAILED_PRECONDITION with nothing left), LUKS2 ones on any kernel, a LUKS2 image of
+#   the node's image pool with a LUKS2 thin volume; and refuses a group with a linear member;
 # then csi-sanity (CSI_SANITY, default /opt/csi-sanity/csi-sanity; built by you, not part of this
 # repository; CSI_SANITY=skip: not run) runs every spec with the StorageClass parameters pool: lvm against a node-server
 # with a volume group of its own, and no logical volume of the driver's may be left.
@@ -33,15 +38,16 @@
 # of skipping them); afterwards this script checks the test reports (every test ran, none failed,
 # errored or skipped) and the lines the tests print. Not part of .ci/run (an emulated VM: minutes).
 # Usage (as root):
-#   hack/lvm-vm.sh                          # all six classes, then csi-sanity
+#   hack/lvm-vm.sh                          # every class, then csi-sanity
 #   hack/lvm-vm.sh LvmCrashRecoveryTest     # some of them (simple names), then csi-sanity
 #   LVM_CRASH_POINTS=EXPAND_RECORDED,RESTORE_COPIED hack/lvm-vm.sh LvmCrashRecoveryTest   # some crash points
+#   VM_KERNEL=linux-image-6.12-amd64 hack/lvm-vm.sh LvmGroupSnapshotTest   # on Debian 12's other kernel
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 sanity=${CSI_SANITY:-/opt/csi-sanity/csi-sanity}
 all=(dev.strata.csi.node.local.pool.LvmPoolSystemTest dev.strata.csi.node.local.pool.LvmZeroingSystemTest dev.strata.csi.e2e.LvmPipelineTest dev.strata.csi.e2e.LvmCrashRecoveryTest
-  dev.strata.csi.e2e.LvmSnapshotMetadataTest dev.strata.csi.node.local.pool.LvmSnapshotCopySystemTest)
+  dev.strata.csi.e2e.LvmSnapshotMetadataTest dev.strata.csi.node.local.pool.LvmSnapshotCopySystemTest dev.strata.csi.e2e.LvmGroupSnapshotTest)
 
 if [ "${1:-}" = --in-vm ]; then # the guest's part
   shift
@@ -78,9 +84,10 @@ if [ "${1:-}" = --in-vm ]; then # the guest's part
 fi
 source "$(dirname "${BASH_SOURCE[0]}")/vm.sh"
 
-if ! command -v lvcreate >/dev/null 2>&1 || ! command -v thin_check >/dev/null 2>&1; then
-  echo "hack: installing lvm2 and thin-provisioning-tools" >&2
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lvm2 thin-provisioning-tools >/dev/null
+if ! command -v lvcreate >/dev/null 2>&1 || ! command -v thin_check >/dev/null 2>&1 || ! command -v cryptsetup >/dev/null 2>&1; then
+  echo "hack: installing lvm2, thin-provisioning-tools and cryptsetup-bin" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lvm2 thin-provisioning-tools \
+    cryptsetup-bin >/dev/null
 fi
 
 started=$SECONDS
@@ -104,10 +111,11 @@ vm_prepare_tests "${classes[@]}"
 # root over 9p): a copy on the guest's tmpfs, named by LVM_SYSTEM_DIR. No udev in the guest: the
 # tests' and the driver's commands turn udev synchronisation off themselves.
 # A JVM takes a minute or more to start under emulation, several on a busy machine: 10 minutes at most.
-setup='export STRATA_TEST_LVM=required STRATA_TEST_START_SECONDS=600 LVM_SYSTEM_DIR=/tmp/lvm-etc
-cp -a /etc/lvm /tmp/lvm-etc && mkdir -p /run/lock/lvm'
+# dm-crypt for LvmGroupSnapshotTest's encrypted volumes, as hack/luks-vm.sh has it.
+setup='export STRATA_TEST_LVM=required STRATA_TEST_LUKS=required STRATA_TEST_START_SECONDS=600 LVM_SYSTEM_DIR=/tmp/lvm-etc DM_DISABLE_UDEV=1
+cp -a /etc/lvm /tmp/lvm-etc && mkdir -p /run/lock/lvm /run/cryptsetup'
 status=0
-vm_run "loop ext4 dm-mod dm-thin-pool dm-snapshot" "$setup" env CSI_SANITY="$sanity" bash hack/lvm-vm.sh --in-vm "${maven_args[@]}" \
+vm_run "loop ext4 xfs dm-mod dm-thin-pool dm-snapshot dm-crypt xts algif_skcipher" "$setup" env CSI_SANITY="$sanity" bash hack/lvm-vm.sh --in-vm "${maven_args[@]}" \
   || status=$?
 
 vm_check_reports "${classes[@]}" || status=1
@@ -117,7 +125,8 @@ declare -A lines=([LvmPoolSystemTest]="ext4 on a thin volume grown online|thin s
   [LvmZeroingSystemTest]="zeroing: linear|zeroing cost:"
   [LvmPipelineTest]="pipeline: ext4 on an LVM volume grown online through the CSI calls|copies: a thin snapshot restored into node-b's image pool|copies: an image-pool block volume cloned into node-a's LVM pool, linear and thin|copies: LVM volumes, detached and attached, cloned back" [LvmCrashRecoveryTest]="crash suite:"
   [LvmSnapshotMetadataTest]="snapshot metadata of thin snapshots through the CSI calls:"
-  [LvmSnapshotCopySystemTest]="snapshot copies: whole, then")
+  [LvmSnapshotCopySystemTest]="snapshot copies: whole, then"
+  [LvmGroupSnapshotTest]="group snapshot of thin ext4 + xfs|group snapshot of LUKS2 on thin, ext4 + xfs|group snapshot of LUKS2 on an image (ext4) and on thin LVM (xfs)|group snapshot with a linear member:")
 for class in "${classes[@]}"; do
   IFS='|' read -r -a wanted <<<"${lines[${class##*.}]}"
   # Read whole first: grep -q stops at its first match, and under pipefail the writer's SIGPIPE would count as no match.

@@ -9,6 +9,8 @@
 # status; prints the boot and run times. VM_DISKS (optional): raw disk images, space-separated,
 # attached as virtio disks the guest sees as /dev/vda, /dev/vdb... (partitions included), with the
 # host's page cache bypassed (cache=none, aio=native): a disk of the guest's own for benchmarks.
+# VM_KERNEL (optional): the Debian meta-package whose kernel boots instead of linux-image-amd64's
+# (Debian 12's 6.1), e.g. linux-image-6.12-amd64 (Debian 12 ships 6.12 too).
 
 # In the guest: Maven offline. protoc.skip: the host's build generated the protocol classes;
 # generating them again would have javac recompile them all, which takes over ten minutes under
@@ -43,7 +45,7 @@ vm_run() {
   (
     set -euo pipefail
     cd "$work"
-    package=$(apt-cache depends linux-image-amd64 | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n 1)
+    package=$(apt-cache depends "${VM_KERNEL:-linux-image-amd64}" | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n 1)
     apt-get download -qq "$package"
     dpkg-deb -x ./*.deb kernel
     version=${package#linux-image-}
@@ -60,7 +62,13 @@ vm_run() {
       /sbin/modprobe -d kernel -S "$version" --show-depends "$module" | awk '$1 == "insmod" {print $2}'
     done | awk '!seen[$0]++' | while read -r file; do
       n=$((n + 1))
-      cp "$file" "initramfs/modules/$(printf %03d $n)-$(basename "$file")"
+      # Debian's 6.12 packages compress their modules (.ko.xz), which busybox's insmod cannot load.
+      target="initramfs/modules/$(printf %03d $n)-$(basename "$file")"
+      case "$file" in
+        *.ko.xz) xz -dc "$file" > "${target%.xz}" ;;
+        *.ko.zst) zstd -qdc "$file" > "${target%.zst}" ;;
+        *) cp "$file" "$target" ;;
+      esac
     done
 
     printf '%s\n' "$setup" > setup.sh

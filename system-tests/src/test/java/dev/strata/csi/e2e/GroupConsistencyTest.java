@@ -79,11 +79,7 @@ class GroupConsistencyTest {
                     "node-a", null), mount("ext4"));
             SnapshotTest.Published b = SnapshotTest.publish(nodeOfB, SnapshotTest.create("pvc-seq-b-" + nodeOfB, 32 * MIB, mount("ext4"),
                     nodeOfB, null), mount("ext4"));
-            // A session of its own: the whole writer, its mv and sync too, is killed at the end.
-            Process writer = new ProcessBuilder("setsid", "sh", "-c", "n=0; while :; do n=$((n+1)); "
-                    + "printf '%d\\n' $n > \"$1/.seq\" && mv \"$1/.seq\" \"$1/seq\" && sync \"$1/seq\" && "
-                    + "printf '%d\\n' $n > \"$2/.seq\" && mv \"$2/.seq\" \"$2/seq\" && sync \"$2/seq\"; done",
-                    "writer", a.target().toString(), b.target().toString()).redirectErrorStream(true).start();
+            Process writer = writer(a.target(), b.target());
             try {
                 Thread.sleep(500);
                 String where = nodeOfB.equals("node-a") ? "one node" : "two nodes";
@@ -122,14 +118,30 @@ class GroupConsistencyTest {
             } finally {
                 cluster.controllerProcess().output().lines().filter(l -> l.contains("did not answer within the call deadline"))
                         .forEach(System.out::println);
-                SystemState.run("kill", "-KILL", "--", "-" + writer.pid());
-                writer.waitFor(10, TimeUnit.SECONDS);
-                while (!SystemState.run("pgrep", "-g", String.valueOf(writer.pid())).isBlank()) {
-                    Thread.sleep(50);
-                }
+                stopWriter(writer);
             }
             SnapshotTest.delete(a);
             SnapshotTest.delete(b);
+        }
+    }
+
+    /**
+     * The writer: n to {@code a}'s file seq (written aside and renamed), fsync, n to {@code b}'s,
+     * fsync, for n = 1, 2, ... In a session of its own: {@link #stopWriter} kills the whole of it,
+     * its mv and sync too.
+     */
+    static Process writer(Path a, Path b) throws Exception {
+        return new ProcessBuilder("setsid", "sh", "-c", "n=0; while :; do n=$((n+1)); "
+                + "printf '%d\\n' $n > \"$1/.seq\" && mv \"$1/.seq\" \"$1/seq\" && sync \"$1/seq\" && "
+                + "printf '%d\\n' $n > \"$2/.seq\" && mv \"$2/.seq\" \"$2/seq\" && sync \"$2/seq\"; done",
+                "writer", a.toString(), b.toString()).redirectErrorStream(true).start();
+    }
+
+    static void stopWriter(Process writer) throws Exception {
+        SystemState.run("kill", "-KILL", "--", "-" + writer.pid());
+        writer.waitFor(10, TimeUnit.SECONDS);
+        while (!SystemState.run("pgrep", "-g", String.valueOf(writer.pid())).isBlank()) {
+            Thread.sleep(50);
         }
     }
 
@@ -152,7 +164,7 @@ class GroupConsistencyTest {
                 var request = CreateVolumeGroupSnapshotRequest.newBuilder().setName(name);
                 volumes.subList(0, sizes.get(k)).forEach(p -> request.addSourceVolumeIds(p.volume().getVolumeId()));
                 VolumeGroupSnapshot group = cluster.groupController().createVolumeGroupSnapshot(request.build()).getGroupSnapshot();
-                windows.get(k).add(window(name));
+                windows.get(k).add(window(cluster, name));
                 GroupSnapshotTest.deleteGroup(group);
             }
         }
@@ -187,7 +199,8 @@ class GroupConsistencyTest {
         return out.toString();
     }
 
-    private static double window(String group) throws InterruptedException {
+    /** The freeze window of {@code group}, as the cluster's controller-server logged it. */
+    static double window(Cluster cluster, String group) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (System.nanoTime() < deadline) {
             Matcher found = WINDOW.matcher(cluster.controllerProcess().output());

@@ -221,9 +221,12 @@ final class VolumeGroupCuts {
                     if (e.getMessage().contains("suspend") && e.getMessage().contains("busy")) {
                         // lvcreate suspends a thin snapshot's origin, which freezes its filesystem again: a
                         // kernel where a block device's freeze does not nest in FIFREEZE (before 6.8) refuses.
+                        // Suspending it first without that freeze is no way out: lvcreate then skips its own
+                        // suspend, and with it the thin pool's message that makes the snapshot (docs/design.md).
                         throw CsiException.failedPrecondition("group snapshot " + freeze.getGroup().getName() + ": this node's kernel "
                                 + "refuses to suspend a logical volume whose filesystem the group holds frozen (Linux before 6.8), "
-                                + "so its LVM volumes cannot be in a group snapshot: " + e.getMessage());
+                                + "so a filesystem made directly on an LVM volume cannot be in a group snapshot here (an encrypted, "
+                                + "block or unstaged LVM volume can): " + e.getMessage());
                     }
                     throw e;
                 }

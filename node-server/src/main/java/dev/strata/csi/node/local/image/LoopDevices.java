@@ -1,6 +1,7 @@
 package dev.strata.csi.node.local.image;
 
 import dev.strata.csi.linux.FileIdentity;
+import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.node.local.DeviceException;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -35,6 +36,12 @@ public interface LoopDevices {
         }
         return list().stream().filter(device -> device.backing().equals(identity.get())).findFirst();
     }
+
+    /**
+     * The devices stacked on the attached loop device, by number (its holders in sysfs): the
+     * dm-crypt mapping of an encrypted volume, on which its filesystem is mounted.
+     */
+    List<DeviceNumber> holders(LoopDevice device) throws DeviceException;
 
     /** Every attached loop device, by number. */
     List<LoopDevice> list() throws DeviceException;

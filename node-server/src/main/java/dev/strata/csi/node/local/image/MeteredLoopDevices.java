@@ -1,6 +1,7 @@
 package dev.strata.csi.node.local.image;
 
 import dev.strata.csi.metrics.SystemSteps;
+import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.node.local.DeviceException;
 import java.nio.file.Path;
 import java.util.List;
@@ -30,6 +31,11 @@ public final class MeteredLoopDevices implements LoopDevices {
     @Override
     public Optional<LoopDevice> find(Path image) throws DeviceException {
         return loops.find(image);
+    }
+
+    @Override
+    public List<DeviceNumber> holders(LoopDevice device) throws DeviceException {
+        return loops.holders(device);
     }
 
     @Override

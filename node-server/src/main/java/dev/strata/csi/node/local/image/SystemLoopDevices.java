@@ -6,6 +6,7 @@ import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.linux.SyscallException;
 import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.node.local.DeviceException;
+import dev.strata.csi.node.local.DeviceHolders;
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
@@ -93,6 +94,11 @@ public final class SystemLoopDevices implements LoopDevices {
         }
         throw new DeviceException("cannot attach " + file + ": other processes took the free loop device "
                 + ATTACH_ATTEMPTS + " times in a row");
+    }
+
+    @Override
+    public List<DeviceNumber> holders(LoopDevice device) throws DeviceException {
+        return DeviceHolders.of(device.deviceNumber());
     }
 
     @Override

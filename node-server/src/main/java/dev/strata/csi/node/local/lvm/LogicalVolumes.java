@@ -140,6 +140,12 @@ public interface LogicalVolumes {
     /** Grows the volume to at least {@code sizeBytes}, active or not, in use or not; a thin one's virtual size. */
     void extend(String name, long sizeBytes) throws DeviceException;
 
+    /**
+     * The devices stacked on the active volume's device, by number (its holders in sysfs): the
+     * dm-crypt mapping of an encrypted volume, on which its filesystem is mounted.
+     */
+    List<DeviceNumber> holders(LogicalVolume volume) throws DeviceException;
+
     /** Activates the volume on this node: its device-mapper device appears. Returns the volume, active. */
     LogicalVolume activate(String name) throws DeviceException;
 

@@ -3,6 +3,7 @@ package dev.strata.csi.node.local.lvm;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.node.local.DeviceException;
+import dev.strata.csi.node.local.DeviceHolders;
 import dev.strata.csi.system.CommandException;
 import dev.strata.csi.system.CommandResult;
 import dev.strata.csi.system.Commands;
@@ -166,6 +167,11 @@ public final class SystemLogicalVolumes implements LogicalVolumes {
     public void extend(String name, long sizeBytes) throws DeviceException {
         // The filesystem is the node's to grow (NodeExpandVolume), as for an image: no --resizefs.
         lvm("lvextend", "--size", sizeBytes + "b", group + "/" + name);
+    }
+
+    @Override
+    public List<DeviceNumber> holders(LogicalVolume volume) throws DeviceException {
+        return DeviceHolders.of(volume.deviceNumber());
     }
 
     @Override

@@ -122,9 +122,14 @@ public final class ImagePool implements VolumePool {
         return snapshotCopies;
     }
 
-    /** The filesystem among a device's mounts: not a block volume's bind of the device node. */
-    static Optional<Path> filesystemMount(List<MountPoint> mounts) {
+    /**
+     * The filesystem on {@code device} or on a device stacked on it ({@code holders}: an encrypted
+     * volume's dm-crypt mapping, whose filesystem a freeze of the volume's own device does not
+     * reach); not a block volume's bind of the device node.
+     */
+    static Optional<Path> filesystemMount(List<MountPoint> mounts, BlockDevice device, List<DeviceNumber> holders) {
         return mounts.stream()
+                .filter(mount -> device.backs(mount) || holders.contains(mount.device()))
                 .filter(mount -> !mount.fsType().equals("devtmpfs") && !mount.fsType().equals("tmpfs"))
                 .map(MountPoint::mountPoint)
                 .findFirst();
@@ -288,14 +293,17 @@ public final class ImagePool implements VolumePool {
         };
     }
 
-    /** A mount the image's loop device backs, not a block bind. What {@link ConsistentCopy} freezes for a copy of a live image. */
+    /**
+     * The filesystem on the image's loop device, or on the dm-crypt mapping stacked on it for an
+     * encrypted volume; not a block bind. What {@link ConsistentCopy} freezes for a copy of a live image.
+     */
     @Override
     public Optional<Path> filesystemMount(String name) throws IOException, DeviceException, MountException {
         Optional<LoopDevice> device = soleDevice(name);
         if (device.isEmpty()) {
             return Optional.empty();
         }
-        return filesystemMount(inUse(device.get()));
+        return filesystemMount(mounts.table().all(), device.get(), loops.holders(device.get()));
     }
 
     /** Deletes the image and its record; succeeds when already gone. */

@@ -737,11 +737,16 @@ public final class LvmPool implements VolumePool {
         }
     }
 
-    /** The mounts of the volume's device. */
+    /**
+     * The filesystem on the volume's device or, for an encrypted volume, on the dm-crypt mapping
+     * stacked on it: a group snapshot's cut freezes that one, which the suspend of lvcreate's thin
+     * snapshot does not reach (it freezes the filesystem of the logical volume's own device only).
+     */
     @Override
     public Optional<Path> filesystemMount(String name) throws IOException, DeviceException, MountException {
         Optional<LogicalVolume> device = attachedDevice(name);
-        return device.isEmpty() ? Optional.empty() : ImagePool.filesystemMount(inUse(device.get()));
+        return device.isEmpty() ? Optional.empty()
+                : ImagePool.filesystemMount(mounts.table().all(), device.get(), volumes.holders(device.get()));
     }
 
     private List<MountPoint> inUse(LogicalVolume volume) throws MountException {

@@ -40,6 +40,7 @@ public final class InMemoryLoopDevices implements LoopDevices {
     private final TreeMap<Integer, Attached> devices = new TreeMap<>();
     private final Set<Path> heldOpen = new HashSet<>();
     private final Set<String> failNext = new HashSet<>();
+    private final java.util.Map<Path, List<DeviceNumber>> holders = new java.util.HashMap<>();
 
     private static final class Attached {
         final Path device;
@@ -127,6 +128,16 @@ public final class InMemoryLoopDevices implements LoopDevices {
     public synchronized Optional<LoopDevice> find(Path image) throws DeviceException {
         fail("find", "cannot stat " + image);
         return LoopDevices.super.find(image);
+    }
+
+    /** A device stacked on {@code device}'s (a dm-crypt mapping) from now on, numbered {@code holder}. */
+    public synchronized void stack(Path device, DeviceNumber holder) {
+        holders.computeIfAbsent(device, d -> new ArrayList<>()).add(holder);
+    }
+
+    @Override
+    public synchronized List<DeviceNumber> holders(LoopDevice device) {
+        return List.copyOf(holders.getOrDefault(device.device(), List.of()));
     }
 
     @Override

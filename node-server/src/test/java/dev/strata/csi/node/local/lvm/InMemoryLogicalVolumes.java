@@ -52,6 +52,7 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
     private String failNext = "";
     private boolean zeroes = true;
     private final List<Long> zeroedFrom = new ArrayList<>();
+    private final Map<String, List<DeviceNumber>> holders = new java.util.HashMap<>();
     /** Where volumes keep their data; null: nowhere. */
     private Path devices;
 
@@ -321,6 +322,16 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
                 fill(name, before, OLD_DATA); // a linear one's new extents hold old data
             }
         }
+    }
+
+    /** A device stacked on the volume's (a dm-crypt mapping) from now on, numbered {@code holder}. */
+    public synchronized void stack(String name, DeviceNumber holder) {
+        holders.computeIfAbsent(name, n -> new ArrayList<>()).add(holder);
+    }
+
+    @Override
+    public synchronized List<DeviceNumber> holders(LogicalVolume volume) {
+        return List.copyOf(holders.getOrDefault(volume.name(), List.of()));
     }
 
     @Override

@@ -11,6 +11,7 @@ import dev.strata.csi.agent.api.Snapshot;
 import dev.strata.csi.backend.local.records.GroupMember;
 import dev.strata.csi.backend.local.records.SnapshotGroup;
 import dev.strata.csi.log.Log;
+import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.node.local.fs.FilesystemFreezer;
 import dev.strata.csi.node.local.image.InMemoryImageFiles;
@@ -107,6 +108,23 @@ class GroupCutTest {
         try (Stream<Path> listed = Files.list(dir)) {
             return listed.filter(file -> file.toString().endsWith(Freezes.SUFFIX)).toList();
         }
+    }
+
+    /** An encrypted volume's filesystem is on the dm-crypt mapping stacked on its loop device: that one is frozen. */
+    @Test
+    void anEncryptedMembersFilesystemOnItsMappingIsFrozen() throws Exception {
+        PlainVolumes.create(pools.images(), "pvc-crypt", GIB, Allocation.SPARSE, Optional.empty());
+        String device = pools.images().attach("pvc-crypt", "node-1").getDevicePath();
+        DeviceNumber mapping = new DeviceNumber(254, 7);
+        loops.stack(Path.of(device), mapping);
+        mounter.addDevice(Path.of("/dev/dm-7"), mapping);
+        Path at = Files.createDirectories(mounts.resolve("pvc-crypt"));
+        mounter.mount("/dev/dm-7", at, "ext4", List.of());
+        FrozenVolumes frozen = pools.freeze(List.of("pvc-crypt"));
+        assertEquals(1, frozen.count());
+        assertEquals(List.of(at), freezer.frozen);
+        frozen.release();
+        assertEquals(List.of(), freezer.frozen);
     }
 
     @Test

@@ -9,6 +9,7 @@ import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.log.Log;
+import dev.strata.csi.mount.DeviceNumber;
 import dev.strata.csi.node.local.DeviceException;
 import dev.strata.csi.node.local.lvm.InMemoryLogicalVolumes;
 import dev.strata.csi.node.local.lvm.InMemoryThinMappings;
@@ -498,6 +499,36 @@ class LvmPoolTest {
         pool();
         assertTrue(lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isEmpty(), "the interrupted delete finished");
         assertFalse(logged.toString(StandardCharsets.UTF_8).contains("has no record"), "every snapshot volume is accounted for");
+    }
+
+    /**
+     * What a group snapshot's cut freezes: the filesystem on the logical volume, or, for an encrypted
+     * volume, the one on the dm-crypt mapping stacked on it (lvcreate's own freeze does not reach
+     * that one); a block volume's bind of the device is no filesystem, and an inactive volume has none.
+     */
+    @Test
+    void theFilesystemToFreezeIsOnTheVolumeOrOnTheDmCryptMappingStackedOnIt() throws Exception {
+        LvmPool pool = pool();
+        for (String name : List.of("pvc-plain", "pvc-crypt", "pvc-block", "pvc-idle")) {
+            PlainVolumes.create(pool, name, GIB, LvType.THIN, Optional.empty());
+        }
+        String plain = pool.attach("pvc-plain", "node-1").getDevicePath();
+        mounter.addDevice(Path.of(plain), lvm.find("pvc-plain").orElseThrow().number().orElseThrow());
+        mounter.mount(plain, Files.createDirectory(dir.resolve("plain")), "ext4", List.of());
+        pool.attach("pvc-crypt", "node-1");
+        DeviceNumber mapping = new DeviceNumber(254, 90);
+        lvm.stack("pvc-crypt", mapping);
+        mounter.addDevice(Path.of("/dev/dm-90"), mapping);
+        mounter.mount("/dev/dm-90", Files.createDirectory(dir.resolve("crypt")), "xfs", List.of());
+        String block = pool.attach("pvc-block", "node-1").getDevicePath();
+        mounter.addDevice(Path.of(block), lvm.find("pvc-block").orElseThrow().number().orElseThrow());
+        Path target = Files.createFile(dir.resolve("block"));
+        mounter.bindMount(Path.of(block), target, false);
+
+        assertEquals(Optional.of(dir.resolve("plain")), pool.filesystemMount("pvc-plain"));
+        assertEquals(Optional.of(dir.resolve("crypt")), pool.filesystemMount("pvc-crypt"), "the encrypted volume's, on its mapping");
+        assertEquals(Optional.empty(), pool.filesystemMount("pvc-block"), "a block volume's bind");
+        assertEquals(Optional.empty(), pool.filesystemMount("pvc-idle"), "not attached");
     }
 
     @Test
