@@ -293,7 +293,7 @@ class SnapshotCopiesNodeLossTest {
     }
 
     /** Random data at a few offsets of the device, synced; the SHA-256 of the whole device then. */
-    static String writeDevice(Path device, int seed) throws Exception {
+    private static String writeDevice(Path device, int seed) throws Exception {
         byte[] data = new byte[(int) (3 * MIB)];
         new Random(seed).nextBytes(data);
         try (RandomAccessFile file = new RandomAccessFile(device.toFile(), "rw")) {
