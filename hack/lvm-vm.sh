@@ -24,6 +24,9 @@
 # - LvmSnapshotCopySystemTest keeps snapshot copies in the pool: one received whole into a thin
 #   volume, the next on a thin snapshot of it with only the changed ranges written and a range of
 #   zeros discarded (unmapped), both read out again incrementally (thin_delta on the copies), a restore;
+# - LvmSnapshotCopiesNodeLossTest: three node-servers, each with a volume group of its own; thin ext4
+#   and block snapshots with copies: "2" restore on the node holding the copy and onto a third after
+#   their node is killed and its volume group removed, byte for byte; deleted, nothing is left;
 # - LvmCrashRecoveryTest kills node-server at each crash point of the LVM pool's steps and checks
 #   that the retried calls finish the volume's life with its data;
 # - LvmGroupSnapshotTest takes group snapshots of thin ext4 and xfs volumes under a writer (A then
@@ -47,7 +50,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 sanity=${CSI_SANITY:-/opt/csi-sanity/csi-sanity}
 all=(dev.strata.csi.node.local.pool.LvmPoolSystemTest dev.strata.csi.node.local.pool.LvmZeroingSystemTest dev.strata.csi.e2e.LvmPipelineTest dev.strata.csi.e2e.LvmCrashRecoveryTest
-  dev.strata.csi.e2e.LvmSnapshotMetadataTest dev.strata.csi.node.local.pool.LvmSnapshotCopySystemTest dev.strata.csi.e2e.LvmGroupSnapshotTest)
+  dev.strata.csi.e2e.LvmSnapshotMetadataTest dev.strata.csi.node.local.pool.LvmSnapshotCopySystemTest
+  dev.strata.csi.e2e.LvmSnapshotCopiesNodeLossTest dev.strata.csi.e2e.LvmGroupSnapshotTest)
 
 if [ "${1:-}" = --in-vm ]; then # the guest's part
   shift
@@ -126,7 +130,8 @@ declare -A lines=([LvmPoolSystemTest]="ext4 on a thin volume grown online|thin s
   [LvmPipelineTest]="pipeline: ext4 on an LVM volume grown online through the CSI calls|copies: a thin snapshot restored into node-b's image pool|copies: an image-pool block volume cloned into node-a's LVM pool, linear and thin|copies: LVM volumes, detached and attached, cloned back" [LvmCrashRecoveryTest]="crash suite:"
   [LvmSnapshotMetadataTest]="snapshot metadata of thin snapshots through the CSI calls:"
   [LvmSnapshotCopySystemTest]="snapshot copies: whole, then"
-  [LvmGroupSnapshotTest]="group snapshot of thin ext4 + xfs|group snapshot of LUKS2 on thin, ext4 + xfs|group snapshot of LUKS2 on an image (ext4) and on thin LVM (xfs)|group snapshot with a linear member:")
+  [LvmGroupSnapshotTest]="group snapshot of thin ext4 + xfs|group snapshot of LUKS2 on thin, ext4 + xfs|group snapshot of LUKS2 on an image (ext4) and on thin LVM (xfs)|group snapshot with a linear member:"
+  [LvmSnapshotCopiesNodeLossTest]="copies: thin ext4 and block snapshots with two copies restored after their node's volume group was lost")
 for class in "${classes[@]}"; do
   IFS='|' read -r -a wanted <<<"${lines[${class##*.}]}"
   # Read whole first: grep -q stops at its first match, and under pipefail the writer's SIGPIPE would count as no match.

@@ -143,8 +143,8 @@ class SnapshotCopiesNodeLossTest {
         // node-a stays down: node-b keeps a tombstone naming it until the controller counts node-a as removed.
         cluster.controller().deleteSnapshot(DeleteSnapshotRequest.newBuilder().setSnapshotId(ready.getSnapshotId()).build());
         assertEquals(List.of(), SnapshotTest.listSnapshots(ListSnapshotsRequest.newBuilder()));
-        assertEquals(List.of("snap-copied.tombstone"), tombstones("node-b"), "the deletion recorded on node-b");
-        awaitNoTombstones("node-b", Duration.ofSeconds(150)); // 30 renewals of 2 s, and a reconcile pass of 30 s
+        assertEquals(List.of("snap-copied.tombstone"), tombstones(cluster, "node-b"), "the deletion recorded on node-b");
+        awaitNoTombstones(cluster, "node-b", Duration.ofSeconds(150)); // 30 renewals of 2 s, and a reconcile pass of 30 s
     }
 
     /**
@@ -166,13 +166,13 @@ class SnapshotCopiesNodeLossTest {
         awaitExpired("node-b");
         cluster.controller().deleteSnapshot(DeleteSnapshotRequest.newBuilder().setSnapshotId(snapshot.getSnapshotId()).build());
         assertEquals(List.of(), SnapshotTest.listSnapshots(ListSnapshotsRequest.newBuilder()), "deleted, though a copy is on node-b");
-        assertEquals(List.of("snap-deleted.tombstone"), tombstones("node-a"));
+        assertEquals(List.of("snap-deleted.tombstone"), tombstones(cluster, "node-a"));
         assertFalse(poolFiles("node-b").isEmpty(), "nothing deleted on node-b while it is down");
 
         cluster.killController(0);
         cluster.startController(0);
         cluster.startNode("node-b"); // registered with the restarted controller, as node-a and node-c are at their next renewal
-        awaitNoTombstones("node-a", Duration.ofSeconds(20));
+        awaitNoTombstones(cluster, "node-a", Duration.ofSeconds(20));
         assertEquals(List.of(), poolFiles("node-b"), "node-b's copy deleted when it came back");
         assertTrue(cluster.controllerProcess().output().contains("deleted snapshot's copy removed from a node back from down"),
                 cluster.controllerProcess().output());
@@ -186,8 +186,9 @@ class SnapshotCopiesNodeLossTest {
         }
     }
 
-    private List<String> tombstones(String node) throws Exception {
-        Path tombstones = dir.resolve("cluster/" + node + "/pool/tombstones");
+    /** The tombstones in a node's pool. */
+    static List<String> tombstones(Cluster cluster, String node) throws Exception {
+        Path tombstones = cluster.node(node).pool().resolve("tombstones");
         if (!Files.isDirectory(tombstones)) {
             return List.of();
         }
@@ -196,9 +197,9 @@ class SnapshotCopiesNodeLossTest {
         }
     }
 
-    private void awaitNoTombstones(String node, Duration limit) throws Exception {
+    static void awaitNoTombstones(Cluster cluster, String node, Duration limit) throws Exception {
         long deadline = System.nanoTime() + limit.toNanos();
-        while (!tombstones(node).isEmpty()) {
+        while (!tombstones(cluster, node).isEmpty()) {
             assertTrue(System.nanoTime() < deadline, "the tombstone on " + node + " is removed within " + limit + ":\n" + cluster.logs());
             Thread.sleep(500);
         }
@@ -256,29 +257,34 @@ class SnapshotCopiesNodeLossTest {
         SnapshotTest.deleteVolume(source);
     }
 
-    /** CreateSnapshot asked again as external-snapshotter asks it while the snapshot is not ready. */
     private Snapshot untilReady(CreateSnapshotRequest take) throws InterruptedException {
-        long deadline = System.nanoTime() + READY_WITHIN.toNanos();
+        return untilReady(cluster, take, READY_WITHIN);
+    }
+
+    /** CreateSnapshot asked again as external-snapshotter asks it while the snapshot is not ready. */
+    static Snapshot untilReady(Cluster cluster, CreateSnapshotRequest take, Duration within) throws InterruptedException {
+        long deadline = System.nanoTime() + within.toNanos();
         while (true) {
-            Snapshot snapshot = retried(() -> cluster.controller().createSnapshot(take).getSnapshot());
+            Snapshot snapshot = retried(cluster, () -> cluster.controller().createSnapshot(take).getSnapshot(), within);
             if (snapshot.getReadyToUse()) {
                 return snapshot;
             }
-            assertTrue(System.nanoTime() < deadline, "ready within " + READY_WITHIN + ":\n" + cluster.logs());
+            assertTrue(System.nanoTime() < deadline, "ready within " + within + ":\n" + cluster.logs());
             Thread.sleep(500);
         }
     }
 
     /** Until the controller no longer counts the node's agent as live (three missed renewals). */
-    private static void awaitExpired(String nodeId) throws InterruptedException {
+    static void awaitExpired(String nodeId) throws InterruptedException {
         Thread.sleep(Duration.ofSeconds(8)); // 3 renewals of 2 s, and a margin
     }
 
     private <T> T retried(java.util.function.Supplier<T> call) throws InterruptedException {
-        return retried(call, Duration.ofSeconds(120));
+        return retried(cluster, call, Duration.ofSeconds(120));
     }
 
-    private <T> T retried(java.util.function.Supplier<T> call, Duration limit) throws InterruptedException {
+    /** The call retried as a sidecar retries it, for at most {@code limit}; the cluster's logs with the last error. */
+    static <T> T retried(Cluster cluster, java.util.function.Supplier<T> call, Duration limit) throws InterruptedException {
         try {
             return SidecarRetry.untilDone(limit, call);
         } catch (StatusRuntimeException e) {
@@ -300,7 +306,7 @@ class SnapshotCopiesNodeLossTest {
         return readDevice(device);
     }
 
-    private static String readDevice(Path device) throws Exception {
+    static String readDevice(Path device) throws Exception {
         MessageDigest digest = MessageDigest.getInstance("SHA-256");
         byte[] buffer = new byte[1 << 20];
         try (var in = Files.newInputStream(device)) {

@@ -40,6 +40,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -107,9 +108,16 @@ class SnapshotTest {
     record Published(String node, Volume volume, VolumeCapability capability, Path staging, Path target) {}
 
     static Volume create(String name, long bytes, VolumeCapability capability, String node, VolumeContentSource source) {
+        return create(name, bytes, capability, node, source, Map.of());
+    }
+
+    /** As {@link #create(String, long, VolumeCapability, String, VolumeContentSource)}, with a StorageClass's parameters. */
+    static Volume create(String name, long bytes, VolumeCapability capability, String node, VolumeContentSource source,
+            Map<String, String> parameters) {
         CreateVolumeRequest.Builder request = CreateVolumeRequest.newBuilder()
                 .setName(name)
                 .addVolumeCapabilities(capability)
+                .putAllParameters(parameters)
                 .setAccessibilityRequirements(TopologyRequirement.newBuilder()
                         .addPreferred(PipelineTest.on(node)).addRequisite(PipelineTest.on(node)));
         if (bytes > 0) {
