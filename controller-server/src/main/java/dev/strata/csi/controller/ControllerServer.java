@@ -15,6 +15,7 @@ import dev.strata.csi.server.DriverProgram;
 import dev.strata.csi.server.TcpComponent;
 import java.time.Clock;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 
 /** The controller-server program: CSI Identity, Controller, GroupController and SnapshotMetadata services, run as a Deployment. */
@@ -39,7 +40,7 @@ public final class ControllerServer {
     private ControllerServer() {}
 
     private static List<Flag> flags() {
-        List<Flag> flags = new java.util.ArrayList<>(List.of(REGISTRY_ADDRESS, RENEW, SETTLE, AGENT_TIMEOUT, ALLOW_UNBOUND_NODE_IDENTITY));
+        List<Flag> flags = new ArrayList<>(List.of(REGISTRY_ADDRESS, RENEW, SETTLE, AGENT_TIMEOUT, ALLOW_UNBOUND_NODE_IDENTITY));
         flags.addAll(NfsControllerWiring.flags());
         flags.addAll(AgentSecurity.flags());
         return flags;

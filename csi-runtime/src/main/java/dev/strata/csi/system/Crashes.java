@@ -3,6 +3,7 @@ package dev.strata.csi.system;
 import dev.strata.csi.flags.UsageException;
 import dev.strata.csi.log.Log;
 import java.util.Optional;
+import java.util.Set;
 
 /**
  * Test-only crash injection: with {@value #ENVIRONMENT} set to the name of one of a program's crash
@@ -33,14 +34,14 @@ public final class Crashes<P extends Enum<P>> {
      * log; a name that is no point is a usage error.
      */
     public static <P extends Enum<P>> Crashes<P> fromEnvironment(Class<P> points, Log log) throws UsageException {
-        return fromEnvironment(points, java.util.Set.of(), log);
+        return fromEnvironment(points, Set.of(), log);
     }
 
     /**
      * As {@link #fromEnvironment(Class, Log)}, in a program with crash points of several parts,
      * each its own enum: a name of {@code others} (the other parts' points) arms none of these.
      */
-    public static <P extends Enum<P>> Crashes<P> fromEnvironment(Class<P> points, java.util.Set<String> others, Log log)
+    public static <P extends Enum<P>> Crashes<P> fromEnvironment(Class<P> points, Set<String> others, Log log)
             throws UsageException {
         String name = System.getenv(ENVIRONMENT);
         if (name == null || name.isEmpty() || others.contains(name)) {

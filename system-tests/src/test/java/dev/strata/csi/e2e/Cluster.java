@@ -143,7 +143,7 @@ public final class Cluster implements AutoCloseable {
      */
     public void startController(int replica) throws Exception {
         Path socket = dir.resolve((replica == 0 ? "controller" : "controller-" + (replica + 1)) + "/csi.sock");
-        List<String> args = new java.util.ArrayList<>(List.of(withShared(
+        List<String> args = new ArrayList<>(List.of(withShared(
                 "--endpoint", "unix://" + socket,
                 "--agent-registry-address", "127.0.0.1:" + registryPorts.get(replica),
                 "--agent-token-file", tokenFile.toString(),

@@ -22,6 +22,7 @@ import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -276,7 +277,7 @@ class LvmGroupSnapshotTest {
         for (Staged member : members) {
             request.addSourceVolumeIds(member.volume().getVolumeId());
         }
-        return SidecarRetry.untilDone(java.time.Duration.ofMinutes(5),
+        return SidecarRetry.untilDone(Duration.ofMinutes(5),
                 () -> cluster.groupController().createVolumeGroupSnapshot(request.build())).getGroupSnapshot();
     }
 

@@ -39,6 +39,7 @@ import java.io.RandomAccessFile;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -271,7 +272,7 @@ class SnapshotTest {
         byte[] data = new byte[(int) (16 * MIB)];
         new Random(7).nextBytes(data);
         for (int hole = 0; hole < data.length; hole += (int) (2 * MIB)) {
-            java.util.Arrays.fill(data, hole, hole + (int) MIB, (byte) 0); // every other MiB left zero
+            Arrays.fill(data, hole, hole + (int) MIB, (byte) 0); // every other MiB left zero
         }
         try (RandomAccessFile device = new RandomAccessFile(source.target().toFile(), "rw")) {
             device.write(data);

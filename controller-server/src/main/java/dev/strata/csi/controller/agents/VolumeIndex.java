@@ -1,20 +1,22 @@
 package dev.strata.csi.controller.agents;
 
 import dev.strata.csi.agent.api.Allocation;
-import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
-import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.InventoryChanges;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.PoolKind;
 import dev.strata.csi.agent.api.RegisterRequest;
 import dev.strata.csi.agent.api.Snapshot;
 import dev.strata.csi.agent.api.SnapshotTombstone;
+import dev.strata.csi.agent.api.Volume;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentNavigableMap;
 import java.util.concurrent.ConcurrentSkipListMap;
@@ -190,7 +192,7 @@ public final class VolumeIndex {
                     found.add(new Located<>(nodeId, stored.item(wanted), stored.own()));
                 }
             }
-            found.sort(java.util.Comparator.comparing(located -> !located.made())); // this controller's own first
+            found.sort(Comparator.comparing(located -> !located.made())); // this controller's own first
             return found;
         }
 
@@ -324,14 +326,14 @@ public final class VolumeIndex {
     private void copyChanged(String nodeId, String name, Snapshot before, Snapshot after) {
         if (before != null && !before.getOriginNode().isEmpty()) {
             copies.computeIfPresent(new Key(before.getOriginNode(), name), (key, nodes) -> {
-                Set<String> left = new java.util.TreeSet<>(nodes);
+                Set<String> left = new TreeSet<>(nodes);
                 left.remove(nodeId);
                 return left.isEmpty() ? null : Set.copyOf(left);
             });
         }
         if (after != null && !after.getOriginNode().isEmpty()) {
             copies.compute(new Key(after.getOriginNode(), name), (key, nodes) -> {
-                Set<String> held = new java.util.TreeSet<>(nodes == null ? Set.of() : nodes);
+                Set<String> held = new TreeSet<>(nodes == null ? Set.of() : nodes);
                 held.add(nodeId);
                 return Set.copyOf(held);
             });

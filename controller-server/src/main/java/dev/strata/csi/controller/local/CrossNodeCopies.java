@@ -4,13 +4,14 @@ import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateSnapshotRequest;
 import dev.strata.csi.agent.api.DeleteSnapshotRequest;
 import dev.strata.csi.agent.api.GetVolumeRequest;
-import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.agent.api.ReceiveVolumeRequest;
+import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.HexFormat;
+import java.util.Optional;
 
 /**
  * Volumes made on one node with the content of a snapshot or volume another node holds: a restore
@@ -69,7 +70,7 @@ final class CrossNodeCopies {
      * none. The retried CreateVolume waits here: the nodes' agents hold the source and the new
      * volume against other calls while they stream.
      */
-    java.util.Optional<Transfers.Copied<Volume>> running(String name) throws Exception {
+    Optional<Transfers.Copied<Volume>> running(String name) throws Exception {
         return transfers.join(name);
     }
 

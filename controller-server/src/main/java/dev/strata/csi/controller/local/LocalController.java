@@ -11,8 +11,8 @@ import csi.v1.Csi.VolumeContentSource;
 import dev.strata.csi.agent.api.AttachVolumeRequest;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.CreateSnapshotRequest;
-import dev.strata.csi.agent.api.DeleteVolumeRequest;
 import dev.strata.csi.agent.api.DeleteSnapshotRequest;
+import dev.strata.csi.agent.api.DeleteVolumeRequest;
 import dev.strata.csi.agent.api.DetachVolumeRequest;
 import dev.strata.csi.agent.api.ExpandVolumeRequest;
 import dev.strata.csi.agent.api.GetVolumeRequest;
@@ -22,10 +22,10 @@ import dev.strata.csi.agent.api.SetIoLimitsRequest;
 import dev.strata.csi.backend.local.GroupSnapshotId;
 import dev.strata.csi.backend.local.LocalCapabilities;
 import dev.strata.csi.backend.local.LocalParameters;
-import dev.strata.csi.backend.local.LocalVolumeScheme;
 import dev.strata.csi.backend.local.LocalSnapshotId;
 import dev.strata.csi.backend.local.LocalTopology;
 import dev.strata.csi.backend.local.LocalVolumeId;
+import dev.strata.csi.backend.local.LocalVolumeScheme;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.agents.VolumeIndex;
 import dev.strata.csi.controller.backend.ControllerBackend;
@@ -35,10 +35,13 @@ import dev.strata.csi.rpc.CsiException;
 import dev.strata.csi.system.Crashes;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
+import java.time.Clock;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.TreeMap;
 import java.util.function.Predicate;
 
 /**
@@ -72,7 +75,7 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
         this.log = log;
         this.placement = new Placement(agents, topology, log);
         this.copies = new CrossNodeCopies(agents, relay);
-        this.snapshotCopies = new SnapshotCopies(agents, relay, crashes, java.time.Clock.systemUTC(), log);
+        this.snapshotCopies = new SnapshotCopies(agents, relay, crashes, Clock.systemUTC(), log);
     }
 
     /** The snapshot copies, for the wiring: their gauge and their reconcile pass. */
@@ -451,7 +454,7 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
     private static List<Snapshot> merged(List<Snapshot> one, List<Snapshot> other, int limit) {
         List<Snapshot> all = new ArrayList<>(one);
         all.addAll(other);
-        all.sort(java.util.Comparator.comparing(Snapshot::getSnapshotId));
+        all.sort(Comparator.comparing(Snapshot::getSnapshotId));
         return all.size() <= limit ? all : all.subList(0, limit);
     }
 
@@ -631,7 +634,7 @@ public final class LocalController implements ControllerBackend<LocalVolumeId, V
 
     private Volume volume(String nodeId, dev.strata.csi.agent.api.Volume volume) {
         // The content source is not set here: ControllerService echoes the request's.
-        Map<String, String> context = new java.util.TreeMap<>();
+        Map<String, String> context = new TreeMap<>();
         PoolRequest.putContext(volume, context);
         return Volume.newBuilder()
                 .setVolumeId(new LocalVolumeId(nodeId, volume.getName()).toString())

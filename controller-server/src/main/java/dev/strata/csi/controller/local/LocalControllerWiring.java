@@ -4,8 +4,9 @@ import dev.strata.csi.backend.local.LocalTopology;
 import dev.strata.csi.controller.agents.AgentDirectory;
 import dev.strata.csi.controller.nfs.NfsCrashPoint;
 import dev.strata.csi.flags.UsageException;
-import dev.strata.csi.system.Crashes;
 import dev.strata.csi.server.DriverProgram;
+import dev.strata.csi.system.Crashes;
+import java.util.Optional;
 
 /**
  * The local backend of controller-server: placement over the node agents that registered with
@@ -27,7 +28,7 @@ public final class LocalControllerWiring {
         // A node back: the copies of snapshots deleted while it was down go at once.
         agents.onReported(nodeId -> {
             try {
-                copies.reconcileTombstones(java.util.Optional.of(nodeId));
+                copies.reconcileTombstones(Optional.of(nodeId));
             } catch (RuntimeException e) {
                 context.log().warn("cannot delete the copies of deleted snapshots on a node back", "node", nodeId,
                         "reason", String.valueOf(e.getMessage()));

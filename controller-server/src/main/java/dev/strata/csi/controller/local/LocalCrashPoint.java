@@ -1,6 +1,7 @@
 package dev.strata.csi.controller.local;
 
 import dev.strata.csi.system.Crashes;
+import java.util.Set;
 
 /**
  * The places between two steps of a snapshot's copies to other nodes (VolumeSnapshotClass
@@ -18,7 +19,7 @@ public enum LocalCrashPoint {
     COPY_REMOTE_DELETED;
 
     /** Every point's name: controller-server's other crash points (NFS's) arm none of these. */
-    public static java.util.Set<String> names() {
+    public static Set<String> names() {
         return java.util.stream.Stream.of(values()).map(Enum::name).collect(java.util.stream.Collectors.toSet());
     }
 }

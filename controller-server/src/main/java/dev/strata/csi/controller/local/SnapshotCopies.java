@@ -23,6 +23,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.TreeSet;
 import java.util.stream.Stream;
 
 /**
@@ -292,7 +293,7 @@ final class SnapshotCopies {
     }
 
     private void deleteEverywhere(String origin, String name, Optional<Snapshot> recorded) {
-        Set<String> holders = new java.util.TreeSet<>();
+        Set<String> holders = new TreeSet<>();
         holders.add(origin);
         recorded.ifPresent(snapshot -> holders.addAll(snapshot.getCopyNodesList()));
         agents.index().copiesOf(origin, name).forEach(copy -> holders.add(copy.nodeId()));

@@ -1,6 +1,7 @@
 package dev.strata.csi.controller.nfs;
 
 import dev.strata.csi.system.Crashes;
+import java.util.Set;
 
 /**
  * The places between two steps of a multi-step NFS snapshot, restore or clone where a crash leaves
@@ -20,7 +21,7 @@ public enum NfsCrashPoint {
     RESTORE_PLACED;
 
     /** Every point's name: controller-server's other crash points (the local backend's) arm none of these. */
-    public static java.util.Set<String> names() {
+    public static Set<String> names() {
         return java.util.stream.Stream.of(values()).map(Enum::name).collect(java.util.stream.Collectors.toSet());
     }
 }

@@ -34,6 +34,7 @@ import java.net.UnknownHostException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -130,7 +131,7 @@ class RegistrationTest {
         Kernel kernel = new Kernel();
         ImagePool pool = new ImagePool(Files.createDirectories(dir.resolve("pool")),
                 new SystemImageFiles(kernel, new SystemFilesystemStats()), new SystemLoopDevices(kernel),
-                new SystemMounter(kernel, new Command(), MountHelpers.system()), new SystemFilesystemFreezer(kernel), Crashes.none(), java.time.Clock.systemUTC(), log);
+                new SystemMounter(kernel, new Command(), MountHelpers.system()), new SystemFilesystemFreezer(kernel), Crashes.none(), Clock.systemUTC(), log);
         NodePools pools = new NodePools(pool, Optional.empty());
         Registration registration = new Registration(new ControllerAddresses(ControllerAddresses.parse("controller-address", flag),
                 resolver, log), "node-r", "127.0.0.1", () -> 9870, Map.of("topology.strata.csi.dev/node", "node-r"), pools, new Inventory(pools, new SnapshotTombstones(dir.resolve("tombstones"))), security, log);

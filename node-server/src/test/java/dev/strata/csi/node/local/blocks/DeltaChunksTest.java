@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -38,7 +39,7 @@ class DeltaChunksTest {
         ByteBuffer data = ByteBuffer.allocate(blocks * BLOCK);
         for (int i = 0; i < blocks; i++) {
             final int index = i;
-            if (java.util.Arrays.stream(zeros).noneMatch(z -> z == index)) {
+            if (Arrays.stream(zeros).noneMatch(z -> z == index)) {
                 data.put(i * BLOCK, (byte) 1);
             }
         }

@@ -11,8 +11,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
@@ -40,7 +42,7 @@ public final class InMemoryLoopDevices implements LoopDevices {
     private final TreeMap<Integer, Attached> devices = new TreeMap<>();
     private final Set<Path> heldOpen = new HashSet<>();
     private final Set<String> failNext = new HashSet<>();
-    private final java.util.Map<Path, List<DeviceNumber>> holders = new java.util.HashMap<>();
+    private final Map<Path, List<DeviceNumber>> holders = new HashMap<>();
 
     private static final class Attached {
         final Path device;

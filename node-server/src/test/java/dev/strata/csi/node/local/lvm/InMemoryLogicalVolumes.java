@@ -11,6 +11,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -45,14 +46,14 @@ public final class InMemoryLogicalVolumes implements LogicalVolumes {
     private final long thinPoolBytes;
     private final long metadataBytes;
     private final Map<String, State> volumes = new LinkedHashMap<>();
-    private final Map<String, Long> thinIds = new java.util.HashMap<>();
+    private final Map<String, Long> thinIds = new HashMap<>();
     private long thinDataBytes;
     private double metadataPercent;
     private int nextMinor;
     private String failNext = "";
     private boolean zeroes = true;
     private final List<Long> zeroedFrom = new ArrayList<>();
-    private final Map<String, List<DeviceNumber>> holders = new java.util.HashMap<>();
+    private final Map<String, List<DeviceNumber>> holders = new HashMap<>();
     /** Where volumes keep their data; null: nowhere. */
     private Path devices;
 

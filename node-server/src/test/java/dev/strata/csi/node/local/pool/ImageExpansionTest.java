@@ -34,6 +34,7 @@ import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.MessageDigest;
+import java.time.Clock;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Optional;
@@ -76,7 +77,7 @@ class ImageExpansionTest {
     }
 
     ImagePool pool(ImageFiles files) throws IOException {
-        return new ImagePool(Files.createDirectories(dir.resolve("pool")), files, loops, mounter, new SystemFilesystemFreezer(kernel), Crashes.none(), java.time.Clock.systemUTC(), log);
+        return new ImagePool(Files.createDirectories(dir.resolve("pool")), files, loops, mounter, new SystemFilesystemFreezer(kernel), Crashes.none(), Clock.systemUTC(), log);
     }
 
 

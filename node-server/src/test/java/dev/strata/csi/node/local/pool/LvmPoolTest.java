@@ -5,8 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.ContentSource;
+import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.Volume;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.mount.DeviceNumber;
@@ -23,6 +23,8 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Clock;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
 import org.junit.jupiter.api.Test;
@@ -48,7 +50,7 @@ class LvmPoolTest {
     private final ByteArrayOutputStream logged = new ByteArrayOutputStream();
 
     private LvmPool pool() throws Exception {
-        LvmPool pool = new LvmPool(dir, lvm, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
+        LvmPool pool = new LvmPool(dir, lvm, new InMemoryThinMappings(), mounter, Crashes.none(), Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
         pool.reconcile();
         return pool;
     }
@@ -87,12 +89,12 @@ class LvmPoolTest {
         InMemoryLogicalVolumes disk = new InMemoryLogicalVolumes("vg-strata", 256 * MIB, "thinpool", 64 * MIB)
                 .devicesIn(Files.createDirectories(dir.resolve("devices")));
         Path records = Files.createDirectories(dir.resolve("records"));
-        LvmPool pool = reconciled(new LvmPool(records, disk, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(), quiet()));
+        LvmPool pool = reconciled(new LvmPool(records, disk, new InMemoryThinMappings(), mounter, Crashes.none(), Clock.systemUTC(), quiet()));
 
         disk.failNext("blkdiscard"); // lvcreate done, the node dies before its extents are zeroed
         assertThrows(DeviceException.class, () -> PlainVolumes.create(pool, "pvc-linear", 8 * MIB, LvType.LINEAR, Optional.empty()));
         assertEquals(InMemoryLogicalVolumes.OLD_DATA, Files.readAllBytes(device(disk, "pvc-linear"))[(int) MIB], "old data, not handed out");
-        reconciled(new LvmPool(records, disk, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(), quiet()));
+        reconciled(new LvmPool(records, disk, new InMemoryThinMappings(), mounter, Crashes.none(), Clock.systemUTC(), quiet()));
         assertTrue(disk.find("pvc-linear").isEmpty(), "the next start removes the unzeroed volume of the CREATING record");
 
         disk.failNext("blkdiscard");
@@ -101,13 +103,13 @@ class LvmPoolTest {
         assertZeros(Files.readAllBytes(device(disk, "pvc-linear")), 0, "the new linear volume");
 
         byte[] written = new byte[(int) (8 * MIB)];
-        java.util.Arrays.fill(written, (byte) 0x17);
+        Arrays.fill(written, (byte) 0x17);
         Files.write(device(disk, "pvc-linear"), written); // the tenant's data
         disk.failNext("blkdiscard"); // lvextend done, the node dies before the new extents are zeroed
         assertThrows(DeviceException.class, () -> pool.expand("pvc-linear", 16 * MIB));
         assertEquals(8 * MIB, pool.records().ready("pvc-linear").getZeroFromBytes(), "recorded before lvextend");
         assertEquals(InMemoryLogicalVolumes.OLD_DATA, Files.readAllBytes(device(disk, "pvc-linear"))[(int) (12 * MIB)]);
-        LvmPool restarted = reconciled(new LvmPool(records, disk, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(), quiet()));
+        LvmPool restarted = reconciled(new LvmPool(records, disk, new InMemoryThinMappings(), mounter, Crashes.none(), Clock.systemUTC(), quiet()));
         byte[] grown = Files.readAllBytes(device(disk, "pvc-linear"));
         assertEquals(16 * MIB, grown.length);
         assertEquals(0x17, grown[(int) (8 * MIB - 1)], "the tenant's data is kept");
@@ -294,7 +296,7 @@ class LvmPoolTest {
     @Test
     void aGroupWhoseNameLeavesNoRoomForAHashRefusesTheNamesThatNeedOne() throws Exception {
         InMemoryLogicalVolumes longGroup = new InMemoryLogicalVolumes("g".repeat(100), 20 * GIB, "thinpool", 10 * GIB);
-        LvmPool pool = new LvmPool(dir, longGroup, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(),
+        LvmPool pool = new LvmPool(dir, longGroup, new InMemoryThinMappings(), mounter, Crashes.none(), Clock.systemUTC(),
                 new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
         PlainVolumes.create(pool, "pvc-1", GIB, LvType.THIN, Optional.empty());
         assertTrue(longGroup.find("pvc-1").isPresent());
@@ -329,7 +331,7 @@ class LvmPoolTest {
                 dev.strata.csi.backend.local.records.ImageRecord.newBuilder().setName("pvc-a").setCapacityBytes(GIB)
                         .setLvType(dev.strata.csi.backend.local.records.ImageRecord.LvType.THIN)
                         .setState(dev.strata.csi.backend.local.records.ImageRecord.State.CREATING).build());
-        LvmPool restarted = new LvmPool(dir, lvm, new InMemoryThinMappings(), mounter, Crashes.none(), java.time.Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
+        LvmPool restarted = new LvmPool(dir, lvm, new InMemoryThinMappings(), mounter, Crashes.none(), Clock.systemUTC(), new Log(new PrintStream(logged, true, StandardCharsets.UTF_8), 0));
         Volume made = PlainVolumes.create(restarted, "pvc-a", GIB, LvType.THIN, Optional.empty());
         assertEquals(GIB, made.getCapacityBytes());
         assertTrue(lvm.find("pvc-a").isPresent());
@@ -433,22 +435,22 @@ class LvmPoolTest {
         pool.delete("pvc-a");
         assertTrue(lvm.find(LvmPool.SNAPSHOT_PREFIX + "snapshot-1").isPresent(), "kept after its source is deleted");
         var fromSnapshot = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-1").build();
-        Volume restored = PlainVolumes.create(pool, "pvc-restored", 2 * GIB, LvType.THIN, java.util.Optional.of(fromSnapshot));
+        Volume restored = PlainVolumes.create(pool, "pvc-restored", 2 * GIB, LvType.THIN, Optional.of(fromSnapshot));
         assertEquals(2 * GIB, lvm.find("pvc-restored").orElseThrow().sizeBytes(), "extended to the size asked for");
-        assertEquals(restored, PlainVolumes.create(pool, "pvc-restored", 2 * GIB, LvType.THIN, java.util.Optional.of(fromSnapshot)));
+        assertEquals(restored, PlainVolumes.create(pool, "pvc-restored", 2 * GIB, LvType.THIN, Optional.of(fromSnapshot)));
         assertEquals(Status.Code.ALREADY_EXISTS, assertThrows(CsiException.class,
-                () -> PlainVolumes.create(pool, "pvc-restored", 2 * GIB, LvType.THIN, java.util.Optional.empty())).code());
+                () -> PlainVolumes.create(pool, "pvc-restored", 2 * GIB, LvType.THIN, Optional.empty())).code());
         assertEquals(Status.Code.OUT_OF_RANGE, assertThrows(CsiException.class,
-                () -> PlainVolumes.create(pool, "pvc-small", GIB / 2, LvType.THIN, java.util.Optional.of(fromSnapshot))).code());
+                () -> PlainVolumes.create(pool, "pvc-small", GIB / 2, LvType.THIN, Optional.of(fromSnapshot))).code());
         assertEquals(Status.Code.INVALID_ARGUMENT, assertThrows(CsiException.class,
-                () -> PlainVolumes.create(pool, "pvc-linear", GIB, LvType.LINEAR, java.util.Optional.of(fromSnapshot))).code());
+                () -> PlainVolumes.create(pool, "pvc-linear", GIB, LvType.LINEAR, Optional.of(fromSnapshot))).code());
         var missing = dev.strata.csi.agent.api.ContentSource.newBuilder().setSnapshot("snapshot-none").build();
         assertEquals(Status.Code.NOT_FOUND, assertThrows(CsiException.class,
-                () -> PlainVolumes.create(pool, "pvc-c", GIB, LvType.THIN, java.util.Optional.of(missing))).code());
+                () -> PlainVolumes.create(pool, "pvc-c", GIB, LvType.THIN, Optional.of(missing))).code());
         assertTrue(lvm.find("pvc-small").isEmpty() && lvm.find("pvc-linear").isEmpty() && lvm.find("pvc-c").isEmpty());
 
         var fromVolume = dev.strata.csi.agent.api.ContentSource.newBuilder().setVolume("pvc-restored").build();
-        PlainVolumes.create(pool, "pvc-clone", 2 * GIB, LvType.THIN, java.util.Optional.of(fromVolume));
+        PlainVolumes.create(pool, "pvc-clone", 2 * GIB, LvType.THIN, Optional.of(fromVolume));
         assertTrue(lvm.find("pvc-clone").orElseThrow().thin());
         pool.snapshots().delete("snapshot-1");
         pool.snapshots().delete("snapshot-1");

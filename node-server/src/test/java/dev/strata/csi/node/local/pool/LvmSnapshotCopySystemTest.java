@@ -9,6 +9,7 @@ import dev.strata.csi.agent.api.Allocation;
 import dev.strata.csi.agent.api.ContentSource;
 import dev.strata.csi.agent.api.LvType;
 import dev.strata.csi.agent.api.Snapshot;
+import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.log.Log;
 import dev.strata.csi.node.local.blocks.BlockRange;
 import dev.strata.csi.node.local.image.ImageContent;
@@ -16,7 +17,6 @@ import dev.strata.csi.node.local.lvm.SystemLogicalVolumes;
 import dev.strata.csi.node.local.lvm.SystemThinMappings;
 import dev.strata.csi.node.mount.MountHelpers;
 import dev.strata.csi.node.mount.SystemMounter;
-import dev.strata.csi.linux.Kernel;
 import dev.strata.csi.system.Command;
 import dev.strata.csi.system.Crashes;
 import dev.strata.csi.testing.TestVolumeGroup;
@@ -26,6 +26,7 @@ import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.time.Clock;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -74,7 +75,7 @@ class LvmSnapshotCopySystemTest {
 
     private LvmPool pool(String records) throws Exception {
         LvmPool pool = new LvmPool(Files.createDirectories(dir.resolve(records)), volumes, mappings,
-                new SystemMounter(new Kernel(), new Command(), MountHelpers.none()), Crashes.none(), java.time.Clock.systemUTC(), log);
+                new SystemMounter(new Kernel(), new Command(), MountHelpers.none()), Crashes.none(), Clock.systemUTC(), log);
         pool.reconcile();
         return pool;
     }
