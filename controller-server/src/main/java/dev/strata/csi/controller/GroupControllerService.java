@@ -60,10 +60,10 @@ public final class GroupControllerService extends GroupControllerGrpc.GroupContr
                 throw CsiException.missing("source_volume_ids");
             }
             LocalParameters.SNAPSHOT_CLASS.require(request.getParametersMap());
-            String copies = request.getParametersMap().getOrDefault(LocalParameters.COPIES, "1");
-            if (!copies.strip().equals("1")) {
-                throw CsiException.invalidArgument("VolumeGroupSnapshotClass parameter " + LocalParameters.COPIES + " '"
-                        + CsiException.printable(copies) + "': a group snapshot is kept on its volumes' nodes only (copies 1)");
+            int copies = LocalParameters.copies(request.getParametersMap());
+            if (copies != 1) {
+                throw CsiException.invalidArgument("VolumeGroupSnapshotClass parameter " + LocalParameters.COPIES + " is " + copies
+                        + ": a group snapshot is kept on its volumes' nodes only (copies 1)");
             }
             List<LocalVolumeId> volumes = new ArrayList<>();
             for (String id : request.getSourceVolumeIdsList()) {

@@ -2,6 +2,8 @@ package dev.strata.csi.backend.local;
 
 import dev.strata.csi.backend.KubernetesKeys.Request;
 import dev.strata.csi.backend.ParameterKeys;
+import dev.strata.csi.rpc.CsiException;
+import java.util.Map;
 import java.util.Set;
 
 /**
@@ -62,6 +64,20 @@ public final class LocalParameters {
             Set.of(COPIES), Set.of());
     public static final ParameterKeys ATTRIBUTES_CLASS = new ParameterKeys(Request.MODIFY_VOLUME, "a local volume",
             Set.of(READ_IOPS, WRITE_IOPS, READ_BYTES_PER_SECOND, WRITE_BYTES_PER_SECOND), Set.of());
+
+    /**
+     * The class's {@link #COPIES}: 1 when not given; INVALID_ARGUMENT for anything but a whole
+     * number. How many are allowed is the caller's to say.
+     */
+    public static int copies(Map<String, String> parameters) {
+        String value = parameters.getOrDefault(COPIES, "1");
+        try {
+            return Integer.parseInt(value.strip());
+        } catch (NumberFormatException e) {
+            throw CsiException.invalidArgument("parameter " + COPIES + " '" + CsiException.printable(value)
+                    + "' is not a whole number: give how many nodes are to keep each snapshot, 1 or more");
+        }
+    }
 
     private LocalParameters() {}
 }

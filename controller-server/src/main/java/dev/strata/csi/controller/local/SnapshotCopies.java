@@ -71,17 +71,7 @@ final class SnapshotCopies {
      * registered nodes with a local pool.
      */
     int wanted(Map<String, String> parameters) {
-        String value = parameters.get(LocalParameters.COPIES);
-        if (value == null) {
-            return 1;
-        }
-        int copies;
-        try {
-            copies = Integer.parseInt(value.strip());
-        } catch (NumberFormatException e) {
-            throw CsiException.invalidArgument("VolumeSnapshotClass parameter " + LocalParameters.COPIES + " '"
-                    + CsiException.printable(value) + "' is not a whole number: give how many nodes are to keep each snapshot, 1 or more");
-        }
+        int copies = LocalParameters.copies(parameters);
         long nodes = agents.registered().stream()
                 .filter(agent -> agent.pool(PoolKind.POOL_IMAGE).isPresent() || agent.pool(PoolKind.POOL_LVM).isPresent())
                 .count();
